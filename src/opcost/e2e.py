@@ -1,0 +1,21 @@
+"""End-to-end measurement of whole model iterations with the operators' timing core."""
+from __future__ import annotations
+
+from .hostinfo import host_facts, now
+from .tables import E2E, SAMPLES, frame
+from .timing import TimingSettings, measure
+from .workload import Workload
+
+
+def e2e_key(model: str, mode: str, batch: int) -> str:
+    return f"{model}/{mode}/b{batch}"
+
+
+def measure_e2e(wl: Workload, settings: TimingSettings, device: str):
+    """Returns (`e2e` row frame, `samples` frame) for one workload."""
+    m = measure(wl.step, settings, device)
+    row = {"model": wl.model.name, "batch": wl.batch, "mode": wl.mode, "placement": "default",
+           **host_facts(device), **m.stats(), "energy_j": None, "meter": "none", "timestamp": now()}
+    key = e2e_key(wl.model.name, wl.mode, wl.batch)
+    samples = [{"key": key, "source": "e2e", "i": i, "seconds": float(s)} for i, s in enumerate(m.samples)]
+    return frame(E2E, [row]), frame(SAMPLES, samples)

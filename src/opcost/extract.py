@@ -1,0 +1,282 @@
+"""Layer extraction: every leaf-module call and every aten operator that runs outside a leaf module.
+
+One iteration of the workload (see :mod:`opcost.workload`) runs under three observers:
+
+* forward pre/post hooks on every module keep the module stack; a call of a *leaf* module (one without children)
+  is one record: class, constructor parameters read from the module, input/output tensor specs;
+* a ``TorchDispatchMode`` records every aten operator that runs while no leaf module is executing (residual
+  ``add_``, ``flatten``, ``cat``, functional activations, the attention inside ``nn.MultiheadAttention``, the loss);
+* a ``TorchFunctionMode`` labels those aten records with the Python-level API call that issued them (``api``).
+
+In training mode the backward pass runs after the forward capture; each autograd node that executes is attributed
+to the forward record that created it (by autograd sequence number; parameter gradient accumulation to the record
+that used the parameter), so every configuration carries the backward work it causes (column ``backward``).
+
+Records are deduplicated into operator configurations (:func:`opcost.opspec.config_id`) with a call count per
+iteration. The table's columns are :data:`opcost.tables.LAYERS`.
+"""
+from __future__ import annotations
+
+import bisect
+import inspect
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from torch._C._autograd import _get_sequence_nr
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .opspec import canonical_json, config_id, describe, dtype_name, strip_replay, tensors_in
+from .tables import LAYERS, frame
+from .workload import Workload, loss_of
+
+LOSS_PATH = "<loss>"
+
+
+@dataclass
+class Call:
+    op: str
+    op_type: str
+    scope: str  # "module" | "functional"
+    api: str | None
+    params: dict
+    inputs: list
+    path: str
+    replay: dict
+    outputs: list = field(default_factory=list)
+    seq_after: int = -1
+
+
+def module_params(m: torch.nn.Module) -> dict:
+    """Constructor parameters read back from a module's attributes (tensors become 'present' flags)."""
+    out = {}
+    for name, p in inspect.signature(type(m).__init__).parameters.items():
+        if name in ("self", "device", "dtype") or name.startswith("_"):
+            continue
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or not hasattr(m, name):
+            continue
+        v = getattr(m, name)
+        if isinstance(v, torch.Tensor) or (v is None and name == "bias"):
+            v = v is not None
+        out[name] = describe(v)
+    dtypes = sorted({dtype_name(p.dtype) for p in m.parameters(recurse=False)})
+    if dtypes:
+        out["param_dtype"] = dtypes
+    return out
+
+
+def op_short_name(op: str) -> str:
+    """'torch.nn.modules.conv.Conv2d' -> 'Conv2d'; 'aten.add_.Tensor' -> 'add_'."""
+    if op.startswith("aten."):
+        return op.split(".")[1]
+    return op.rsplit(".", 1)[-1]
+
+
+class _Recorder:
+    def __init__(self, model_name: str, module: torch.nn.Module):
+        self.model_name = model_name
+        self.calls: list[Call] = []
+        self.stack: list[str] = []
+        self.leaf_depth = 0
+        self.recording = True
+        self.suspended = 0  # >0 while opcost itself reads tensors (describe): those ops are not the model's
+        self.api: str | None = None
+        self.params = {id(p): p for p in module.parameters()}
+        self.param_owner: dict[int, int] = {}  # id(param) -> index of the first record that used it
+        self.handles = []
+        for path, m in module.named_modules():
+            leaf = next(m.children(), None) is None
+            self.handles.append(m.register_forward_pre_hook(self._pre(path, m, leaf), with_kwargs=True))
+            self.handles.append(m.register_forward_hook(self._post(leaf), with_kwargs=True, always_call=True))
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+    def describe(self, obj):
+        self.suspended += 1
+        try:
+            return describe(obj)
+        finally:
+            self.suspended -= 1
+
+    def active(self) -> bool:
+        return self.recording and self.leaf_depth == 0 and self.suspended == 0
+
+    def enclosing(self) -> str:
+        return self.stack[-1] if self.stack else ""
+
+    def _own(self, tensors):
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and id(t) in self.params:
+                self.param_owner.setdefault(id(t), len(self.calls) - 1)
+
+    def _pre(self, path, m, leaf):
+        def hook(mod, args, kwargs):
+            self.stack.append(path)
+            if leaf:
+                if self.active():
+                    op = f"{type(m).__module__}.{type(m).__qualname__}"
+                    inputs = self.describe(list(args))
+                    kw = self.describe(kwargs) if kwargs else None
+                    self.calls.append(Call(
+                        op=op, op_type=type(m).__name__, scope="module", api=None,
+                        params={**module_params(m), **({"kwargs": kw} if kw else {})}, inputs=inputs, path=path,
+                        replay={"model": self.model_name, "path": path, "args": inputs, "kwargs": kw}))
+                    self._own(m.parameters(recurse=False))
+                self.leaf_depth += 1
+        return hook
+
+    def _post(self, leaf):
+        def hook(mod, args, kwargs, out):
+            self.stack.pop()
+            if leaf:
+                self.leaf_depth -= 1
+                if self.active() and self.calls and self.calls[-1].seq_after < 0:
+                    self.calls[-1].outputs = list(tensors_in(self.describe(out)))
+                    self.calls[-1].seq_after = _get_sequence_nr()
+        return hook
+
+
+class _ApiLabels(TorchFunctionMode):
+    def __init__(self, rec: _Recorder):
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.rec.api is not None or not self.rec.active():
+            return func(*args, **kwargs)
+        self.rec.api = getattr(func, "__name__", str(func))
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self.rec.api = None
+
+
+class _AtenOutsideLeaves(TorchDispatchMode):
+    def __init__(self, rec: _Recorder):
+        super().__init__()
+        self.rec = rec
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        rec = self.rec
+        if not rec.active():
+            return func(*args, **kwargs)
+        op = f"aten.{func.name().split('::', 1)[1]}" if "::" in func.name() else str(func)
+        if not op.count(".") >= 2:
+            op = f"{op}.default"
+        params = {"args": rec.describe(list(args)), "kwargs": rec.describe(kwargs) if kwargs else None}
+        call = Call(op=op, op_type=op_short_name(op), scope="functional", api=rec.api,
+                    params=params, inputs=list(tensors_in(params)), path=rec.enclosing(), replay=params)
+        rec.calls.append(call)
+        rec._own(list(args) + list(kwargs.values()))
+        out = func(*args, **kwargs)
+        call.outputs = list(tensors_in(rec.describe(out)))
+        call.seq_after = _get_sequence_nr()
+        return out
+
+
+def _graph_nodes(root) -> list:
+    seen, order, todo = set(), [], [root]
+    while todo:
+        n = todo.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        todo.extend(nxt for nxt, _ in n.next_functions)
+    return order
+
+
+def record_calls(workload: Workload) -> tuple[list[Call], list[Counter], int]:
+    """Run one iteration under the observers. Returns the records, per-record backward node counts, and the
+    number of executed autograd nodes that could not be attributed (0 unless something escaped the capture)."""
+    module = workload.model.module
+    rec = _Recorder(workload.model.name, module)
+    backward = []
+    unattributed = 0
+    try:
+        if workload.mode == "training":
+            module.zero_grad(set_to_none=True)
+        with workload.grad_context(), _ApiLabels(rec), _AtenOutsideLeaves(rec):
+            out = workload.forward()
+            if workload.mode == "training":
+                rec.stack.append(LOSS_PATH)
+                loss = loss_of(out)
+                rec.stack.pop()
+        rec.recording = False
+        backward = [Counter() for _ in rec.calls]
+        if workload.mode == "training":
+            unattributed = _attribute_backward(rec, loss, backward)
+    finally:
+        rec.close()
+    return rec.calls, backward, unattributed
+
+
+def _attribute_backward(rec: _Recorder, loss: torch.Tensor, backward: list[Counter]) -> int:
+    bounds = [c.seq_after for c in rec.calls]
+    owner_of_node = {}
+    for pid, idx in rec.param_owner.items():
+        owner_of_node[id(torch.autograd.graph.get_gradient_edge(rec.params[pid]).node)] = idx
+    unattributed = [0]
+    handles = []
+
+    def attribute(node):
+        def hook(grad_outputs):
+            if id(node) in owner_of_node:
+                backward[owner_of_node[id(node)]][node.name()] += 1
+                return
+            idx = bisect.bisect_right(bounds, node._sequence_nr())
+            if idx < len(backward) and node._sequence_nr() < 2**63:
+                backward[idx][node.name()] += 1
+            else:
+                unattributed[0] += 1
+        return hook
+
+    nodes = _graph_nodes(loss.grad_fn)
+    for n in nodes:
+        handles.append(n.register_prehook(attribute(n)))
+    try:
+        loss.backward()
+    finally:
+        for h in handles:
+            h.remove()
+    return unattributed[0]
+
+
+def extract(workload: Workload) -> pd.DataFrame:
+    """The deduplicated operator configurations of one workload (columns :data:`opcost.tables.LAYERS`)."""
+    calls, backward, _ = record_calls(workload)
+    groups: dict[str, dict] = {}
+    for call, bwd in zip(calls, backward):
+        cid = config_id(call.op, call.params, call.inputs, workload.mode)
+        g = groups.get(cid)
+        if g is None:
+            g = groups[cid] = {"call": call, "count": 0, "paths": [], "apis": Counter(), "backward": Counter()}
+        g["count"] += 1
+        if call.path not in g["paths"]:
+            g["paths"].append(call.path)
+        if call.api:
+            g["apis"][call.api] += 1
+        g["backward"].update(bwd)
+    rows = []
+    for order, (cid, g) in enumerate(groups.items()):
+        c: Call = g["call"]
+        rows.append({
+            "model": workload.model.name, "batch": workload.batch, "mode": workload.mode,
+            "config_id": cid, "op": c.op, "op_type": c.op_type, "scope": c.scope,
+            "api": g["apis"].most_common(1)[0][0] if g["apis"] else None,
+            "count": g["count"], "order": order,
+            "params": canonical_json(c.params), "inputs": canonical_json(strip_replay(c.inputs)),
+            "outputs": canonical_json(strip_replay(c.outputs)),
+            "module_paths": json.dumps(g["paths"]),
+            "backward": canonical_json(dict(sorted(g["backward"].items()))) if workload.mode == "training" else None,
+            "replay": canonical_json({**c.replay, "model": workload.model.name}),
+        })
+    return frame(LAYERS, rows)
+

@@ -1,0 +1,101 @@
+"""Figures under results/figures: what each operator type costs per model, and whether the costs add up."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+TOP_TYPES = 9
+
+
+def _label(r) -> str:
+    return f"{r['model']} {r['mode'][:5]} b{r['batch']}"
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def breakdown(costed: pd.DataFrame, predictions: pd.DataFrame, path: Path) -> None:
+    """Per workload: predicted time by op type as a fraction of the measured end-to-end time."""
+    per_type = costed.groupby(["model", "mode", "batch", "op_type"], as_index=False)["total_s"].sum()
+    top = per_type.groupby("op_type")["total_s"].sum().nlargest(TOP_TYPES).index.tolist()
+    per_type["op_type"] = per_type["op_type"].where(per_type["op_type"].isin(top), "other")
+    pivot = per_type.pivot_table(index=["model", "mode", "batch"], columns="op_type", values="total_s",
+                                 aggfunc="sum", fill_value=0.0)
+    pred = predictions.set_index(["model", "mode", "batch"])["measured_s"]
+    pivot = pivot.loc[[i for i in pivot.index if i in pred.index and pd.notna(pred[i])]]
+    cols = [c for c in top if c in pivot.columns] + (["other"] if "other" in pivot.columns else [])
+    frac = pivot[cols].div(pred.loc[pivot.index], axis=0)
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(frac) + 1.8))
+    left = np.zeros(len(frac))
+    colors = plt.cm.tab10(np.linspace(0, 1, 10))
+    for k, c in enumerate(cols):
+        ax.barh(range(len(frac)), frac[c], left=left, label=c, color="lightgray" if c == "other" else colors[k % 10])
+        left += frac[c].to_numpy()
+    ax.axvline(1.0, color="black", lw=1, ls="--", label="measured end-to-end")
+    ax.set_yticks(range(len(frac)), [f"{m} {mo[:5]} b{b}" for m, mo, b in frac.index])
+    ax.invert_yaxis()
+    ax.set_xlabel("sum of count x isolated operator time, as a fraction of the measured end-to-end time")
+    ax.set_title("Model time by operator type")
+    ax.legend(fontsize=7, ncol=2, loc="lower right")
+    _save(fig, path)
+
+
+def predicted_vs_measured(predictions: pd.DataFrame, path: Path) -> None:
+    p = predictions.dropna(subset=["measured_s"])
+    fig, ax = plt.subplots(figsize=(6, 5.5))
+    for mode, marker in (("inference", "o"), ("training", "s")):
+        q = p[p["mode"] == mode]
+        ax.scatter(q["measured_s"] * 1e3, q["predicted_s"] * 1e3, marker=marker, label=mode)
+        for _, r in q.iterrows():
+            ax.annotate(f"{r['model']} b{r['batch']}", (r["measured_s"] * 1e3, r["predicted_s"] * 1e3), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+    if len(p):
+        lo = 0.5 * min(p["measured_s"].min(), p["predicted_s"].min()) * 1e3
+        hi = 2 * max(p["measured_s"].max(), p["predicted_s"].max()) * 1e3
+        ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="prediction = measurement")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("measured end-to-end time per iteration (ms)")
+    ax.set_ylabel("predicted: sum of count x operator time (ms)")
+    ax.set_title("Predicted vs measured")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def spread(measurements: pd.DataFrame, e2e: pd.DataFrame, path: Path) -> None:
+    """Distribution of relative measurement spread (IQR/median and CI half-width/median)."""
+    ok = measurements[measurements["status"] == "ok"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, (name, df) in zip(axes, (("operator configurations", ok), ("end-to-end runs", e2e))):
+        if len(df):
+            rel_iqr = (df["iqr_s"] / df["median_s"]).astype(float) * 100
+            rel_ci = ((df["ci_high_s"] - df["ci_low_s"]) / 2 / df["median_s"]).astype(float) * 100
+            bins = np.linspace(0, max(1.0, float(np.nanpercentile(rel_iqr, 99))), 30)
+            ax.hist(rel_iqr.clip(upper=bins[-1]), bins=bins, alpha=0.6, label="IQR / median")
+            ax.hist(rel_ci.clip(upper=bins[-1]), bins=bins, alpha=0.6, label="95% CI half-width / median")
+        ax.set_xlabel("% of median")
+        ax.set_ylabel("count")
+        ax.set_title(f"Measurement spread: {name} (n={len(df)})")
+        ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def make_all(costed, predictions, measurements, e2e, outdir) -> list[Path]:
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = [outdir / "breakdown.png", outdir / "predicted_vs_measured.png", outdir / "spread.png"]
+    breakdown(costed, predictions, paths[0])
+    predicted_vs_measured(predictions, paths[1])
+    spread(measurements, e2e, paths[2])
+    return paths

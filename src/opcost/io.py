@@ -1,0 +1,52 @@
+"""Atomic file writes: a file either holds a complete result or does not exist."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .tables import SCHEMA_VERSION, Table, frame
+
+
+def _atomic(path: Path, write) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_parquet(df: pd.DataFrame, path, table: Table) -> None:
+    df = frame(table, df)
+    tab = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(tab.schema.metadata or {})
+    meta[b"opcost_schema"] = f"{table.name}:{SCHEMA_VERSION}".encode()
+    _atomic(path, lambda tmp: pq.write_table(tab.replace_schema_metadata(meta), tmp))
+
+
+def read_parquet(path, table: Table) -> pd.DataFrame:
+    return frame(table, pd.read_parquet(path))
+
+
+def read_many(paths, table: Table) -> pd.DataFrame:
+    frames = [read_parquet(p, table) for p in paths]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else frame(table, [])
+
+
+def write_text(text: str, path) -> None:
+    _atomic(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def write_json(obj, path) -> None:
+    write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", path)

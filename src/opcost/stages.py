@@ -1,0 +1,136 @@
+"""One function per workflow stage: what a Snakemake rule's script (and the ``opcost`` CLI) calls.
+
+Each takes the validated config and paths, reads its inputs, and writes its outputs atomically.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from . import figures, io, tables
+from .database import catalog
+from .errors import OpcostError
+
+log = logging.getLogger("opcost")
+
+
+def setup_logging(log_path=None) -> None:
+    handlers = [logging.StreamHandler(sys.stderr)]
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_path, mode="w"))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers,
+                        force=True)
+
+
+def _prepare(config: dict) -> None:
+    import torch
+
+    torch.set_num_threads(int(config["threads"]))
+    device = config["device"]
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise OpcostError("config: device", f"{device!r} requested but torch finds no CUDA device on this host")
+
+
+def _workload(config: dict, model: str, mode: str, batch: int):
+    from .models import load_model
+    from .workload import make_workload
+
+    if model not in config["models"]:
+        raise OpcostError(f"model {model}", "not in config `models`")
+    loaded = load_model(model, config["models"][model], config["device"], config["dtype"])
+    return make_workload(loaded, int(batch), mode)
+
+
+def extract(config: dict, model: str, mode: str, batch: int, out) -> pd.DataFrame:
+    from .extract import extract as run
+
+    _prepare(config)
+    df = run(_workload(config, model, mode, batch))
+    io.write_parquet(df, out, tables.LAYERS)
+    log.info("%s %s b%s: %d configurations, %d calls per iteration", model, mode, batch, len(df), df["count"].sum())
+    return df
+
+
+def make_catalog(layer_paths, out) -> pd.DataFrame:
+    df = catalog(io.read_many(layer_paths, tables.LAYERS))
+    io.write_parquet(df, out, tables.CONFIGS)
+    log.info("%d operator configurations", len(df))
+    return df
+
+
+def profile(config: dict, configs_path, chunk: int, out_measurements, out_samples) -> pd.DataFrame:
+    from .profile import chunk_of, profile_configs
+    from .timing import TimingSettings
+
+    _prepare(config)
+    configs = io.read_parquet(configs_path, tables.CONFIGS)
+    chunks = int(config["profile"]["chunks"])
+    mine = configs[configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk)]
+    log.info("chunk %d/%d: %d of %d configurations", chunk, chunks, len(mine), len(configs))
+    settings = TimingSettings.from_config(config["profile"]["timing"])
+    meas, samples = profile_configs(mine, config["models"], config["device"], config["dtype"], settings)
+    io.write_parquet(samples, out_samples, tables.SAMPLES)
+    io.write_parquet(meas, out_measurements, tables.MEASUREMENTS)
+    failed = int((meas["status"] != "ok").sum())
+    log.info("chunk %d done: %d measured, %d failed, %d noisy", chunk, len(meas) - failed, failed,
+             int(meas["noisy"].fillna(False).sum()))
+    return meas
+
+
+def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples) -> pd.DataFrame:
+    from .e2e import measure_e2e
+    from .timing import TimingSettings
+
+    _prepare(config)
+    wl = _workload(config, model, mode, batch)
+    row, samples = measure_e2e(wl, TimingSettings.from_config(config["e2e"]["timing"]), config["device"])
+    io.write_parquet(samples, out_samples, tables.SAMPLES)
+    io.write_parquet(row, out, tables.E2E)
+    log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
+             row["n"].iloc[0])
+    return row
+
+
+def database(measurement_paths, e2e_paths, out_measurements, out_e2e) -> None:
+    io.write_parquet(io.read_many(measurement_paths, tables.MEASUREMENTS), out_measurements, tables.MEASUREMENTS)
+    io.write_parquet(io.read_many(e2e_paths, tables.E2E), out_e2e, tables.E2E)
+
+
+def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_tsv) -> pd.DataFrame:
+    from .predict import predict
+
+    layers = io.read_many(layer_paths, tables.LAYERS)
+    pred = predict(layers, io.read_parquet(measurements_path, tables.MEASUREMENTS),
+                   io.read_parquet(e2e_path, tables.E2E), config["device"])
+    io.write_parquet(pred, out, tables.PREDICTIONS)
+    io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
+    for r in pred.itertuples():
+        log.info("%s %s b%d: predicted %.3f ms, measured %.3f ms, ratio %.3f", r.model, r.mode, r.batch,
+                 r.predicted_s * 1e3, r.measured_s * 1e3, r.ratio)
+    return pred
+
+
+def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predictions_path, outdir) -> None:
+    from .predict import costed_layers
+
+    layers = io.read_many(layer_paths, tables.LAYERS)
+    meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
+    e2e_df = io.read_parquet(e2e_path, tables.E2E)
+    pred = io.read_parquet(predictions_path, tables.PREDICTIONS)
+    costed = costed_layers(layers, meas, config["device"])
+    for p in figures.make_all(costed, pred, meas, e2e_df, outdir):
+        log.info("wrote %s", p)
+
+
+def run_rule(smk, fn, *args, **kwargs):
+    """Entry point of a Snakemake script: log to the rule's log, turn an OpcostError into one line and exit 1."""
+    setup_logging(smk.log[0] if smk.log else None)
+    try:
+        return fn(*args, **kwargs)
+    except OpcostError as e:
+        log.error("%s", e)
+        sys.exit(f"opcost: {e}")

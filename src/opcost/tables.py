@@ -1,0 +1,185 @@
+"""The data contracts between stages: every table opcost writes, its columns, types and meaning.
+
+This module is the single written-down source; ``docs/data.md`` is generated from it (``opcost schema``) and a test
+keeps the two identical. Every Parquet file opcost writes goes through :func:`frame` (column set, order and types
+enforced) and :func:`opcost.io.write_parquet` (atomic), and carries ``SCHEMA_VERSION`` in its metadata.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: str  # pandas dtype: "string", "Int64", "Float64", "boolean"
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    path: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _c(name, dtype, doc):
+    return Column(name, dtype, doc)
+
+
+_MODEL_KEY = (
+    _c("model", "string", "model name (config key under `models`)"),
+    _c("batch", "Int64", "batch size"),
+    _c("mode", "string", "`inference` (forward under inference_mode) or `training` (forward + loss + backward)"),
+)
+
+_HOST = (
+    _c("device", "string", "`cpu` or `cuda[:N]`: where the operator ran"),
+    _c("placement", "string", "memory placement of inputs/outputs (`default`: the device's own memory)"),
+    _c("threads", "Int64", "torch intra-op threads during the measurement"),
+    _c("host", "string", "host name"),
+    _c("cpu_model", "string", "CPU model name"),
+    _c("gpu_name", "string", "GPU name, missing on CPU runs"),
+    _c("gpu_driver", "string", "GPU driver version, missing on CPU runs"),
+    _c("torch_version", "string", "torch.__version__"),
+    _c("timestamp", "string", "UTC time the measurement finished (ISO 8601)"),
+)
+
+_STATS = (
+    _c("median_s", "Float64", "median seconds per call (per iteration for end-to-end rows)"),
+    _c("trimmed_mean_s", "Float64", "mean of the samples within 3 standard deviations of the mean, seconds"),
+    _c("iqr_s", "Float64", "inter-quartile range of the samples, seconds"),
+    _c("ci_low_s", "Float64", "lower end of the 95% confidence interval of the median (order statistics), seconds"),
+    _c("ci_high_s", "Float64", "upper end of the 95% confidence interval of the median, seconds"),
+    _c("n", "Int64", "number of samples (each sample averages `calls_per_sample` back-to-back calls)"),
+    _c("calls_per_sample", "Int64", "back-to-back calls timed together in one sample"),
+    _c("noisy", "boolean", "IQR/median above the configured noise threshold"),
+    _c("energy_j", "Float64", "joules per call; missing where no energy meter exists (never 0 for 'unknown')"),
+    _c("meter", "string", "energy meter used (`none` where unavailable)"),
+)
+
+LAYERS = Table(
+    "layers", "results/layers/{model}/{mode}_b{batch}.parquet",
+    "One row per operator configuration of one model workload (extraction stage).",
+    _MODEL_KEY + (
+        _c("config_id", "string", "stable 12-hex id of (op, params, input specs, mode)"),
+        _c("op", "string", "module class (`torch.nn.modules.conv.Conv2d`) or aten overload (`aten.add_.Tensor`)"),
+        _c("op_type", "string", "short operator type: class name (`Conv2d`) or aten op name (`add_`)"),
+        _c("scope", "string", "`module` (a leaf-module call) or `functional` (an aten op outside leaf modules)"),
+        _c("api", "string", "Python-level call that issued a functional op (`flatten`, `__iadd__`, "
+                            "`multi_head_attention_forward`); missing for modules"),
+        _c("count", "Int64", "calls per iteration"),
+        _c("order", "Int64", "position of the configuration's first call in the iteration"),
+        _c("params", "string", "JSON: module constructor parameters read from the module, or the aten op's "
+                               "arguments with tensors as specs"),
+        _c("inputs", "string", "JSON list of input tensor specs `{T: shape, dtype, stride, grad}`"),
+        _c("outputs", "string", "JSON list of output tensor specs"),
+        _c("module_paths", "string", "JSON list of module paths (leaf module, or the module enclosing a "
+                                     "functional op; `<loss>` for the training loss)"),
+        _c("backward", "string", "JSON {autograd node: calls per iteration} of the backward work this "
+                                 "configuration causes (training only)"),
+        _c("replay", "string", "JSON: what the profiler needs to rebuild the call (model and module path, or the "
+                               "aten arguments, including stored integer index values)"),
+    ),
+)
+
+CONFIGS = Table(
+    "configs", "results/db/configs.parquet",
+    "The union of all operator configurations of all workloads, one row per (config_id); the profiling work list.",
+    (
+        _c("config_id", "string", "as in `layers`"),
+        _c("op", "string", "as in `layers`"),
+        _c("op_type", "string", "as in `layers`"),
+        _c("scope", "string", "as in `layers`"),
+        _c("mode", "string", "as in `layers`"),
+        _c("params", "string", "as in `layers`"),
+        _c("inputs", "string", "as in `layers`"),
+        _c("replay", "string", "as in `layers` (from the first workload that has the configuration)"),
+        _c("models", "string", "JSON list of the models that use the configuration"),
+    ),
+)
+
+MEASUREMENTS = Table(
+    "measurements", "results/db/measurements.parquet",
+    "Isolated (and later in-situ) timings of operator configurations.",
+    (
+        _c("config_id", "string", "operator configuration (see `configs`)"),
+        _c("op_type", "string", "as in `layers`"),
+        _c("mode", "string", "as in `layers`; training rows time forward + backward"),
+        _c("source", "string", "`isolated` (microbenchmark of the configuration alone)"),
+        _c("status", "string", "`ok`, or `failed: <reason>` (statistics then missing)"),
+    ) + _HOST + _STATS,
+)
+
+SAMPLES = Table(
+    "samples", "results/profile/samples_{chunk}.parquet",
+    "Raw timing samples behind `measurements` and `e2e` rows.",
+    (
+        _c("key", "string", "config_id, or `model/mode/b{batch}` for end-to-end rows"),
+        _c("source", "string", "as in `measurements`"),
+        _c("i", "Int64", "sample index in measurement order"),
+        _c("seconds", "Float64", "seconds per call in this sample"),
+    ),
+)
+
+E2E = Table(
+    "e2e", "results/e2e/{model}/{mode}_b{batch}.parquet",
+    "End-to-end timings of whole model iterations, measured with the same timing core as operators.",
+    _MODEL_KEY + _HOST + _STATS,
+)
+
+PREDICTIONS = Table(
+    "predictions", "results/validation/predictions.parquet",
+    "Prediction = sum over configurations of count x median cost, against the measured end-to-end time.",
+    _MODEL_KEY + (
+        _c("device", "string", "device of both the operator and end-to-end measurements"),
+        _c("source", "string", "measurement source of the operator costs (`isolated`)"),
+        _c("predicted_s", "Float64", "sum of count x median_s over measured configurations, seconds"),
+        _c("measured_s", "Float64", "end-to-end median seconds per iteration"),
+        _c("ratio", "Float64", "predicted_s / measured_s"),
+        _c("error", "Float64", "ratio - 1 (signed relative error)"),
+        _c("configs", "Int64", "operator configurations in the workload"),
+        _c("configs_measured", "Int64", "configurations with an `ok` measurement"),
+        _c("calls_covered", "Float64", "fraction of the workload's operator calls with a measurement"),
+    ),
+)
+
+ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, PREDICTIONS)
+
+
+def frame(table: Table, rows) -> pd.DataFrame:
+    """A DataFrame with exactly ``table``'s columns, in order and with its types; extra or missing keys raise."""
+    df = pd.DataFrame(list(rows) if not isinstance(rows, pd.DataFrame) else rows)
+    if df.empty and len(df.columns) == 0:
+        df = pd.DataFrame(columns=table.names)
+    extra = set(df.columns) - set(table.names)
+    missing = set(table.names) - set(df.columns)
+    if extra or missing:
+        raise ValueError(f"table {table.name}: extra columns {sorted(extra)}, missing {sorted(missing)}")
+    return df[table.names].astype({c.name: c.dtype for c in table.columns})
+
+
+def markdown() -> str:
+    """The data-contract document (docs/data.md)."""
+    out = [
+        "# opcost data contracts",
+        "",
+        "Generated from `src/opcost/tables.py` by `opcost schema > docs/data.md`; a test keeps them identical.",
+        f"Schema version: {SCHEMA_VERSION} (stored in each Parquet file's metadata as `opcost_schema`).",
+        "",
+        "Tensor specs in JSON columns: `{\"T\": shape, \"dtype\": \"float32\", \"stride\": [...], \"grad\": bool}`.",
+        "Missing values are nulls, never 0.",
+    ]
+    for t in ALL:
+        out += ["", f"## `{t.name}`", "", f"`{t.path}` — {t.doc}", "", "| column | type | meaning |", "|---|---|---|"]
+        out += [f"| `{c.name}` | {c.dtype} | {c.doc} |" for c in t.columns]
+    return "\n".join(out) + "\n"

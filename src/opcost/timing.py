@@ -1,0 +1,158 @@
+"""The timing core shared by operator and end-to-end measurements.
+
+A measurement times ``calls_per_sample`` back-to-back calls per sample (sized so a sample lasts at least
+``min_sample_s``, which keeps timer resolution and per-sample overhead negligible), after a warm-up of at least
+``warmup_s`` and ``warmup_calls``. Samples are taken in blocks; after each block the 95% confidence interval of the
+median (order statistics, distribution-free) is computed and sampling stops once its half-width is within
+``target_rel_ci`` of the median and at least ``min_samples`` were taken, or when ``max_seconds`` is spent.
+
+On CUDA the block of calls is timed between CUDA events; on CPU with ``time.perf_counter``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    target_rel_ci: float = 0.02
+    min_samples: int = 10
+    max_samples: int = 1000
+    max_seconds: float = 2.0
+    warmup_s: float = 0.05
+    warmup_calls: int = 2
+    min_sample_s: float = 0.001
+    block: int = 10
+    noisy_iqr: float = 0.10
+
+    @classmethod
+    def from_config(cls, cfg: dict | None) -> "TimingSettings":
+        cfg = dict(cfg or {})
+        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
+
+
+def median_ci(sorted_samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free CI of the median: order statistics around n/2 (normal approximation to the binomial)."""
+    n = len(sorted_samples)
+    if n == 0:
+        return math.nan, math.nan
+    z = {0.95: 1.959963984540054, 0.99: 2.5758293035489}[level]
+    half = z * math.sqrt(n) / 2
+    lo = max(0, int(math.floor(n / 2 - half)))
+    hi = min(n - 1, int(math.ceil(n / 2 + half)) - 1 if n > 1 else 0)
+    return float(sorted_samples[lo]), float(sorted_samples[max(lo, hi)])
+
+
+def trimmed_mean(samples: np.ndarray, k: float = 3.0) -> float:
+    """Mean of the samples within k standard deviations of the mean (the seeds' 3-sigma trimmed mean)."""
+    if len(samples) == 0:
+        return math.nan
+    mu, sd = float(np.mean(samples)), float(np.std(samples))
+    kept = samples[np.abs(samples - mu) <= k * sd] if sd > 0 else samples
+    return float(np.mean(kept)) if len(kept) else mu
+
+
+@dataclass
+class Measurement:
+    """Samples (seconds per call) and the statistics derived from them, in one place."""
+
+    samples: np.ndarray
+    calls_per_sample: int
+    wall_s: float
+    settings: TimingSettings = field(default_factory=TimingSettings)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.samples)) if self.n else math.nan
+
+    @property
+    def trimmed_mean(self) -> float:
+        return trimmed_mean(self.samples)
+
+    @property
+    def iqr(self) -> float:
+        if not self.n:
+            return math.nan
+        q1, q3 = np.percentile(self.samples, [25, 75])
+        return float(q3 - q1)
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return median_ci(np.sort(self.samples))
+
+    @property
+    def rel_ci(self) -> float:
+        lo, hi = self.ci
+        return (hi - lo) / 2 / self.median if self.n and self.median > 0 else math.inf
+
+    @property
+    def noisy(self) -> bool:
+        return bool(self.n and self.median > 0 and self.iqr / self.median > self.settings.noisy_iqr)
+
+    def stats(self) -> dict:
+        lo, hi = self.ci
+        return {"median_s": self.median, "trimmed_mean_s": self.trimmed_mean, "iqr_s": self.iqr,
+                "ci_low_s": lo, "ci_high_s": hi, "n": self.n, "calls_per_sample": self.calls_per_sample,
+                "noisy": self.noisy}
+
+
+class _CpuClock:
+    def time_block(self, fn: Callable[[], object], calls: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return time.perf_counter() - t0
+
+
+class _CudaClock:
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def time_block(self, fn: Callable[[], object], calls: int) -> float:
+        self.start.record()
+        for _ in range(calls):
+            fn()
+        self.end.record()
+        self.end.synchronize()
+        return self.start.elapsed_time(self.end) / 1e3
+
+
+def measure(fn: Callable[[], object], settings: TimingSettings = TimingSettings(), device: str = "cpu",
+            clock=None) -> Measurement:
+    """Time ``fn`` adaptively (see module docstring). ``clock`` overrides the device clock (tests)."""
+    if clock is None:
+        clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
+    t_start = time.perf_counter()
+    # warm-up: at least warmup_calls calls and warmup_s seconds; also estimates the cost of one call
+    calls, spent = 0, 0.0
+    while calls < settings.warmup_calls or spent < settings.warmup_s:
+        spent += clock.time_block(fn, 1)
+        calls += 1
+        if time.perf_counter() - t_start > settings.max_seconds / 2:
+            break
+    per_call = max(spent / max(calls, 1), 1e-9)
+    cps = max(1, math.ceil(settings.min_sample_s / per_call))
+    samples: list[float] = []
+    while True:
+        for _ in range(settings.block):
+            samples.append(clock.time_block(fn, cps) / cps)
+        m = Measurement(np.asarray(samples), cps, time.perf_counter() - t_start, settings)
+        if m.n >= settings.min_samples and m.rel_ci <= settings.target_rel_ci:
+            break
+        if m.n >= settings.max_samples or time.perf_counter() - t_start >= settings.max_seconds:
+            break
+    m.wall_s = time.perf_counter() - t_start
+    return m

@@ -1,0 +1,24 @@
+"""Small models reachable as `tests.tiny_models:CALLABLE` from test configs (the `module:callable` path)."""
+import torch
+from torch import nn
+
+
+class ResidualMLP(nn.Module):
+    def __init__(self, width: int = 16):
+        super().__init__()
+        self.fc1 = nn.Linear(8, width)
+        self.fc2 = nn.Linear(width, width)
+        self.out = nn.Linear(width, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        h = h + self.fc2(h)  # residual add outside leaf modules
+        return self.out(h).flatten()
+
+
+def make_mlp(width: int = 16) -> nn.Module:
+    return ResidualMLP(width)
+
+
+def explode(**kwargs):
+    raise RuntimeError("this factory always fails")

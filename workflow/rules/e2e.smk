@@ -1,0 +1,14 @@
+rule e2e:
+    """End-to-end timing of one model workload with the operators' timing core."""
+    output:
+        table="results/e2e/{model}/{mode}_b{batch}.parquet",
+        samples="results/e2e/{model}/{mode}_b{batch}.samples.parquet",
+    log:
+        "logs/e2e/{model}/{mode}_b{batch}.log",
+    threads: config["threads"]
+    resources:
+        measure=1,
+    conda:
+        ENV
+    script:
+        "../../scripts/e2e.py"

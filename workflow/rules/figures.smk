@@ -1,0 +1,20 @@
+rule figures:
+    """All figures, in one directory (see workflow/report/figures.rst)."""
+    input:
+        layers=get_layer_tables,
+        measurements="results/db/measurements.parquet",
+        e2e="results/db/e2e.parquet",
+        predictions="results/validation/predictions.parquet",
+    output:
+        report(
+            directory("results/figures"),
+            patterns=["{name}.png"],
+            caption="../report/figures.rst",
+            category="Figures",
+        ),
+    log:
+        "logs/figures.log",
+    conda:
+        ENV
+    script:
+        "../../scripts/figures.py"

@@ -1,0 +1,16 @@
+rule profile:
+    """Isolated timing of the configurations whose id hashes to this chunk."""
+    input:
+        "results/db/configs.parquet",
+    output:
+        measurements="results/profile/chunk{chunk}.parquet",
+        samples="results/profile/samples_{chunk}.parquet",
+    log:
+        "logs/profile/chunk{chunk}.log",
+    threads: config["threads"]
+    resources:
+        measure=1,
+    conda:
+        ENV
+    script:
+        "../../scripts/profile.py"
