@@ -11,8 +11,8 @@ class ResidualMLP(nn.Module):
         self.out = nn.Linear(width, 1)
 
     def forward(self, x):
-        h = torch.relu(self.fc1(x))
-        h = h + self.fc2(h)  # residual add outside leaf modules
+        h = self.fc1(x)
+        h += self.fc2(torch.relu(h))  # functional relu and in-place residual add, outside leaf modules
         return self.out(h).flatten()
 
 

@@ -172,7 +172,8 @@ class _AtenOutsideLeaves(TorchDispatchMode):
             op = f"{op}.default"
         params = {"args": rec.describe(list(args)), "kwargs": rec.describe(kwargs) if kwargs else None}
         call = Call(op=op, op_type=op_short_name(op), scope="functional", api=rec.api,
-                    params=params, inputs=list(tensors_in(params)), path=rec.enclosing(), replay=params)
+                    params=params, inputs=list(tensors_in([params["args"], params["kwargs"]])), path=rec.enclosing(),
+                    replay=params)
         rec.calls.append(call)
         rec._own(list(args) + list(kwargs.values()))
         out = func(*args, **kwargs)

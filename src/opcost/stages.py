@@ -29,6 +29,9 @@ def setup_logging(log_path=None) -> None:
 def _prepare(config: dict) -> None:
     import torch
 
+    from .memory import keep_freed_memory
+
+    keep_freed_memory()  # same allocator behaviour for operator and end-to-end timing (see opcost.memory)
     torch.set_num_threads(int(config["threads"]))
     device = config["device"]
     if device.startswith("cuda") and not torch.cuda.is_available():

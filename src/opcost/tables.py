@@ -75,7 +75,7 @@ LAYERS = Table(
         _c("op", "string", "module class (`torch.nn.modules.conv.Conv2d`) or aten overload (`aten.add_.Tensor`)"),
         _c("op_type", "string", "short operator type: class name (`Conv2d`) or aten op name (`add_`)"),
         _c("scope", "string", "`module` (a leaf-module call) or `functional` (an aten op outside leaf modules)"),
-        _c("api", "string", "Python-level call that issued a functional op (`flatten`, `__iadd__`, "
+        _c("api", "string", "Python-level call that issued a functional op (`flatten`, `add_` for `+=`, "
                             "`multi_head_attention_forward`); missing for modules"),
         _c("count", "Int64", "calls per iteration"),
         _c("order", "Int64", "position of the configuration's first call in the iteration"),

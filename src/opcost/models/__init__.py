@@ -50,7 +50,10 @@ def _build(name: str, spec: dict) -> nn.Module:
                 f"unknown model {target!r}: not 'module:callable', not built-in ({', '.join(sorted(BUILTIN))}), "
                 f"not a torchvision model name",
             )
-        return torchvision.models.get_model(target, weights=None, **kwargs)
+
+        def fn(**kw):
+            return torchvision.models.get_model(target, weights=None, **kw)
+
     try:
         module = fn(**kwargs)
     except Exception as e:  # a user callable may raise anything

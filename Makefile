@@ -1,0 +1,29 @@
+# Two entry points (README quick start): `make run` and `make test`. Both create .venv on first use.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.opcost-installed
+
+.PHONY: setup run test lint report clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup  ## the main job on the default config
+	$(BIN)/snakemake --cores 1 results/figures
+
+test: setup  ## the test suite
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/snakemake --lint
+
+report: run
+	$(BIN)/snakemake --report report.html
+
+clean:
+	rm -rf results logs .snakemake report.html

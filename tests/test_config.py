@@ -1,0 +1,30 @@
+import pytest
+
+from opcost.config import validate, workloads
+from opcost.errors import OpcostError
+
+
+def test_defaults_are_filled():
+    cfg = validate({"models": {"resnet18": {}}})
+    assert cfg["batch_sizes"] == [1, 8] and cfg["modes"] == ["inference"] and cfg["device"] == "cpu"
+    assert cfg["profile"]["timing"]["target_rel_ci"] == 0.02
+    assert cfg["e2e"]["timing"]["max_seconds"] == 10.0
+
+
+@pytest.mark.parametrize("bad, culprit", [
+    ({"models": {"m": {"batch_sizes": ["x"]}}}, "config: models.m.batch_sizes[0]"),
+    ({"models": {"m": {}}, "batch_size": [1]}, "config: batch_size: unknown key"),
+    ({"models": {"m": {"modes": ["train"]}}}, "config: models.m.modes[0]"),
+    ({"models": {"m": {}}, "device": "tpu"}, "config: device"),
+    ({"models": {"m": {}}, "profile": {"timing": {"max_seconds": 0}}}, "config: profile.timing.max_seconds"),
+    ({}, "config: (top level): 'models' is a required property"),
+])
+def test_errors_are_one_line_naming_the_key(bad, culprit):
+    with pytest.raises(OpcostError) as e:
+        validate(bad)
+    assert str(e.value).startswith(culprit) and "\n" not in str(e.value)
+
+
+def test_workloads_use_per_model_overrides():
+    cfg = validate({"models": {"a": {}, "b": {"batch_sizes": [4], "modes": ["training"]}}, "batch_sizes": [1, 2]})
+    assert workloads(cfg) == [("a", "inference", 1), ("a", "inference", 2), ("b", "training", 4)]

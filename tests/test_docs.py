@@ -1,0 +1,36 @@
+"""The written-down contracts match the code."""
+import re
+from pathlib import Path
+
+from opcost.config import schema
+from opcost.tables import markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_data_contract_document_is_generated_from_code():
+    assert (ROOT / "docs" / "data.md").read_text() == markdown(), "run: opcost schema > docs/data.md"
+
+
+def _keys(node, prefix=""):
+    for key, sub in node.get("properties", {}).items():
+        yield prefix + key
+        target = sub
+        if "$ref" in sub:
+            target = schema()["$defs"][sub["$ref"].rsplit("/", 1)[1]]
+        yield from _keys(target, prefix + key + ".")
+        extra = target.get("additionalProperties")
+        if isinstance(extra, dict):
+            yield from _keys(extra, prefix + key + ".<name>.")
+
+
+def test_every_config_key_is_documented():
+    doc = (ROOT / "config" / "README.md").read_text()
+    documented = set(re.findall(r"^\| `([^`]+)`", doc, flags=re.M))
+    missing = sorted(set(_keys(schema())) - documented)
+    assert not missing, f"config/README.md lacks {missing}"
+
+
+def test_workflow_schema_is_the_library_schema():
+    assert (ROOT / "workflow" / "schemas" / "config.schema.yaml").resolve() == \
+        (ROOT / "src" / "opcost" / "schemas" / "config.schema.yaml").resolve()

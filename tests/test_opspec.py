@@ -1,0 +1,35 @@
+import torch
+
+from opcost.opspec import config_id, describe, strip_replay, synthesize
+
+
+def test_synthesize_reproduces_shape_dtype_and_strides():
+    w = torch.randn(6, 4).t()  # transposed: non-contiguous
+    idx = torch.tensor([3, 1, 2])
+    desc = describe([w, idx, 2.5, [1, 2], torch.float16, None])
+    w2, idx2, f, lst, dt, none = synthesize(desc)
+    assert w2.shape == w.shape and w2.stride() == w.stride() and w2.dtype == w.dtype
+    assert idx2.tolist() == [3, 1, 2]  # small integer tensors replay with their values (indices stay valid)
+    assert (f, lst, dt, none) == (2.5, [1, 2], torch.float16, None)
+
+
+def test_large_integer_tensors_keep_range_and_order():
+    offsets = torch.arange(0, 50000, 5)
+    (o2,) = synthesize(describe([offsets]))
+    assert o2.shape == offsets.shape and int(o2.min()) >= 0 and int(o2.max()) <= 49995
+    assert bool((o2[1:] >= o2[:-1]).all())
+
+
+def test_config_id_ignores_index_values_but_not_shapes():
+    a = describe([torch.tensor([1, 2, 3])])
+    b = describe([torch.tensor([7, 8, 9])])
+    c = describe([torch.tensor([1, 2, 3, 4])])
+    assert strip_replay(a) == strip_replay(b)
+    assert config_id("op", {}, a, "inference") == config_id("op", {}, b, "inference")
+    assert config_id("op", {}, a, "inference") != config_id("op", {}, c, "inference")
+    assert config_id("op", {}, a, "inference") != config_id("op", {}, a, "training")
+
+
+def test_callables_have_stable_descriptions():
+    assert describe(torch.nn.functional.relu) == describe(torch.nn.functional.relu)
+    assert "0x" not in str(describe(torch.nn.functional.relu))

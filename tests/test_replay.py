@@ -1,0 +1,63 @@
+"""Every extracted configuration of small real models replays and times, in both modes."""
+import json
+
+import pytest
+import torch
+
+from opcost.config import validate
+from opcost.database import catalog
+from opcost.extract import extract
+from opcost.models import load_model
+from opcost.profile import chunk_of, profile_configs
+from opcost.replay import ModelCache, build
+from opcost.timing import TimingSettings
+from opcost.workload import make_workload
+
+FAST = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3, min_sample_s=0.0001)
+MODELS = {"tiny_dlrm": {"kwargs": {"tables": 2, "rows": 50, "dim": 8}},
+          "tiny_bert": {"kwargs": {"layers": 1, "seq_len": 8, "d_model": 16, "ff": 32, "heads": 2}},
+          "mlp": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}}
+
+
+@pytest.fixture(scope="module")
+def configs():
+    layers = []
+    for name, spec in MODELS.items():
+        for mode in ("inference", "training"):
+            layers.append(extract(make_workload(load_model(name, spec), 2, mode)))
+    import pandas as pd
+
+    return catalog(pd.concat(layers, ignore_index=True))
+
+
+def test_every_configuration_replays_in_both_modes(configs):
+    meas, samples = profile_configs(configs, validate({"models": MODELS})["models"], "cpu", "float32", FAST)
+    failed = meas[meas["status"] != "ok"]
+    assert failed.empty, failed[["op_type", "mode", "status"]].to_string()
+    assert set(meas["mode"]) == {"inference", "training"}
+    assert len(meas) == len(configs) and (meas["median_s"] > 0).all()
+    assert set(samples["key"]) == set(meas["config_id"])
+
+
+def test_training_replay_runs_backward(configs):
+    row = configs[(configs["op_type"] == "Linear") & (configs["mode"] == "training")].iloc[0].to_dict()
+    cache = ModelCache(validate({"models": MODELS})["models"], "cpu", "float32")
+    rep = build(row, cache, "cpu")
+    with rep.context():
+        rep.fn()
+    module = cache.get(json.loads(row["replay"])["model"]).module.get_submodule(json.loads(row["replay"])["path"])
+    assert module.weight.grad is not None and torch.isfinite(module.weight.grad).all()
+
+
+def test_inplace_functional_op_replays_in_training(configs):
+    inplace = configs[configs["op"].str.endswith("_.Tensor") & (configs["mode"] == "training")]
+    assert len(inplace)  # the residual `+=` of tiny_bert's encoder or relu_ somewhere
+    rep = build(inplace.iloc[0].to_dict(), ModelCache({}, "cpu", "float32"), "cpu")
+    with rep.context():
+        rep.fn()
+        rep.fn()
+
+
+def test_chunks_partition_configurations(configs):
+    parts = [set(configs.loc[configs["config_id"].map(lambda c: chunk_of(c, 3)) == k, "config_id"]) for k in range(3)]
+    assert set().union(*parts) == set(configs["config_id"]) and sum(map(len, parts)) == len(configs)

@@ -1,0 +1,63 @@
+"""Statistics on synthetic samples with known answers; the adaptive stop on scripted (deterministic) clocks."""
+import itertools
+
+import numpy as np
+import pytest
+
+from opcost.timing import Measurement, TimingSettings, measure, median_ci, trimmed_mean
+
+
+def test_median_ci_order_statistics():
+    s = np.arange(1, 101, dtype=float)  # n=100: 95% CI of the median spans ranks 40..60 (0-based 40, 59)
+    lo, hi = median_ci(s)
+    assert (lo, hi) == (41.0, 60.0)
+    assert median_ci(np.array([5.0])) == (5.0, 5.0)
+
+
+def test_trimmed_mean_drops_3_sigma_outlier():
+    s = np.array([1.0] * 20 + [1.1] * 20 + [100.0])
+    assert trimmed_mean(s) == pytest.approx(1.05)
+    assert np.mean(s) > 3
+
+
+def test_measurement_statistics_and_noise_flag():
+    m = Measurement(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), calls_per_sample=1, wall_s=0.0)
+    assert m.median == 3.0 and m.iqr == 2.0 and m.noisy
+    quiet = Measurement(np.full(50, 2.0), 1, 0.0)
+    assert quiet.rel_ci == 0.0 and not quiet.noisy
+
+
+class ScriptedClock:
+    """Returns scripted per-call durations instead of timing: the noise is deterministic."""
+
+    def __init__(self, per_call):
+        self.per_call = iter(per_call)
+
+    def time_block(self, fn, calls):
+        return sum(next(self.per_call) for _ in range(calls))
+
+
+def test_adaptive_stop_reaches_target_on_stable_operator():
+    clock = ScriptedClock(itertools.cycle([1e-3, 1.001e-3, 0.999e-3]))
+    s = TimingSettings(target_rel_ci=0.01, min_samples=10, max_samples=1000, warmup_s=0, warmup_calls=2)
+    m = measure(lambda: None, s, clock=clock)
+    assert m.n == 10  # the first block already meets the target
+    assert m.rel_ci <= 0.01 and m.median == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_adaptive_stop_hits_cap_on_noisy_operator():
+    rng = np.random.default_rng(0)
+    clock = ScriptedClock(rng.choice([1e-3, 3e-3], size=100000))
+    s = TimingSettings(target_rel_ci=0.01, min_samples=10, max_samples=200, warmup_s=0, warmup_calls=2,
+                       max_seconds=60)
+    m = measure(lambda: None, s, clock=clock)
+    assert m.n == 200  # stopped by the cap, not by the target
+    assert m.rel_ci > 0.01 and m.noisy
+
+
+def test_real_clock_times_a_real_callable():
+    import time
+
+    s = TimingSettings(target_rel_ci=0.05, max_seconds=1.0, warmup_s=0.0, min_sample_s=0.002)
+    m = measure(lambda: time.sleep(0.001), s)
+    assert 0.0009 < m.median < 0.01 and m.calls_per_sample >= 1 and m.wall_s < 3

@@ -1,0 +1,101 @@
+"""Real Snakemake runs: the whole chain on a tiny config, a dry run and lint of the default config, bad input."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "data" / "tiny.yaml"
+
+
+def snakemake(*args, cwd, check=True):
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("tiny")
+    snakemake("--configfile", str(TINY), "--cores", "1", cwd=work)
+    return work
+
+
+def test_tiny_config_runs_to_figures(tiny_run):
+    figs = sorted(p.name for p in (tiny_run / "results" / "figures").glob("*.png"))
+    assert figs == ["breakdown.png", "predicted_vs_measured.png", "spread.png"]
+    assert all((tiny_run / "results" / "figures" / f).stat().st_size > 10_000 for f in figs)
+    pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
+    assert set(zip(pred["model"], pred["mode"])) == {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"),
+                                                     ("mlp", "inference")}
+    assert (pred["configs_measured"] == pred["configs"]).all() and (pred["calls_covered"] == 1.0).all()
+    assert (pred["predicted_s"] > 0).all() and (pred["measured_s"] > 0).all()
+
+
+def test_database_holds_every_configuration_once(tiny_run):
+    db = tiny_run / "results" / "db"
+    configs = pd.read_parquet(db / "configs.parquet")
+    meas = pd.read_parquet(db / "measurements.parquet")
+    assert sorted(meas["config_id"]) == sorted(configs["config_id"])  # each measured exactly once over the chunks
+    assert (meas["status"] == "ok").all() and meas["energy_j"].isna().all() and (meas["meter"] == "none").all()
+    assert (meas["ci_low_s"] <= meas["median_s"]).all() and (meas["median_s"] <= meas["ci_high_s"]).all()
+    assert meas["cpu_model"].notna().all() and (meas["threads"] == 1).all()
+    e2e = pd.read_parquet(db / "e2e.parquet")
+    assert len(e2e) == 3 and (e2e["n"] >= 5).all()
+
+
+def test_completed_run_has_nothing_left_to_do(tiny_run):
+    proc = snakemake("--configfile", str(TINY), "-n", cwd=tiny_run)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_report_collects_figures(tiny_run):
+    snakemake("--configfile", str(TINY), "--report", "report.html", cwd=tiny_run)
+    html = (tiny_run / "report.html").read_text(errors="ignore")
+    assert "breakdown.png" in html and "predicted_vs_measured.png" in html
+
+
+def test_default_config_dry_run(tmp_path):
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    proc = snakemake("-n", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    for rule, n in (("extract", 8), ("e2e", 8), ("profile", 2), ("figures", 1)):
+        assert any(line.split() == [rule, str(n)] for line in out.splitlines()), (rule, out[-2000:])
+
+
+def test_lint_is_clean():
+    proc = snakemake("--lint", cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Lints for" not in proc.stdout + proc.stderr
+
+
+def test_config_error_is_one_line_naming_the_key(tmp_path):
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["batch_sizes"] = ["two"]
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake("--configfile", "bad.yaml", "-n", cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "config: batch_sizes[0]" in ln]
+    assert lines and "'two' is not of type 'integer'" in lines[0]
+    assert not (tmp_path / "results").exists()
+
+
+def test_bad_model_names_the_model_and_keeps_the_others(tmp_path):
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["models"] = {"mlp": cfg["models"]["mlp"], "boom": {"model": "tests.tiny_models:explode"}}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake("--configfile", "bad.yaml", "--cores", "1", cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "opcost: model boom: tests.tiny_models:explode raised RuntimeError: this factory always fails" in out
+    # the good model's completed work is kept (keep-going in the default profile)
+    assert (tmp_path / "results" / "layers" / "mlp" / "inference_b2.parquet").exists()
+    assert (tmp_path / "results" / "e2e" / "mlp" / "inference_b2.parquet").exists()
