@@ -28,7 +28,9 @@ def _save(fig, path: Path) -> None:
 def breakdown(costed: pd.DataFrame, predictions: pd.DataFrame, path: Path) -> None:
     """Per workload: predicted time by op type as a fraction of the measured end-to-end time."""
     per_type = costed.groupby(["model", "mode", "batch", "op_type"], as_index=False)["total_s"].sum()
-    top = per_type.groupby("op_type")["total_s"].sum().nlargest(TOP_TYPES).index.tolist()
+    # the op types that matter most to some workload (by share of its own predicted time), not to the biggest model
+    share = per_type["total_s"] / per_type.groupby(["model", "mode", "batch"])["total_s"].transform("sum")
+    top = share.groupby(per_type["op_type"]).max().nlargest(TOP_TYPES).index.tolist()
     per_type["op_type"] = per_type["op_type"].where(per_type["op_type"].isin(top), "other")
     pivot = per_type.pivot_table(index=["model", "mode", "batch"], columns="op_type", values="total_s",
                                  aggfunc="sum", fill_value=0.0)
@@ -56,6 +58,8 @@ def predicted_vs_measured(predictions: pd.DataFrame, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 5.5))
     for mode, marker in (("inference", "o"), ("training", "s")):
         q = p[p["mode"] == mode]
+        if q.empty:
+            continue
         ax.scatter(q["measured_s"] * 1e3, q["predicted_s"] * 1e3, marker=marker, label=mode)
         for _, r in q.iterrows():
             ax.annotate(f"{r['model']} b{r['batch']}", (r["measured_s"] * 1e3, r["predicted_s"] * 1e3), fontsize=7,
