@@ -83,8 +83,7 @@ def test_user_callable_model():
 
 def test_training_attributes_every_backward_node():
     wl = make_workload(load_model("resnet18", {}), 2, "training")
-    calls, backward, unattributed = record_calls(wl)
-    assert unattributed == 0
+    assert record_calls(wl).unattributed == 0
     df = extract(wl)
     bwd = Counter()
     for row in df.itertuples():
@@ -103,8 +102,7 @@ def test_training_attributes_every_backward_node():
 
 def test_training_backward_covers_functional_attention():
     wl = make_workload(load_model("tiny_bert", {"kwargs": {"dropout": 0.0}}), 2, "training")
-    _, _, unattributed = record_calls(wl)
-    assert unattributed == 0
+    assert record_calls(wl).unattributed == 0
     df = extract(wl)
     nodes = Counter()
     for row in df[df["scope"] == "functional"].itertuples():

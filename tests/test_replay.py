@@ -35,7 +35,11 @@ def test_every_configuration_replays_in_both_modes(configs):
     failed = meas[meas["status"] != "ok"]
     assert failed.empty, failed[["op_type", "mode", "status"]].to_string()
     assert set(meas["mode"]) == {"inference", "training"}
-    assert len(meas) == len(configs) and (meas["median_s"] > 0).all()
+    assert (meas["median_s"] > 0).all()
+    fwd = meas[meas["phase"] == "forward"]
+    assert sorted(fwd["config_id"]) == sorted(configs["config_id"])  # every configuration has a forward row
+    bwd = meas[meas["phase"] == "backward"]
+    assert set(bwd["mode"]) == {"training"} and len(bwd) >= len(configs[configs["op_type"] == "Linear"]) // 2
     assert set(samples["key"]) == set(meas["config_id"])
 
 
@@ -43,9 +47,14 @@ def test_training_replay_runs_backward(configs):
     row = configs[(configs["op_type"] == "Linear") & (configs["mode"] == "training")].iloc[0].to_dict()
     cache = ModelCache(validate({"models": MODELS})["models"], "cpu", "float32")
     rep = build(row, cache, "cpu")
-    with rep.context():
-        rep.fn()
     module = cache.get(json.loads(row["replay"])["model"]).module.get_submodule(json.loads(row["replay"])["path"])
+    with rep.context():
+        phases = dict(rep.callables())
+        assert list(phases) == ["forward", "backward"]
+        phases["forward"]()
+        assert module.weight.grad is None  # forward alone computes no gradient
+        phases["backward"]()
+        phases["backward"]()  # repeatable on the retained graph
     assert module.weight.grad is not None and torch.isfinite(module.weight.grad).all()
 
 
@@ -54,8 +63,9 @@ def test_inplace_functional_op_replays_in_training(configs):
     assert len(inplace)  # the residual `+=` of tiny_bert's encoder or relu_ somewhere
     rep = build(inplace.iloc[0].to_dict(), ModelCache({}, "cpu", "float32"), "cpu")
     with rep.context():
-        rep.fn()
-        rep.fn()
+        for _, fn in rep.callables():
+            fn()
+            fn()
 
 
 def test_chunks_partition_configurations(configs):

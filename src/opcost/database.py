@@ -18,7 +18,7 @@ def catalog(layers: pd.DataFrame) -> pd.DataFrame:
     return frame(CONFIGS, out[CONFIGS.names])
 
 
-def latest(measurements: pd.DataFrame, keys=("config_id", "source", "device", "placement")) -> pd.DataFrame:
+def latest(measurements: pd.DataFrame, keys=("config_id", "source", "phase", "device", "placement")) -> pd.DataFrame:
     """The most recent row per key (a re-measurement supersedes the earlier one)."""
     if measurements.empty:
         return measurements

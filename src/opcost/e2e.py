@@ -17,5 +17,5 @@ def measure_e2e(wl: Workload, settings: TimingSettings, device: str):
     row = {"model": wl.model.name, "batch": wl.batch, "mode": wl.mode, "placement": "default",
            **host_facts(device), **m.stats(), "energy_j": None, "meter": "none", "timestamp": now()}
     key = e2e_key(wl.model.name, wl.mode, wl.batch)
-    samples = [{"key": key, "source": "e2e", "i": i, "seconds": float(s)} for i, s in enumerate(m.samples)]
+    samples = [{"key": key, "source": "e2e", "phase": "iteration", "i": i, "seconds": float(s)} for i, s in enumerate(m.samples)]
     return frame(E2E, [row]), frame(SAMPLES, samples)

@@ -182,21 +182,25 @@ class _AtenOutsideLeaves(TorchDispatchMode):
         return out
 
 
-def _graph_nodes(root) -> list:
-    seen, order, todo = set(), [], [root]
-    while todo:
-        n = todo.pop()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        order.append(n)
-        todo.extend(nxt for nxt, _ in n.next_functions)
-    return order
+@dataclass
+class Capture:
+    """One observed iteration: the records in call order, their backward node counts, and autograd bookkeeping."""
+
+    calls: list[Call]
+    backward: list[Counter]
+    unattributed: int  # executed autograd nodes not attributed to a record (0 unless something escaped)
+    seq0: int  # autograd sequence number at the start of the iteration (record bounds are relative to it)
+    param_owner: dict = field(default_factory=dict)  # id(parameter) -> index of the first record that used it
+
+    def config_ids(self, mode: str) -> list[str]:
+        return [config_id(c.op, c.params, c.inputs, mode) for c in self.calls]
+
+    def relative_bounds(self) -> list[int]:
+        return [c.seq_after - self.seq0 for c in self.calls]
 
 
-def record_calls(workload: Workload) -> tuple[list[Call], list[Counter], int]:
-    """Run one iteration under the observers. Returns the records, per-record backward node counts, and the
-    number of executed autograd nodes that could not be attributed (0 unless something escaped the capture)."""
+def record_calls(workload: Workload) -> Capture:
+    """Run one iteration under the observers (see module docstring)."""
     module = workload.model.module
     rec = _Recorder(workload.model.name, module)
     backward = []
@@ -204,6 +208,7 @@ def record_calls(workload: Workload) -> tuple[list[Call], list[Counter], int]:
     try:
         if workload.mode == "training":
             module.zero_grad(set_to_none=True)
+        seq0 = _get_sequence_nr()
         with workload.grad_context(), _ApiLabels(rec), _AtenOutsideLeaves(rec):
             out = workload.forward()
             if workload.mode == "training":
@@ -216,14 +221,30 @@ def record_calls(workload: Workload) -> tuple[list[Call], list[Counter], int]:
             unattributed = _attribute_backward(rec, loss, backward)
     finally:
         rec.close()
-    return rec.calls, backward, unattributed
+    return Capture(rec.calls, backward, unattributed, seq0, dict(rec.param_owner))
+
+
+def graph_nodes(root) -> list:
+    """Every autograd node reachable from ``root``."""
+    seen, order, todo = set(), [], [root]
+    while todo:
+        n = todo.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        todo.extend(nxt for nxt, _ in n.next_functions)
+    return order
+
+
+def param_nodes(rec_params: dict, owner: dict) -> dict:
+    """id(AccumulateGrad node) -> record index, for parameters whose first user is known."""
+    return {id(torch.autograd.graph.get_gradient_edge(rec_params[pid]).node): idx for pid, idx in owner.items()}
 
 
 def _attribute_backward(rec: _Recorder, loss: torch.Tensor, backward: list[Counter]) -> int:
     bounds = [c.seq_after for c in rec.calls]
-    owner_of_node = {}
-    for pid, idx in rec.param_owner.items():
-        owner_of_node[id(torch.autograd.graph.get_gradient_edge(rec.params[pid]).node)] = idx
+    owner_of_node = param_nodes(rec.params, rec.param_owner)
     unattributed = [0]
     handles = []
 
@@ -239,7 +260,7 @@ def _attribute_backward(rec: _Recorder, loss: torch.Tensor, backward: list[Count
                 unattributed[0] += 1
         return hook
 
-    nodes = _graph_nodes(loss.grad_fn)
+    nodes = graph_nodes(loss.grad_fn)
     for n in nodes:
         handles.append(n.register_prehook(attribute(n)))
     try:
@@ -252,10 +273,9 @@ def _attribute_backward(rec: _Recorder, loss: torch.Tensor, backward: list[Count
 
 def extract(workload: Workload) -> pd.DataFrame:
     """The deduplicated operator configurations of one workload (columns :data:`opcost.tables.LAYERS`)."""
-    calls, backward, _ = record_calls(workload)
+    cap = record_calls(workload)
     groups: dict[str, dict] = {}
-    for call, bwd in zip(calls, backward):
-        cid = config_id(call.op, call.params, call.inputs, workload.mode)
+    for call, bwd, cid in zip(cap.calls, cap.backward, cap.config_ids(workload.mode)):
         g = groups.get(cid)
         if g is None:
             g = groups[cid] = {"call": call, "count": 0, "paths": [], "apis": Counter(), "backward": Counter()}

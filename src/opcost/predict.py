@@ -12,7 +12,8 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     """Layer rows joined with their cost (median_s; missing when unmeasured or failed) and count x cost."""
     ok = measurements[(measurements["status"] == "ok") & (measurements["source"] == source)
                       & (measurements["device"] == device)]
-    cost = latest(ok)[["config_id", "median_s"]]
+    # a configuration's cost per call is the sum over its phases (forward; in training also backward)
+    cost = latest(ok).groupby("config_id", as_index=False)["median_s"].sum()
     out = layers.merge(cost, on="config_id", how="left")
     return out.assign(total_s=out["count"] * out["median_s"])
 

@@ -41,18 +41,21 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                 "source": "isolated", "placement": placement, "meter": "none", "energy_j": None, **facts}
         try:
             rep = build(row, models, device)
+            results = []
             with rep.context():
-                m = measure(rep.fn, settings, device)
+                for phase, fn in rep.callables():
+                    results.append((phase, measure(fn, settings, device)))
         except Exception as e:  # one bad configuration must not lose the others
             log.warning("[%d/%d] %s %s failed: %s", k, total, row["config_id"], row["op_type"], e)
-            rows.append({**base, "status": f"failed: {type(e).__name__}: {e}".splitlines()[0][:300],
+            rows.append({**base, "phase": "forward", "status": f"failed: {type(e).__name__}: {e}".splitlines()[0][:300],
                          "timestamp": now()})
             continue
-        rows.append({**base, "status": "ok", **m.stats(), "timestamp": now()})
-        samples += [{"key": row["config_id"], "source": "isolated", "i": i, "seconds": float(s)}
-                    for i, s in enumerate(m.samples)]
-        log.info("[%d/%d] %s %-14s median %.3g ms n=%d rel_ci=%.3f%s", k, total, row["config_id"], row["op_type"],
-                 m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "")
+        for phase, m in results:
+            rows.append({**base, "phase": phase, "status": "ok", **m.stats(), "timestamp": now()})
+            samples += [{"key": row["config_id"], "source": "isolated", "phase": phase, "i": i, "seconds": float(s)}
+                        for i, s in enumerate(m.samples)]
+            log.info("[%d/%d] %s %-14s %-8s median %.3g ms n=%d rel_ci=%.3f%s", k, total, row["config_id"],
+                     row["op_type"], phase, m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "")
     return frame(MEASUREMENTS, rows), frame(SAMPLES, samples)
 
 

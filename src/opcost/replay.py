@@ -5,9 +5,10 @@
   synthesized from the recorded specs (same shapes, dtypes, strides; stored integer indices).
 * ``functional`` scope: the aten overload is called with arguments synthesized from the recorded description.
 
-Inference configurations run under ``torch.inference_mode()``. Training configurations run forward and then
-backward with a gradient of ones for each differentiable output; parameter gradients are reset to ``None`` per call
-as in the model iteration. In training, an in-place op's mutated argument is cloned per call (a leaf that requires
+Inference configurations run under ``torch.inference_mode()``. Training configurations are timed in two phases:
+``forward`` (with autograd recording, as in the model) and ``backward`` (one forward, then backward with a gradient
+of ones for each differentiable output, repeated on the retained graph); parameter gradients are reset to ``None``
+per call as in the model iteration. In training, an in-place op's mutated argument is cloned per call (a leaf that requires
 grad cannot be modified in place), and so is the input of a module with ``inplace=True``; the clone is inside the
 timed call.
 """
@@ -27,8 +28,20 @@ from .opspec import synthesize
 
 @dataclass
 class Replay:
-    fn: Callable[[], object]
+    """Callables per phase (``forward``; in training also ``backward``, whose entry is a setup function that runs
+    one forward and returns the repeatable backward call, or None when nothing is differentiable)."""
+
+    phases: dict[str, Callable]
     context: Callable[[], contextlib.AbstractContextManager]
+
+    def callables(self):
+        """(phase, zero-argument callable) pairs, ready to time; call inside ``context()``."""
+        for phase, fn in self.phases.items():
+            if phase == "backward":
+                fn = fn()
+                if fn is None:
+                    continue
+            yield phase, fn
 
 
 def aten_overload(op: str):
@@ -48,19 +61,23 @@ def _outputs(out) -> list[torch.Tensor]:
     return []
 
 
-def _with_backward(forward: Callable[[], object], zero: Callable[[], None]) -> Callable[[], None]:
-    grads: dict = {}
+def _phases(forward: Callable[[], object], zero: Callable[[], None], training: bool) -> dict[str, Callable]:
+    """``forward`` alone; in training also ``backward`` alone (repeated on one retained graph)."""
+    if not training:
+        return {"forward": forward}
 
-    def step():
+    def backward_setup():
         zero()
         outs = [t for t in _outputs(forward()) if t.requires_grad and t.grad_fn is not None]
-        if not outs:
-            return
-        if "g" not in grads:
-            grads["g"] = [torch.ones_like(t) for t in outs]
-        torch.autograd.backward(outs, grads["g"])
+        grads = [torch.ones_like(t) for t in outs]
 
-    return step
+        def backward():
+            zero()
+            torch.autograd.backward(outs, grads, retain_graph=True)
+
+        return backward if outs else None
+
+    return {"forward": forward, "backward": backward_setup}
 
 
 class ModelCache:
@@ -115,5 +132,4 @@ def build(row: dict, models: ModelCache, device: str) -> Replay:
         def zero():
             for t in leaves:
                 t.grad = None
-    fn = _with_backward(forward, zero) if training else forward
-    return Replay(fn, ctx)
+    return Replay(_phases(forward, zero, training), ctx)

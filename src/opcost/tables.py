@@ -114,8 +114,10 @@ MEASUREMENTS = Table(
     (
         _c("config_id", "string", "operator configuration (see `configs`)"),
         _c("op_type", "string", "as in `layers`"),
-        _c("mode", "string", "as in `layers`; training rows time forward + backward"),
-        _c("source", "string", "`isolated` (microbenchmark of the configuration alone)"),
+        _c("mode", "string", "as in `layers`"),
+        _c("source", "string", "`isolated` (microbenchmark of the configuration alone) or `insitu` (timed inside "
+                               "real model iterations, all configurations at once)"),
+        _c("phase", "string", "`forward`, or `backward` (training only: the backward work the configuration causes)"),
         _c("status", "string", "`ok`, or `failed: <reason>` (statistics then missing)"),
     ) + _HOST + _STATS,
 )
@@ -125,7 +127,8 @@ SAMPLES = Table(
     "Raw timing samples behind `measurements` and `e2e` rows.",
     (
         _c("key", "string", "config_id, or `model/mode/b{batch}` for end-to-end rows"),
-        _c("source", "string", "as in `measurements`"),
+        _c("source", "string", "as in `measurements`, or `e2e`"),
+        _c("phase", "string", "as in `measurements` (`iteration` for end-to-end rows)"),
         _c("i", "Int64", "sample index in measurement order"),
         _c("seconds", "Float64", "seconds per call in this sample"),
     ),

@@ -1,0 +1,193 @@
+"""In-situ (simultaneous) profiling: every operator configuration timed inside real model iterations, in one pass.
+
+The call sequence of one iteration comes from extraction (:func:`opcost.extract.record_calls`), so each timed call
+maps to its configuration id by position. Two kinds of iterations alternate, so no observer sits inside another's
+timed region:
+
+* module iterations: forward hooks on leaf modules time each leaf-module call (no dispatch mode is active, so the
+  module's own aten ops run untouched); in training, hooks on the autograd nodes time the backward pass, each node
+  attributed to the call that created it by its autograd sequence number relative to the iteration's start;
+* functional iterations: a ``TorchDispatchMode`` times each aten op that runs outside leaf modules.
+
+On CUDA each timed region is bracketed by ``torch.cuda.synchronize()``. Rows share the `measurements` schema with
+``source = insitu``; samples are single calls.
+"""
+from __future__ import annotations
+
+import bisect
+import time
+from collections import defaultdict
+
+import numpy as np
+import torch
+from torch._C._autograd import _get_sequence_nr
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .errors import OpcostError
+from .extract import Capture, graph_nodes, param_nodes, record_calls
+from .hostinfo import host_facts, now
+from .tables import MEASUREMENTS, SAMPLES, frame
+from .timing import Measurement, TimingSettings
+from .workload import Workload, loss_of
+
+
+class _LeafDepth:
+    """Forward hooks on leaf modules: keep the leaf depth, optionally time each outermost leaf call."""
+
+    def __init__(self, module: torch.nn.Module, clock, timed: bool):
+        self.depth, self.clock, self.timed = 0, clock, timed
+        self.times: list[float] = []
+        self._t0 = 0.0
+        self.handles = []
+        for m in module.modules():
+            if next(m.children(), None) is None:
+                self.handles.append(m.register_forward_pre_hook(self._pre))
+                self.handles.append(m.register_forward_hook(self._post, always_call=True))
+
+    def _pre(self, mod, args):
+        if self.depth == 0 and self.timed:
+            self._t0 = self.clock()
+        self.depth += 1
+
+    def _post(self, mod, args, out):
+        self.depth -= 1
+        if self.depth == 0 and self.timed:
+            self.times.append(self.clock() - self._t0)
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
+class _TimeOutsideLeaves(TorchDispatchMode):
+    def __init__(self, leaves: _LeafDepth, clock):
+        super().__init__()
+        self.leaves, self.clock = leaves, clock
+        self.times: list[float] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.leaves.depth > 0:
+            return func(*args, **(kwargs or {}))
+        t0 = self.clock()
+        out = func(*args, **(kwargs or {}))
+        self.times.append(self.clock() - t0)
+        return out
+
+
+def _clock(device: str):
+    if str(device).startswith("cuda"):
+        def clock():
+            torch.cuda.synchronize()
+            return time.perf_counter()
+        return clock
+    return time.perf_counter
+
+
+def _forward(wl: Workload):
+    out = wl.forward()
+    return loss_of(out) if wl.mode == "training" else None
+
+
+def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock) -> dict[int, float]:
+    """Backward with per-node timing; returns call index -> seconds of backward work it caused."""
+    per_call: dict[int, float] = defaultdict(float)
+    t0: dict[int, float] = {}
+    handles = []
+    for node in graph_nodes(loss.grad_fn):
+        seq = node._sequence_nr()
+        if id(node) in owners:
+            idx = owners[id(node)]
+        elif seq < 2**63:
+            idx = bisect.bisect_right(bounds, seq - seq0)
+        else:
+            continue
+
+        def pre(grad_outputs, key=id(node)):
+            t0[key] = clock()
+
+        def post(grad_inputs, grad_outputs, key=id(node), idx=idx):
+            per_call[idx] += clock() - t0.pop(key, clock())
+
+        handles.append(node.register_prehook(pre))
+        handles.append(node.register_hook(post))
+    try:
+        loss.backward()
+    finally:
+        for h in handles:
+            h.remove()
+    return per_call
+
+
+def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture: Capture | None = None):
+    """Time every configuration of ``wl`` inside model iterations. Returns (`measurements` rows, `samples` rows)."""
+    cap = capture or record_calls(wl)
+    ids = cap.config_ids(wl.mode)
+    scopes = [c.scope for c in cap.calls]
+    mod_idx = [i for i, s in enumerate(scopes) if s == "module"]
+    fn_idx = [i for i, s in enumerate(scopes) if s == "functional"]
+    bounds = cap.relative_bounds()
+    module = wl.model.module
+    clock = _clock(device)
+    params = {id(p): p for p in module.parameters()}
+    samples: dict[tuple[int, str], list[float]] = defaultdict(list)  # (call index, phase) -> seconds
+    training = wl.mode == "training"
+    t_start = time.perf_counter()
+    iterations = 0
+    warmup = max(1, settings.warmup_calls)
+    while True:
+        for kind in ("module", "functional"):
+            if training:
+                module.zero_grad(set_to_none=True)
+            leaves = _LeafDepth(module, clock, timed=kind == "module")
+            try:
+                seq0 = _get_sequence_nr()
+                with wl.grad_context():
+                    if kind == "module":
+                        loss = _forward(wl)
+                        times, expect = leaves.times, mod_idx
+                    else:
+                        with _TimeOutsideLeaves(leaves, clock) as mode:
+                            loss = _forward(wl)
+                        times, expect = mode.times, fn_idx
+            finally:
+                leaves.close()
+            if len(times) != len(expect):
+                raise OpcostError(f"model {wl.model.name}", f"{kind} calls per iteration changed from "
+                                  f"{len(expect)} to {len(times)} (data-dependent control flow?)")
+            if iterations >= warmup:
+                for i, t in zip(expect, times):
+                    samples[(i, "forward")].append(t)
+            if training and kind == "module":
+                owners = param_nodes(params, cap.param_owner)  # after forward: the nodes the graph holds
+                per_call = _timed_backward(loss, bounds, seq0, owners, clock)
+                if iterations >= warmup:
+                    for i, t in per_call.items():
+                        if i < len(ids):
+                            samples[(i, "backward")].append(t)
+            elif training:
+                loss.backward()
+        iterations += 1
+        elapsed = time.perf_counter() - t_start
+        if iterations >= warmup + settings.min_samples and (
+                elapsed >= settings.max_seconds or iterations >= warmup + settings.max_samples):
+            break
+    return _rows(wl, ids, cap, samples, settings, device)
+
+
+def _rows(wl: Workload, ids: list[str], cap: Capture, samples: dict, settings: TimingSettings, device: str):
+    by_config: dict[tuple[str, str], list[float]] = defaultdict(list)
+    op_type = {}
+    for (i, phase), ts in samples.items():
+        by_config[(ids[i], phase)].extend(ts)
+        op_type[ids[i]] = cap.calls[i].op_type
+    facts = host_facts(device)
+    rows, raw = [], []
+    for (cid, phase), ts in by_config.items():
+        m = Measurement(np.asarray(ts), 1, 0.0, settings)
+        rows.append({"config_id": cid, "op_type": op_type[cid], "mode": wl.mode, "source": "insitu",
+                     "phase": phase, "status": "ok", "placement": "default", **facts, **m.stats(),
+                     "energy_j": None, "meter": "none", "timestamp": now()})
+        raw += [{"key": cid, "source": "insitu", "phase": phase, "i": k, "seconds": float(t)}
+                for k, t in enumerate(ts)]
+    return frame(MEASUREMENTS, rows), frame(SAMPLES, raw)
+
