@@ -15,10 +15,11 @@ def test_data_contract_document_is_generated_from_code():
 def _keys(node, prefix=""):
     for key, sub in node.get("properties", {}).items():
         yield prefix + key
-        target = sub
-        if "$ref" in sub:
+        target, sub_prefix = sub, prefix + key + "."
+        if "$ref" in sub:  # a shared definition (timing settings) is documented once, as `*.timing.<key>`
             target = schema()["$defs"][sub["$ref"].rsplit("/", 1)[1]]
-        yield from _keys(target, prefix + key + ".")
+            sub_prefix = f"*.{key}."
+        yield from _keys(target, sub_prefix)
         extra = target.get("additionalProperties")
         if isinstance(extra, dict):
             yield from _keys(extra, prefix + key + ".<name>.")

@@ -31,11 +31,12 @@ def tiny_run(tmp_path_factory):
 
 def test_tiny_config_runs_to_figures(tiny_run):
     figs = sorted(p.name for p in (tiny_run / "results" / "figures").glob("*.png"))
-    assert figs == ["breakdown.png", "predicted_vs_measured.png", "spread.png"]
+    assert figs == ["breakdown.png", "consistency.png", "predicted_vs_measured.png", "spread.png"]
     assert all((tiny_run / "results" / "figures" / f).stat().st_size > 10_000 for f in figs)
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
-    assert set(zip(pred["model"], pred["mode"])) == {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"),
-                                                     ("mlp", "inference")}
+    workloads = {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"), ("mlp", "inference")}
+    assert set(zip(pred["model"], pred["mode"], pred["source"])) == {
+        (m, mode, src) for m, mode in workloads for src in ("isolated", "insitu")}
     assert (pred["configs_measured"] == pred["configs"]).all() and (pred["calls_covered"] == 1.0).all()
     assert (pred["predicted_s"] > 0).all() and (pred["measured_s"] > 0).all()
 
@@ -44,7 +45,11 @@ def test_database_holds_every_configuration_once(tiny_run):
     db = tiny_run / "results" / "db"
     configs = pd.read_parquet(db / "configs.parquet")
     meas = pd.read_parquet(db / "measurements.parquet")
-    assert sorted(meas["config_id"]) == sorted(configs["config_id"])  # each measured exactly once over the chunks
+    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward")]
+    assert sorted(iso["config_id"]) == sorted(configs["config_id"])  # each measured exactly once over the chunks
+    ins = meas[(meas["source"] == "insitu") & (meas["phase"] == "forward")]
+    assert set(ins["config_id"]) == set(configs["config_id"])  # in-situ covers every configuration too
+    assert set(meas.loc[meas["phase"] == "backward", "mode"]) == {"training"}
     assert (meas["status"] == "ok").all() and meas["energy_j"].isna().all() and (meas["meter"] == "none").all()
     assert (meas["ci_low_s"] <= meas["median_s"]).all() and (meas["median_s"] <= meas["ci_high_s"]).all()
     assert meas["cpu_model"].notna().all() and (meas["threads"] == 1).all()
@@ -67,7 +72,7 @@ def test_default_config_dry_run(tmp_path):
     shutil.copytree(ROOT / "config", tmp_path / "config")
     proc = snakemake("-n", cwd=tmp_path)
     out = proc.stdout + proc.stderr
-    for rule, n in (("extract", 8), ("e2e", 8), ("profile", 2), ("figures", 1)):
+    for rule, n in (("extract", 8), ("e2e", 8), ("insitu", 8), ("profile", 2), ("figures", 1)):
         assert any(line.split() == [rule, str(n)] for line in out.splitlines()), (rule, out[-2000:])
 
 

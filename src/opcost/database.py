@@ -18,8 +18,9 @@ def catalog(layers: pd.DataFrame) -> pd.DataFrame:
     return frame(CONFIGS, out[CONFIGS.names])
 
 
-def latest(measurements: pd.DataFrame, keys=("config_id", "source", "phase", "device", "placement")) -> pd.DataFrame:
+def latest(measurements: pd.DataFrame, keys=("config_id", "source", "phase", "workload", "device", "placement")) -> pd.DataFrame:
     """The most recent row per key (a re-measurement supersedes the earlier one)."""
     if measurements.empty:
         return measurements
-    return measurements.sort_values("timestamp").drop_duplicates(list(keys), keep="last")
+    keys = [k for k in keys if k in measurements.columns]
+    return measurements.sort_values("timestamp").drop_duplicates(keys, keep="last")

@@ -4,11 +4,7 @@ from __future__ import annotations
 from .hostinfo import host_facts, now
 from .tables import E2E, SAMPLES, frame
 from .timing import TimingSettings, measure
-from .workload import Workload
-
-
-def e2e_key(model: str, mode: str, batch: int) -> str:
-    return f"{model}/{mode}/b{batch}"
+from .workload import Workload, workload_key
 
 
 def measure_e2e(wl: Workload, settings: TimingSettings, device: str):
@@ -16,6 +12,6 @@ def measure_e2e(wl: Workload, settings: TimingSettings, device: str):
     m = measure(wl.step, settings, device)
     row = {"model": wl.model.name, "batch": wl.batch, "mode": wl.mode, "placement": "default",
            **host_facts(device), **m.stats(), "energy_j": None, "meter": "none", "timestamp": now()}
-    key = e2e_key(wl.model.name, wl.mode, wl.batch)
+    key = workload_key(wl.model.name, wl.mode, wl.batch)
     samples = [{"key": key, "source": "e2e", "phase": "iteration", "i": i, "seconds": float(s)} for i, s in enumerate(m.samples)]
     return frame(E2E, [row]), frame(SAMPLES, samples)

@@ -55,24 +55,61 @@ def breakdown(costed: pd.DataFrame, predictions: pd.DataFrame, path: Path) -> No
 
 def predicted_vs_measured(predictions: pd.DataFrame, path: Path) -> None:
     p = predictions.dropna(subset=["measured_s"])
-    fig, ax = plt.subplots(figsize=(6, 5.5))
-    for mode, marker in (("inference", "o"), ("training", "s")):
-        q = p[p["mode"] == mode]
-        if q.empty:
-            continue
-        ax.scatter(q["measured_s"] * 1e3, q["predicted_s"] * 1e3, marker=marker, label=mode)
-        for _, r in q.iterrows():
-            ax.annotate(f"{r['model']} b{r['batch']}", (r["measured_s"] * 1e3, r["predicted_s"] * 1e3), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
+    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    colors = {"isolated": "tab:blue", "insitu": "tab:orange"}
+    for (source, mode), q in p.groupby(["source", "mode"]):
+        ax.scatter(q["measured_s"] * 1e3, q["predicted_s"] * 1e3, marker="o" if mode == "inference" else "s",
+                   color=colors.get(source, "gray"), label=f"{source}, {mode}", alpha=0.8)
+        if source == "isolated":
+            for _, r in q.iterrows():
+                ax.annotate(f"{r['model']} b{r['batch']}", (r["measured_s"] * 1e3, r["predicted_s"] * 1e3),
+                            fontsize=7, xytext=(3, -9), textcoords="offset points")
     if len(p):
         lo = 0.5 * min(p["measured_s"].min(), p["predicted_s"].min()) * 1e3
         hi = 2 * max(p["measured_s"].max(), p["predicted_s"].max()) * 1e3
         ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="prediction = measurement")
+        ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="gray", alpha=0.15,
+                        label="±10%")
         ax.set_xscale("log")
         ax.set_yscale("log")
     ax.set_xlabel("measured end-to-end time per iteration (ms)")
     ax.set_ylabel("predicted: sum of count x operator time (ms)")
-    ax.set_title("Predicted vs measured")
+    ax.set_title("Predicted vs measured (operator costs: isolated / in-situ)")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def consistency(cons: pd.DataFrame, path: Path) -> None:
+    """Isolated vs in-situ per configuration: are single-config and simultaneous timings similar, and how much do
+    the calls of one configuration vary?"""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    ax = axes[0]
+    if len(cons):
+        weight = cons["count"] * cons["insitu_s"]
+        for k, (op_type, q) in enumerate(cons.groupby("op_type")):
+            ax.scatter(q["insitu_s"] * 1e3, q["isolated_s"] * 1e3, s=10, label=op_type,
+                       color=plt.cm.tab20(k % 20))
+        lo = 0.5 * float(min(cons["insitu_s"].min(), cons["isolated_s"].min())) * 1e3
+        hi = 2 * float(max(cons["insitu_s"].max(), cons["isolated_s"].max())) * 1e3
+        ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        med = float(np.median(cons["ratio"]))
+        wmed = float(np.average(cons["ratio"], weights=weight)) if weight.sum() > 0 else float("nan")
+        ax.set_title(f"isolated / in-situ: median {med:.2f}, time-weighted mean {wmed:.2f}", fontsize=10)
+        ax.legend(fontsize=6, ncol=2)
+    ax.set_xlabel("in-situ median per call (ms)")
+    ax.set_ylabel("isolated median per call (ms)")
+    ax = axes[1]
+    if len(cons):
+        bins = np.linspace(0, 50, 26)
+        ax.hist((cons["insitu_rel_iqr"].astype(float) * 100).clip(upper=50), bins=bins, alpha=0.6,
+                label="in-situ (single calls across iterations)")
+        ax.hist((cons["isolated_rel_iqr"].astype(float) * 100).clip(upper=50), bins=bins, alpha=0.6,
+                label="isolated (blocks of calls)")
+    ax.set_xlabel("IQR / median within one configuration (%)")
+    ax.set_ylabel("configurations")
+    ax.set_title("Variation within one configuration", fontsize=10)
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -95,11 +132,12 @@ def spread(measurements: pd.DataFrame, e2e: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-def make_all(costed, predictions, measurements, e2e, outdir) -> list[Path]:
+def make_all(costed, predictions, measurements, e2e, cons, outdir) -> list[Path]:
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    paths = [outdir / "breakdown.png", outdir / "predicted_vs_measured.png", outdir / "spread.png"]
-    breakdown(costed, predictions, paths[0])
+    paths = [outdir / f"{n}.png" for n in ("breakdown", "predicted_vs_measured", "spread", "consistency")]
+    breakdown(costed, predictions[predictions["source"] == "isolated"], paths[0])
     predicted_vs_measured(predictions, paths[1])
-    spread(measurements, e2e, paths[2])
+    spread(measurements[measurements["source"] == "isolated"], e2e, paths[2])
+    consistency(cons, paths[3])
     return paths

@@ -28,7 +28,7 @@ from .extract import Capture, graph_nodes, param_nodes, record_calls
 from .hostinfo import host_facts, now
 from .tables import MEASUREMENTS, SAMPLES, frame
 from .timing import Measurement, TimingSettings
-from .workload import Workload, loss_of
+from .workload import Workload, loss_of, workload_key
 
 
 class _LeafDepth:
@@ -185,7 +185,7 @@ def _rows(wl: Workload, ids: list[str], cap: Capture, samples: dict, settings: T
     for (cid, phase), ts in by_config.items():
         m = Measurement(np.asarray(ts), 1, 0.0, settings)
         rows.append({"config_id": cid, "op_type": op_type[cid], "mode": wl.mode, "source": "insitu",
-                     "phase": phase, "status": "ok", "placement": "default", **facts, **m.stats(),
+                     "phase": phase, "workload": workload_key(wl.model.name, wl.mode, wl.batch), "status": "ok", "placement": "default", **facts, **m.stats(),
                      "energy_j": None, "meter": "none", "timestamp": now()})
         raw += [{"key": cid, "source": "insitu", "phase": phase, "i": k, "seconds": float(t)}
                 for k, t in enumerate(ts)]

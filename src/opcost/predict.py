@@ -1,40 +1,79 @@
-"""Prediction = sum over a workload's operator configurations of count x measured cost; validation against e2e."""
+"""Prediction = sum over a workload's operator configurations of count x measured cost; validation against e2e.
+
+A configuration's cost per call is the sum over its phases (forward; in training also backward) of the median.
+Isolated costs come from the configuration's microbenchmark (shared by every workload that has the configuration);
+in-situ costs from the same workload's own model iterations.
+"""
 from __future__ import annotations
 
 import pandas as pd
 
 from .database import latest
-from .tables import PREDICTIONS, frame
+from .tables import CONSISTENCY, PREDICTIONS, frame
+from .workload import workload_key
+
+SOURCES = ("isolated", "insitu")
+
+
+def _workload_col(df: pd.DataFrame) -> pd.Series:
+    return [workload_key(m, mo, b) for m, mo, b in zip(df["model"], df["mode"], df["batch"])]
 
 
 def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
                   source: str = "isolated") -> pd.DataFrame:
-    """Layer rows joined with their cost (median_s; missing when unmeasured or failed) and count x cost."""
-    ok = measurements[(measurements["status"] == "ok") & (measurements["source"] == source)
-                      & (measurements["device"] == device)]
-    # a configuration's cost per call is the sum over its phases (forward; in training also backward)
-    cost = latest(ok).groupby("config_id", as_index=False)["median_s"].sum()
-    out = layers.merge(cost, on="config_id", how="left")
+    """Layer rows with their cost per call (median_s, summed over phases; missing when unmeasured or failed) and
+    count x cost (total_s)."""
+    ok = latest(measurements[(measurements["status"] == "ok") & (measurements["source"] == source)
+                             & (measurements["device"] == device)])
+    out = layers.assign(workload=_workload_col(layers))
+    if source == "insitu":
+        cost = ok.groupby(["workload", "config_id"], as_index=False)["median_s"].sum()
+        out = out.merge(cost, on=["workload", "config_id"], how="left")
+    else:
+        cost = ok.groupby("config_id", as_index=False)["median_s"].sum()
+        out = out.merge(cost, on="config_id", how="left")
     return out.assign(total_s=out["count"] * out["median_s"])
 
 
 def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame, device: str,
-            source: str = "isolated") -> pd.DataFrame:
-    """One `predictions` row per workload present in both `layers` and `e2e`."""
-    costed = costed_layers(layers, measurements, device, source)
+            sources=SOURCES) -> pd.DataFrame:
+    """One `predictions` row per workload and source that has any measurement."""
     rows = []
-    for (model, batch, mode), g in costed.groupby(["model", "batch", "mode"], sort=True):
-        e = e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)
-                & (e2e["device"] == device)]
-        measured = float(latest(e, ("model", "batch", "mode", "device"))["median_s"].iloc[0]) if len(e) else None
-        measured_ok = g["median_s"].notna()
-        predicted = float(g.loc[measured_ok, "total_s"].sum())
-        ratio = predicted / measured if measured else None
-        rows.append({
-            "model": model, "batch": int(batch), "mode": mode, "device": device, "source": source,
-            "predicted_s": predicted, "measured_s": measured, "ratio": ratio,
-            "error": ratio - 1 if ratio is not None else None,
-            "configs": len(g), "configs_measured": int(measured_ok.sum()),
-            "calls_covered": float(g.loc[measured_ok, "count"].sum() / g["count"].sum()),
-        })
+    e2e = latest(e2e[e2e["device"] == device], ("model", "batch", "mode", "device"))
+    measured_s = {(r.model, int(r.batch), r.mode): float(r.median_s) for r in e2e.itertuples()}
+    for source in sources:
+        if not (measurements["source"] == source).any():
+            continue
+        costed = costed_layers(layers, measurements, device, source)
+        for (model, batch, mode), g in costed.groupby(["model", "batch", "mode"], sort=True):
+            measured = measured_s.get((model, int(batch), mode))
+            have = g["median_s"].notna()
+            predicted = float(g.loc[have, "total_s"].sum())
+            ratio = predicted / measured if measured else None
+            rows.append({
+                "model": model, "batch": int(batch), "mode": mode, "device": device, "source": source,
+                "predicted_s": predicted, "measured_s": measured, "ratio": ratio,
+                "error": ratio - 1 if ratio is not None else None,
+                "configs": len(g), "configs_measured": int(have.sum()),
+                "calls_covered": float(g.loc[have, "count"].sum() / g["count"].sum()),
+            })
     return frame(PREDICTIONS, rows)
+
+
+def consistency(layers: pd.DataFrame, measurements: pd.DataFrame, device: str) -> pd.DataFrame:
+    """Isolated vs in-situ per (workload, configuration, phase)."""
+    ok = latest(measurements[(measurements["status"] == "ok") & (measurements["device"] == device)])
+    rel = (ok["iqr_s"] / ok["median_s"]).astype("Float64")
+    ok = ok.assign(rel_iqr=rel)
+    iso = ok[ok["source"] == "isolated"][["config_id", "phase", "median_s", "rel_iqr"]]
+    ins = ok[ok["source"] == "insitu"][["workload", "config_id", "phase", "op_type", "median_s", "rel_iqr"]]
+    counts = layers.assign(workload=_workload_col(layers))[["workload", "config_id", "count"]]
+    both = ins.merge(iso, on=["config_id", "phase"], suffixes=("_insitu", "_isolated")).merge(
+        counts, on=["workload", "config_id"])
+    out = pd.DataFrame({
+        "workload": both["workload"], "config_id": both["config_id"], "op_type": both["op_type"],
+        "phase": both["phase"], "count": both["count"], "isolated_s": both["median_s_isolated"],
+        "insitu_s": both["median_s_insitu"], "ratio": both["median_s_isolated"] / both["median_s_insitu"],
+        "isolated_rel_iqr": both["rel_iqr_isolated"], "insitu_rel_iqr": both["rel_iqr_insitu"],
+    })
+    return frame(CONSISTENCY, out)

@@ -38,7 +38,7 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     total = len(ordered)
     for k, row in enumerate(ordered.to_dict("records"), 1):
         base = {"config_id": row["config_id"], "op_type": row["op_type"], "mode": row["mode"],
-                "source": "isolated", "placement": placement, "meter": "none", "energy_j": None, **facts}
+                "source": "isolated", "workload": None, "placement": placement, "meter": "none", "energy_j": None, **facts}
         try:
             rep = build(row, models, device)
             results = []

@@ -98,34 +98,52 @@ def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples) -> pd
     return row
 
 
+def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples) -> pd.DataFrame:
+    from .insitu import profile_insitu
+    from .timing import TimingSettings
+
+    _prepare(config)
+    wl = _workload(config, model, mode, batch)
+    meas, samples = profile_insitu(wl, TimingSettings.from_config(config["insitu"]["timing"]), config["device"])
+    io.write_parquet(samples, out_samples, tables.SAMPLES)
+    io.write_parquet(meas, out, tables.MEASUREMENTS)
+    log.info("%s %s b%s: %d in-situ rows, median samples %d", model, mode, batch, len(meas),
+             int(meas["n"].median()) if len(meas) else 0)
+    return meas
+
+
 def database(measurement_paths, e2e_paths, out_measurements, out_e2e) -> None:
     io.write_parquet(io.read_many(measurement_paths, tables.MEASUREMENTS), out_measurements, tables.MEASUREMENTS)
     io.write_parquet(io.read_many(e2e_paths, tables.E2E), out_e2e, tables.E2E)
 
 
-def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_tsv) -> pd.DataFrame:
-    from .predict import predict
+def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_tsv, out_consistency
+             ) -> pd.DataFrame:
+    from .predict import consistency, predict
 
     layers = io.read_many(layer_paths, tables.LAYERS)
-    pred = predict(layers, io.read_parquet(measurements_path, tables.MEASUREMENTS),
-                   io.read_parquet(e2e_path, tables.E2E), config["device"])
+    meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
+    pred = predict(layers, meas, io.read_parquet(e2e_path, tables.E2E), config["device"])
     io.write_parquet(pred, out, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
+    io.write_parquet(consistency(layers, meas, config["device"]), out_consistency, tables.CONSISTENCY)
     for r in pred.itertuples():
-        log.info("%s %s b%d: predicted %.3f ms, measured %.3f ms, ratio %.3f", r.model, r.mode, r.batch,
-                 r.predicted_s * 1e3, r.measured_s * 1e3, r.ratio)
+        log.info("%s %s b%d %s: predicted %.3f ms, measured %.3f ms, ratio %.3f", r.model, r.mode, r.batch,
+                 r.source, r.predicted_s * 1e3, r.measured_s * 1e3, r.ratio)
     return pred
 
 
-def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predictions_path, outdir) -> None:
+def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predictions_path, consistency_path,
+                 outdir) -> None:
     from .predict import costed_layers
 
     layers = io.read_many(layer_paths, tables.LAYERS)
     meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
     e2e_df = io.read_parquet(e2e_path, tables.E2E)
     pred = io.read_parquet(predictions_path, tables.PREDICTIONS)
+    cons = io.read_parquet(consistency_path, tables.CONSISTENCY)
     costed = costed_layers(layers, meas, config["device"])
-    for p in figures.make_all(costed, pred, meas, e2e_df, outdir):
+    for p in figures.make_all(costed, pred, meas, e2e_df, cons, outdir):
         log.info("wrote %s", p)
 
 

@@ -118,6 +118,8 @@ MEASUREMENTS = Table(
         _c("source", "string", "`isolated` (microbenchmark of the configuration alone) or `insitu` (timed inside "
                                "real model iterations, all configurations at once)"),
         _c("phase", "string", "`forward`, or `backward` (training only: the backward work the configuration causes)"),
+        _c("workload", "string", "in-situ rows: the workload they were timed in (`model/mode/b{batch}`); "
+                                 "missing for isolated rows"),
         _c("status", "string", "`ok`, or `failed: <reason>` (statistics then missing)"),
     ) + _HOST + _STATS,
 )
@@ -140,12 +142,29 @@ E2E = Table(
     _MODEL_KEY + _HOST + _STATS,
 )
 
+CONSISTENCY = Table(
+    "consistency", "results/validation/consistency.parquet",
+    "Isolated vs in-situ timing of the same configuration in the same workload.",
+    (
+        _c("workload", "string", "`model/mode/b{batch}`"),
+        _c("config_id", "string", "operator configuration"),
+        _c("op_type", "string", "as in `layers`"),
+        _c("phase", "string", "as in `measurements`"),
+        _c("count", "Int64", "calls per iteration in the workload"),
+        _c("isolated_s", "Float64", "isolated median seconds per call"),
+        _c("insitu_s", "Float64", "in-situ median seconds per call"),
+        _c("ratio", "Float64", "isolated_s / insitu_s"),
+        _c("isolated_rel_iqr", "Float64", "IQR / median of the isolated samples"),
+        _c("insitu_rel_iqr", "Float64", "IQR / median of the in-situ samples (single calls over iterations)"),
+    ),
+)
+
 PREDICTIONS = Table(
     "predictions", "results/validation/predictions.parquet",
     "Prediction = sum over configurations of count x median cost, against the measured end-to-end time.",
     _MODEL_KEY + (
         _c("device", "string", "device of both the operator and end-to-end measurements"),
-        _c("source", "string", "measurement source of the operator costs (`isolated`)"),
+        _c("source", "string", "measurement source of the operator costs (`isolated` or `insitu`)"),
         _c("predicted_s", "Float64", "sum of count x median_s over measured configurations, seconds"),
         _c("measured_s", "Float64", "end-to-end median seconds per iteration"),
         _c("ratio", "Float64", "predicted_s / measured_s"),
@@ -156,7 +175,7 @@ PREDICTIONS = Table(
     ),
 )
 
-ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, PREDICTIONS)
+ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, CONSISTENCY, PREDICTIONS)
 
 
 def frame(table: Table, rows) -> pd.DataFrame:

@@ -18,6 +18,11 @@ from .models import LoadedModel
 MODES = ("inference", "training")
 
 
+def workload_key(model: str, mode: str, batch: int) -> str:
+    """How tables name a workload: ``model/mode/b{batch}``."""
+    return f"{model}/{mode}/b{int(batch)}"
+
+
 def loss_of(out) -> torch.Tensor:
     """The scalar that training mode back-propagates: the mean of the (first) floating output."""
     if isinstance(out, (tuple, list)):

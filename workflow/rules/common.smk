@@ -28,3 +28,7 @@ def get_e2e_tables(wildcards=None):
 
 def get_profile_chunks(wildcards=None):
     return [f"results/profile/chunk{c}.parquet" for c in CHUNKS]
+
+
+def get_insitu_tables(wildcards=None):
+    return [f"results/insitu/{m}/{mode}_b{b}.parquet" for m, mode, b in WORKLOADS]

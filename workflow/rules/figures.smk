@@ -5,6 +5,7 @@ rule figures:
         measurements="results/db/measurements.parquet",
         e2e="results/db/e2e.parquet",
         predictions="results/validation/predictions.parquet",
+        consistency="results/validation/consistency.parquet",
     output:
         report(
             directory("results/figures"),

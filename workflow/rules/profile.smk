@@ -14,3 +14,19 @@ rule profile:
         ENV
     script:
         "../../scripts/profile.py"
+
+
+rule insitu:
+    """All configurations of one workload timed inside real model iterations (simultaneous profiling)."""
+    output:
+        table="results/insitu/{model}/{mode}_b{batch}.parquet",
+        samples="results/insitu/{model}/{mode}_b{batch}.samples.parquet",
+    log:
+        "logs/insitu/{model}/{mode}_b{batch}.log",
+    threads: config["threads"]
+    resources:
+        measure=1,
+    conda:
+        ENV
+    script:
+        "../../scripts/insitu.py"

@@ -11,6 +11,7 @@ rule validate:
             caption="../report/predictions.rst",
             category="Validation",
         ),
+        consistency="results/validation/consistency.parquet",
     log:
         "logs/validate.log",
     conda:
