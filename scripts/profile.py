@@ -1,5 +1,5 @@
 from opcost import stages
 
-o = snakemake.output
-stages.run_rule(snakemake, stages.profile, snakemake.config, snakemake.input[0], int(snakemake.wildcards.chunk),
-                o.measurements, o.samples)
+i, o, w = snakemake.input, snakemake.output, snakemake.wildcards
+stages.run_rule(snakemake, stages.profile, snakemake.config, i.configs, int(w.n), int(w.chunk),
+                i.previous[0] if i.previous else None, o.measurements, o.samples)

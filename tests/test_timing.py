@@ -61,3 +61,28 @@ def test_real_clock_times_a_real_callable():
     s = TimingSettings(target_rel_ci=0.05, max_seconds=1.0, warmup_s=0.0, min_sample_s=0.002)
     m = measure(lambda: time.sleep(0.001), s)
     assert 0.0009 < m.median < 0.01 and m.calls_per_sample >= 1 and m.wall_s < 3
+
+
+def test_noisy_configurations_are_remeasured_and_the_least_noisy_attempt_kept(monkeypatch):
+    import pandas as pd
+
+    from opcost import profile as prof
+
+    calls = {"n": 0}
+
+    def fake_measure(row, models, device, settings):
+        calls["n"] += 1
+        noisy = calls["n"] == 1  # the first attempt of the first configuration is noisy, the rest are clean
+        samples = np.array([1.0, 3.0] * 10) if noisy else np.full(20, 2.0)
+        return [("forward", Measurement(samples * 1e-3, 1, 0.0, settings))]
+
+    monkeypatch.setattr(prof, "_measure_config", fake_measure)
+    configs = pd.DataFrame([{"config_id": f"c{i}", "op_type": "x", "mode": "inference", "scope": "functional",
+                             "op": "aten.x.default", "params": "{}", "inputs": "[]", "replay": "{}", "models": "[]"}
+                            for i in range(3)])
+    journal = []
+    meas, _ = prof.profile_configs(configs, {}, "cpu", "float32", TimingSettings(), remeasure=2,
+                                   on_result=lambda rows, samples: journal.extend(rows))
+    assert calls["n"] == 4  # 3 configurations + 1 re-measurement of the noisy one
+    assert (~meas["noisy"]).all() and sorted(meas["attempts"]) == [1, 1, 2]
+    assert sorted(r["config_id"] for r in journal) == ["c0", "c1", "c2"]  # each journaled once, when final

@@ -132,12 +132,35 @@ def spread(measurements: pd.DataFrame, e2e: pd.DataFrame, path: Path) -> None:
     _save(fig, path)
 
 
-def make_all(costed, predictions, measurements, e2e, cons, outdir) -> list[Path]:
+def convergence(evaluations: list[dict], path: Path) -> None:
+    """Coverage per workload against loop iteration, with the target."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    series: dict[str, list] = {}
+    for ev in evaluations:
+        for w in ev["workloads"]:
+            series.setdefault(f"{w['model']} {w['mode'][:5]} b{w['batch']}", []).append(
+                (ev["iteration"], w["coverage"] if w["coverage"] is not None else np.nan))
+    for label, pts in series.items():
+        xs, ys = zip(*pts)
+        ax.plot(xs, ys, marker="o", label=label)
+    if evaluations:
+        ax.axhline(evaluations[-1]["target"], color="black", ls="--", lw=1, label="target")
+        ax.set_xticks([ev["iteration"] for ev in evaluations])
+        ax.set_title(f"Coverage loop: {len(evaluations)} iteration(s), {evaluations[-1]['stop_reason']}")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("fraction of measured time attributed")
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir) -> list[Path]:
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    paths = [outdir / f"{n}.png" for n in ("breakdown", "predicted_vs_measured", "spread", "consistency")]
+    paths = [outdir / f"{n}.png" for n in ("breakdown", "predicted_vs_measured", "spread", "consistency",
+                                           "convergence")]
     breakdown(costed, predictions[predictions["source"] == "isolated"], paths[0])
     predicted_vs_measured(predictions, paths[1])
     spread(measurements[measurements["source"] == "isolated"], e2e, paths[2])
     consistency(cons, paths[3])
+    convergence(evaluations or [], paths[4])
     return paths

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .errors import OpcostError
 from .tables import SCHEMA_VERSION, Table, frame
 
 
@@ -35,7 +36,11 @@ def write_parquet(df: pd.DataFrame, path, table: Table) -> None:
 
 
 def read_parquet(path, table: Table) -> pd.DataFrame:
-    return frame(table, pd.read_parquet(path))
+    """Read a table, checking its columns; a file from an older opcost gets a one-line error naming it."""
+    try:
+        return frame(table, pd.read_parquet(path))
+    except ValueError as e:
+        raise OpcostError(str(path), f"{e}; it was written by another opcost version: delete it and rerun") from None
 
 
 def read_many(paths, table: Table) -> pd.DataFrame:

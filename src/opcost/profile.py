@@ -5,7 +5,6 @@ import logging
 import zlib
 
 import pandas as pd
-import torch
 
 from .hostinfo import host_facts, now
 from .replay import ModelCache, build
@@ -27,39 +26,78 @@ def measurement_order(configs: pd.DataFrame) -> pd.DataFrame:
     return configs.assign(_k=key).sort_values("_k").drop(columns="_k")
 
 
+def _measure_config(row: dict, models: ModelCache, device: str, settings: TimingSettings):
+    """[(phase, Measurement)] for one configuration; raises when it cannot be replayed."""
+    rep = build(row, models, device)
+    with rep.context():
+        return [(phase, measure(fn, settings, device)) for phase, fn in rep.callables()]
+
+
+def _rel_iqr(m) -> float:
+    return m.iqr / m.median if m.median > 0 else float("inf")
+
+
 def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype: str,
-                    settings: TimingSettings, placement: str = "default") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Measure every configuration; returns (`measurements` rows, `samples` rows). A configuration that cannot be
-    replayed gets a row with status ``failed: ...`` and the others go on."""
+                    settings: TimingSettings, placement: str = "default", remeasure: int = 1,
+                    on_result=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Measure every configuration; returns (`measurements` rows, `samples` rows).
+
+    Configurations flagged noisy are measured again, up to ``remeasure`` more times, after all the others (at
+    another moment of the machine's life); per phase the attempt with the lowest IQR/median is kept and
+    ``attempts`` records how many were made. A configuration that cannot be replayed gets a row with status
+    ``failed: ...`` and the others go on. ``on_result(rows, samples)`` is called once per finished configuration
+    (the journal hook)."""
     models = ModelCache(models_cfg, device, dtype)
     facts = host_facts(device)
+    best: dict[str, list] = {}  # config_id -> [(phase, Measurement)]
+    attempts: dict[str, int] = {}
+    failed: dict[str, str] = {}
+    ordered = measurement_order(configs).to_dict("records")
+    by_id = {r["config_id"]: r for r in ordered}
+    todo = [r["config_id"] for r in ordered]
+    for round_ in range(1 + max(0, remeasure)):
+        for k, cid in enumerate(todo, 1):
+            row = by_id[cid]
+            attempts[cid] = attempts.get(cid, 0) + 1
+            try:
+                result = _measure_config(row, models, device, settings)
+            except Exception as e:  # one bad configuration must not lose the others
+                log.warning("[%d/%d] %s %s failed: %s", k, len(todo), cid, row["op_type"], e)
+                failed[cid] = f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
+                result = None
+            if result is not None:
+                failed.pop(cid, None)
+                old = dict(best.get(cid, []))
+                best[cid] = [(ph, m if ph not in old or _rel_iqr(m) < _rel_iqr(old[ph]) else old[ph])
+                             for ph, m in result]
+                for ph, m in result:
+                    log.info("[%d/%d] %s %-14s %-8s median %.3g ms n=%d rel_ci=%.3f%s%s", k, len(todo), cid,
+                             row["op_type"], ph, m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "",
+                             f" (attempt {attempts[cid]})" if attempts[cid] > 1 else "")
+            still_noisy = cid in best and any(m.noisy for _, m in best[cid])
+            if on_result is not None and (not still_noisy or round_ == remeasure):
+                on_result(*_rows(row, best.get(cid), failed.get(cid), attempts[cid], facts, placement))
+        todo = [cid for cid in todo if cid in best and any(m.noisy for _, m in best[cid])]
+        if not todo:
+            break
+        log.info("re-measuring %d noisy configurations (round %d of %d)", len(todo), round_ + 1, remeasure)
     rows, samples = [], []
-    ordered = measurement_order(configs)
-    total = len(ordered)
-    for k, row in enumerate(ordered.to_dict("records"), 1):
-        base = {"config_id": row["config_id"], "op_type": row["op_type"], "mode": row["mode"],
-                "source": "isolated", "workload": None, "placement": placement, "meter": "none", "energy_j": None, **facts}
-        try:
-            rep = build(row, models, device)
-            results = []
-            with rep.context():
-                for phase, fn in rep.callables():
-                    results.append((phase, measure(fn, settings, device)))
-        except Exception as e:  # one bad configuration must not lose the others
-            log.warning("[%d/%d] %s %s failed: %s", k, total, row["config_id"], row["op_type"], e)
-            rows.append({**base, "phase": "forward", "status": f"failed: {type(e).__name__}: {e}".splitlines()[0][:300],
-                         "timestamp": now()})
-            continue
-        for phase, m in results:
-            rows.append({**base, "phase": phase, "status": "ok", **m.stats(), "timestamp": now()})
-            samples += [{"key": row["config_id"], "source": "isolated", "phase": phase, "i": i, "seconds": float(s)}
-                        for i, s in enumerate(m.samples)]
-            log.info("[%d/%d] %s %-14s %-8s median %.3g ms n=%d rel_ci=%.3f%s", k, total, row["config_id"],
-                     row["op_type"], phase, m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "")
+    for cid, row in by_id.items():
+        r, s_ = _rows(row, best.get(cid), failed.get(cid), attempts.get(cid, 0), facts, placement)
+        rows += r
+        samples += s_
     return frame(MEASUREMENTS, rows), frame(SAMPLES, samples)
 
 
-def set_threads(threads: int | None) -> None:
-    if threads:
-        torch.set_num_threads(int(threads))
-
+def _rows(row: dict, result, failure, attempts: int, facts: dict, placement: str):
+    base = {"config_id": row["config_id"], "op_type": row["op_type"], "mode": row["mode"], "source": "isolated",
+            "workload": None, "placement": placement, "meter": "none", "energy_j": None, "attempts": attempts,
+            **facts}
+    if result is None:
+        return [{**base, "phase": "forward", "status": failure or "failed: not measured", "timestamp": now()}], []
+    rows, samples = [], []
+    for phase, m in result:
+        rows.append({**base, "phase": phase, "status": "ok", **m.stats(), "timestamp": now()})
+        samples += [{"key": row["config_id"], "source": "isolated", "phase": phase, "i": i, "seconds": float(x)}
+                    for i, x in enumerate(m.samples)]
+    return rows, samples

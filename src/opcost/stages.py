@@ -65,17 +65,42 @@ def make_catalog(layer_paths, out) -> pd.DataFrame:
     return df
 
 
-def profile(config: dict, configs_path, chunk: int, out_measurements, out_samples) -> pd.DataFrame:
+def _read_json(path):
+    import json
+
+    return json.loads(Path(path).read_text()) if path else None
+
+
+def profile(config: dict, configs_path, iteration: int, chunk: int, previous_evaluation, out_measurements,
+            out_samples, journal_dir="results/journal") -> pd.DataFrame:
+    """Isolated profiling of the configurations whose op type is new in loop ``iteration`` and which hash to
+    ``chunk``; resumes from its journal."""
+    from .journal import Journal, settings_key
+    from .loop import LoopSettings, new_op_types
     from .profile import chunk_of, profile_configs
     from .timing import TimingSettings
 
     _prepare(config)
     configs = io.read_parquet(configs_path, tables.CONFIGS)
+    types = new_op_types(iteration, LoopSettings.from_config(config["loop"]), sorted(set(configs["op_type"])),
+                         _read_json(previous_evaluation))
     chunks = int(config["profile"]["chunks"])
-    mine = configs[configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk)]
-    log.info("chunk %d/%d: %d of %d configurations", chunk, chunks, len(mine), len(configs))
+    mine = configs[configs["op_type"].isin(types)
+                   & (configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk))]
+    log.info("iteration %d, chunk %d/%d: %d of %d configurations (op types: %s)", iteration, chunk, chunks,
+             len(mine), len(configs), ", ".join(types))
     settings = TimingSettings.from_config(config["profile"]["timing"])
-    meas, samples = profile_configs(mine, config["models"], config["device"], config["dtype"], settings)
+    key = settings_key(settings, config["device"], config["dtype"], config["threads"], config["profile"]["remeasure"])
+    journal = Journal(Path(journal_dir) / f"profile_iter{iteration}_chunk{chunk}_{key}.jsonl")
+    done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
+    done = {r["config_id"] for r in done_rows}
+    if done:
+        log.info("journal %s: %d configurations already measured, resuming", journal.path, len(done))
+    meas, samples = profile_configs(mine[~mine["config_id"].isin(done)], config["models"], config["device"],
+                                    config["dtype"], settings, remeasure=int(config["profile"]["remeasure"]),
+                                    on_result=journal.append)
+    meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
+    samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples], ignore_index=True)
     io.write_parquet(samples, out_samples, tables.SAMPLES)
     io.write_parquet(meas, out_measurements, tables.MEASUREMENTS)
     failed = int((meas["status"] != "ok").sum())
@@ -133,8 +158,37 @@ def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_ts
     return pred
 
 
+def evaluate(config: dict, iteration: int, configs_path, previous_evaluation, layer_paths, measurement_paths,
+             e2e_paths, out) -> dict:
+    from .loop import LoopSettings, evaluate as run, op_types_for, summary_text
+
+    settings = LoopSettings.from_config(config["loop"])
+    configs = io.read_parquet(configs_path, tables.CONFIGS)
+    profiled = op_types_for(iteration, settings, sorted(set(configs["op_type"])), _read_json(previous_evaluation))
+    ev = run(iteration, profiled, io.read_many(layer_paths, tables.LAYERS),
+             io.read_many(measurement_paths, tables.MEASUREMENTS), io.read_many(e2e_paths, tables.E2E), settings,
+             config["device"])
+    io.write_json(ev, out)
+    log.info("%s", summary_text([ev]))
+    log.info("next operator types: %s", ", ".join(ev["next_op_types"]) or "none")
+    return ev
+
+
+def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
+    import yaml
+
+    from .loop import fragment, summary_text
+
+    evaluations = [_read_json(p) for p in evaluation_paths]
+    io.write_json(evaluations, out_summary)
+    io.write_text(summary_text(evaluations) + "\n", out_text)
+    io.write_text("# significant operator types found by the coverage loop; use with --configfile\n"
+                  + yaml.safe_dump(fragment(evaluations), sort_keys=False), out_fragment)
+    log.info("%s", summary_text(evaluations))
+
+
 def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predictions_path, consistency_path,
-                 outdir) -> None:
+                 loop_path, outdir) -> None:
     from .predict import costed_layers
 
     layers = io.read_many(layer_paths, tables.LAYERS)
@@ -143,7 +197,7 @@ def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predict
     pred = io.read_parquet(predictions_path, tables.PREDICTIONS)
     cons = io.read_parquet(consistency_path, tables.CONSISTENCY)
     costed = costed_layers(layers, meas, config["device"])
-    for p in figures.make_all(costed, pred, meas, e2e_df, cons, outdir):
+    for p in figures.make_all(costed, pred, meas, e2e_df, cons, _read_json(loop_path), outdir):
         log.info("wrote %s", p)
 
 
@@ -155,3 +209,6 @@ def run_rule(smk, fn, *args, **kwargs):
     except OpcostError as e:
         log.error("%s", e)
         sys.exit(f"opcost: {e}")
+    except Exception:
+        log.exception("unexpected error (a bug in opcost: please report it with this log)")
+        raise

@@ -62,7 +62,9 @@ _STATS = (
     _c("ci_high_s", "Float64", "upper end of the 95% confidence interval of the median, seconds"),
     _c("n", "Int64", "number of samples (each sample averages `calls_per_sample` back-to-back calls)"),
     _c("calls_per_sample", "Int64", "back-to-back calls timed together in one sample"),
-    _c("noisy", "boolean", "IQR/median above the configured noise threshold"),
+    _c("noisy", "boolean", "IQR/median above the configured noise threshold (after re-measuring)"),
+    _c("attempts", "Int64", "measurements made (noisy isolated configurations are re-measured later; the "
+                            "least noisy attempt is kept)"),
     _c("energy_j", "Float64", "joules per call; missing where no energy meter exists (never 0 for 'unknown')"),
     _c("meter", "string", "energy meter used (`none` where unavailable)"),
 )

@@ -1,3 +1,5 @@
+import json
+
 from opcost.config import validate as validate_config, workloads
 from opcost.errors import OpcostError
 
@@ -16,6 +18,7 @@ wildcard_constraints:
     mode="inference|training",
     batch="[0-9]+",
     chunk="[0-9]+",
+    n="[0-9]+",
 
 
 def get_layer_tables(wildcards=None):
@@ -26,8 +29,45 @@ def get_e2e_tables(wildcards=None):
     return [f"results/e2e/{m}/{mode}_b{b}.parquet" for m, mode, b in WORKLOADS]
 
 
+def get_previous_evaluation(wildcards):
+    n = int(wildcards.n)
+    return [f"results/loop/iter{n - 1}/evaluation.json"] if n > 0 else []
+
+
+def profile_chunks_upto(n):
+    return [f"results/profile/iter{i}_chunk{c}.parquet" for i in range(n + 1) for c in CHUNKS]
+
+
+def get_evaluate_inputs(wildcards):
+    n = int(wildcards.n)
+    inputs = {
+        "configs": "results/db/configs.parquet",
+        "layers": get_layer_tables(),
+        "e2e": get_e2e_tables(),
+        "insitu": get_insitu_tables(),
+        "profiles": profile_chunks_upto(n),
+    }
+    if n > 0:
+        inputs["previous"] = f"results/loop/iter{n - 1}/evaluation.json"
+    return inputs
+
+
+def final_iteration():
+    """The loop's last iteration: walks the evaluate checkpoints until one says it is done."""
+    n = 0
+    while True:
+        with checkpoints.evaluate.get(n=n).output[0].open() as f:
+            if json.load(f)["done"]:
+                return n
+        n += 1
+
+
+def get_all_evaluations(wildcards=None):
+    return [f"results/loop/iter{i}/evaluation.json" for i in range(final_iteration() + 1)]
+
+
 def get_profile_chunks(wildcards=None):
-    return [f"results/profile/chunk{c}.parquet" for c in CHUNKS]
+    return profile_chunks_upto(final_iteration())
 
 
 def get_insitu_tables(wildcards=None):

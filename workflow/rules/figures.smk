@@ -6,6 +6,7 @@ rule figures:
         e2e="results/db/e2e.parquet",
         predictions="results/validation/predictions.parquet",
         consistency="results/validation/consistency.parquet",
+        loop="results/loop/summary.json",
     output:
         report(
             directory("results/figures"),

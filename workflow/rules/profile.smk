@@ -1,12 +1,14 @@
 rule profile:
-    """Isolated timing of the configurations whose id hashes to this chunk."""
+    """Isolated timing of the configurations whose operator type is new in loop iteration n and whose id hashes
+    to this chunk."""
     input:
-        "results/db/configs.parquet",
+        configs="results/db/configs.parquet",
+        previous=get_previous_evaluation,
     output:
-        measurements="results/profile/chunk{chunk}.parquet",
-        samples="results/profile/samples_{chunk}.parquet",
+        measurements="results/profile/iter{n}_chunk{chunk}.parquet",
+        samples="results/profile/iter{n}_samples_{chunk}.parquet",
     log:
-        "logs/profile/chunk{chunk}.log",
+        "logs/profile/iter{n}_chunk{chunk}.log",
     threads: config["threads"]
     resources:
         measure=1,

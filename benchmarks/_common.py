@@ -1,0 +1,41 @@
+"""Shared set-up for the benchmark scripts (run from the repository root with the venv active)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MODELS = ["resnet18", "mobilenet_v3_small", "tiny_bert", "tiny_dlrm"]
+
+
+def prepare(threads: int) -> None:
+    import torch
+
+    from opcost.memory import keep_freed_memory
+
+    keep_freed_memory()
+    torch.set_num_threads(threads)
+
+
+def workload_configs(model: str, batch: int, mode: str = "inference"):
+    """(workload, layers, configs) for one model."""
+    from opcost.database import catalog
+    from opcost.extract import extract
+    from opcost.models import load_model
+    from opcost.workload import make_workload
+
+    wl = make_workload(load_model(model, {}), batch, mode)
+    layers = extract(wl)
+    return wl, layers, catalog(layers)
+
+
+def p90(values) -> float:
+    s = pd.Series(list(values), dtype=float).dropna()
+    return float(s.quantile(0.9)) if len(s) else float("nan")
+
+
+def summary(**kv) -> None:
+    print("SUMMARY " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in kv.items()))
+    sys.stdout.flush()

@@ -1,0 +1,74 @@
+"""Does Σ count × operator cost predict the end-to-end time? Isolated and in-situ sources, default models.
+
+For each model and batch (inference): extract, measure end to end, profile every configuration in isolation, time
+every configuration in situ, measure end to end again. The end-to-end figure is the mean of the two end-to-end
+medians (taken before and after the operator measurements, so slow drift of the machine is visible in the table and
+does not favour either side). Prints the error table and one SUMMARY line.
+
+    python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--batches 1 8] [--threads 2]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+
+from _common import DEFAULT_MODELS, prepare, summary, workload_configs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
+    ap.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--mode", default="inference")
+    args = ap.parse_args()
+    prepare(args.threads)
+
+    from opcost.config import validate
+    from opcost.e2e import measure_e2e
+    from opcost.insitu import profile_insitu
+    from opcost.predict import predict
+    from opcost.profile import profile_configs
+    from opcost.timing import TimingSettings
+
+    cfg = validate({"models": {m: {} for m in args.models}})
+    op_settings = TimingSettings.from_config(cfg["profile"]["timing"])
+    e2e_settings = TimingSettings.from_config(cfg["e2e"]["timing"])
+    insitu_settings = TimingSettings.from_config(cfg["insitu"]["timing"])
+    rows = []
+    t0 = time.perf_counter()
+    for model in args.models:
+        for batch in args.batches:
+            wl, layers, configs = workload_configs(model, batch, args.mode)
+            e_before, _ = measure_e2e(wl, e2e_settings, "cpu")
+            iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings)
+            ins, _ = profile_insitu(wl, insitu_settings, "cpu")
+            e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
+            e2e = e_before.assign(median_s=(e_before["median_s"] + e_after["median_s"]) / 2)
+            pred = predict(layers, pd.concat([iso, ins], ignore_index=True), e2e, "cpu")
+            by = pred.set_index("source")
+            rows.append({"model": model, "batch": batch,
+                         "e2e_before_ms": float(e_before["median_s"].iloc[0]) * 1e3,
+                         "e2e_after_ms": float(e_after["median_s"].iloc[0]) * 1e3,
+                         "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
+                         "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
+                         "err_isolated": float(by.loc["isolated", "error"]),
+                         "err_insitu": float(by.loc["insitu", "error"])})
+            print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1, float_format="%.3f"),
+                  flush=True)
+    table = pd.DataFrame(rows)
+    print()
+    print(table.to_string(index=False, float_format="%.3f"))
+    iso_err, ins_err = table["err_isolated"].abs(), table["err_insitu"].abs()
+    drift = ((table["e2e_after_ms"] - table["e2e_before_ms"]) / table["e2e_before_ms"]).abs()
+    summary(workloads=len(table), median_abs_err_isolated=float(np.median(iso_err)),
+            max_abs_err_isolated=float(iso_err.max()), median_abs_err_insitu=float(np.median(ins_err)),
+            max_abs_err_insitu=float(ins_err.max()), median_e2e_drift=float(np.median(drift)),
+            wall_s=time.perf_counter() - t0)
+
+
+if __name__ == "__main__":
+    main()

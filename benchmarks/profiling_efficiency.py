@@ -1,0 +1,92 @@
+"""Profiling cost and reproducibility: opcost's timing core vs torch.utils.benchmark, side by side, one run.
+
+For the operator configurations of resnet18 and mobilenet_v3_small (inference), every configuration is timed twice
+by each tool, same threads, same callables (opcost's replay of the configuration):
+
+* opcost: `opcost.timing.measure` with the default profile settings (95% CI of the median within 2%, cap 1 s);
+* torch adaptive: `Timer.adaptive_autorange(threshold=0.05, max_run_time=1)`;
+* torch blocked: `Timer.blocked_autorange(min_run_time=1)`.
+
+Prints wall seconds per configuration and the p90 over configurations of |Δmedian|/median between a tool's two runs
+(reproducibility), then one SUMMARY line with opcost's wall time relative to the better baseline.
+
+    python benchmarks/profiling_efficiency.py [--models resnet18] [--batch 1] [--threads 2] [--limit N]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import pandas as pd
+
+from _common import p90, prepare, summary, workload_configs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=["resnet18", "mobilenet_v3_small"])
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--limit", type=int, default=0, help="at most N configurations per model (0: all)")
+    args = ap.parse_args()
+    prepare(args.threads)
+
+    import torch
+    from torch.utils.benchmark import Timer
+
+    from opcost.config import validate
+    from opcost.profile import measurement_order
+    from opcost.replay import ModelCache, build
+    from opcost.timing import TimingSettings, measure
+
+    cfg = validate({"models": {m: {} for m in args.models}})
+    settings = TimingSettings.from_config(cfg["profile"]["timing"])
+    cache = ModelCache(cfg["models"], "cpu", "float32")
+
+    def opcost_tool(fn):
+        return measure(fn, settings).median
+
+    def adaptive(fn):
+        t = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+        return t.adaptive_autorange(threshold=0.05, max_run_time=1.0).median
+
+    def blocked(fn):
+        t = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+        return t.blocked_autorange(min_run_time=1.0).median
+
+    tools = {"opcost": opcost_tool, "torch_adaptive": adaptive, "torch_blocked": blocked}
+    rows = []
+    for model in args.models:
+        _, _, configs = workload_configs(model, args.batch)
+        configs = measurement_order(configs)
+        if args.limit:
+            configs = configs.head(args.limit)
+        for row in configs.to_dict("records"):
+            rep = build(row, cache, "cpu")
+            with rep.context():
+                (_, fn), = rep.callables()
+                for rnd in (1, 2):
+                    for name, tool in tools.items():  # tools interleaved: drift hits all alike
+                        t0 = time.perf_counter()
+                        med = tool(fn)
+                        rows.append({"model": model, "config_id": row["config_id"], "tool": name, "round": rnd,
+                                     "median_s": med, "wall_s": time.perf_counter() - t0})
+    df = pd.DataFrame(rows)
+    wide = df.pivot_table(index=["config_id", "tool"], columns="round", values="median_s")
+    wide["rel_diff"] = (wide[1] - wide[2]).abs() / wide[[1, 2]].mean(axis=1)
+    out = pd.DataFrame({
+        "wall_s_per_config": df.groupby("tool")["wall_s"].sum() / df.groupby("tool")["config_id"].nunique() / 2,
+        "p90_rel_diff": wide.groupby("tool")["rel_diff"].apply(p90),
+        "median_rel_diff": wide.groupby("tool")["rel_diff"].median(),
+    })
+    print(f"{df['config_id'].nunique()} configurations, {args.threads} threads, batch {args.batch}")
+    print(out.to_string(float_format="%.4f"))
+    best = min(("torch_adaptive", "torch_blocked"), key=lambda t: out.loc[t, "wall_s_per_config"])
+    summary(configs=int(df["config_id"].nunique()), best_baseline=best,
+            opcost_wall_ratio=float(out.loc["opcost", "wall_s_per_config"] / out.loc[best, "wall_s_per_config"]),
+            opcost_p90=float(out.loc["opcost", "p90_rel_diff"]), baseline_p90=float(out.loc[best, "p90_rel_diff"]),
+            blocked_p90=float(out.loc["torch_blocked", "p90_rel_diff"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Progress journal of a long measuring job: one JSON line per finished configuration, fsynced.
+
+Snakemake deletes a job's declared outputs before running it, so the journal lives in an undeclared side folder
+(``results/journal/``). A restarted job loads the journal, skips what it holds, and measures the rest: a kill at any
+moment loses at most the configuration in flight. A torn last line (killed mid-write) is ignored.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def settings_key(*parts) -> str:
+    """A short hash of what makes journaled measurements reusable (timing settings, device, threads...)."""
+    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def _clean(v):
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if hasattr(v, "item"):  # numpy / pandas scalars
+        return _clean(v.item())
+    return None if v is getattr(__import__("pandas"), "NA", object()) else v
+
+
+class Journal:
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def load(self, keep_ids=None) -> tuple[list[dict], list[dict]]:
+        """(rows, samples) of the configurations already done (restricted to ``keep_ids`` when given)."""
+        rows, samples = [], []
+        if not self.path.exists():
+            return rows, samples
+        with open(self.path) as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    log.warning("journal %s: ignoring a torn line", self.path)
+                    continue
+                if keep_ids is not None and entry["config_id"] not in keep_ids:
+                    continue
+                rows += entry["rows"]
+                samples += entry["samples"]
+        return rows, samples
+
+    def done_ids(self) -> set[str]:
+        return {r["config_id"] for r in self.load()[0]}
+
+    def append(self, rows: list[dict], samples: list[dict]) -> None:
+        if not rows:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        entry = {"config_id": rows[0]["config_id"],
+                 "rows": [{k: _clean(v) for k, v in r.items()} for r in rows],
+                 "samples": [{k: _clean(v) for k, v in s.items()} for s in samples]}
+        with open(self.path, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())

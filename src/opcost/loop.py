@@ -1,0 +1,127 @@
+"""The coverage loop: profile a few operator types, compare with whole models, add the types that matter.
+
+Iteration ``n`` has a set of profiled operator types. For each workload, *coverage* is the fraction of its measured
+end-to-end time that Σ count × isolated cost over configurations of profiled types accounts for. A workload is
+below target while coverage < ``target``. The next iteration adds the ``add_per_iteration`` unprofiled types with the
+largest *unattributed time* (Σ count × in-situ cost, which exists for every configuration of every workload after
+one in-situ pass) summed over the workloads still below target. The loop stops when every workload reaches the
+target, when no unprofiled type is left, or at ``max_iterations``; the profiled types are then the significant
+operator list, written as a config fragment a next run can start from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .predict import costed_layers
+
+ALL = "all"
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    initial_op_types: tuple = ()
+    target: float = 0.9
+    max_iterations: int = 5
+    add_per_iteration: int = 2
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "LoopSettings":
+        return cls(tuple(cfg.get("initial_op_types") or ()), float(cfg["target"]), int(cfg["max_iterations"]),
+                   int(cfg["add_per_iteration"]))
+
+
+def op_types_for(iteration: int, settings: LoopSettings, all_types: list[str], previous: dict | None) -> list[str]:
+    """The operator types profiled up to and including ``iteration``."""
+    if iteration == 0:
+        initial = [t for t in settings.initial_op_types if t != ALL]
+        if not initial or ALL in settings.initial_op_types:
+            return sorted(all_types)
+        return [t for t in initial if t in all_types]
+    return list(previous["profiled_op_types"]) + list(previous["next_op_types"])
+
+
+def new_op_types(iteration: int, settings: LoopSettings, all_types: list[str], previous: dict | None) -> list[str]:
+    """The types iteration ``iteration`` adds (and profiles); earlier types are never profiled again."""
+    return list(previous["next_op_types"]) if iteration > 0 else op_types_for(0, settings, all_types, None)
+
+
+def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurements: pd.DataFrame,
+             e2e: pd.DataFrame, settings: LoopSettings, device: str) -> dict:
+    """The checkpoint's decision for ``iteration`` (JSON-able)."""
+    iso = costed_layers(layers, measurements, device, "isolated")
+    ins = costed_layers(layers, measurements, device, "insitu")
+    measured = {(r.model, int(r.batch), r.mode): float(r.median_s) for r in e2e.itertuples() if r.device == device}
+    all_types = sorted(set(layers["op_type"]))
+    workloads, below = [], []
+    for (model, batch, mode), g in iso.groupby(["model", "batch", "mode"], sort=True):
+        m = measured.get((model, int(batch), mode))
+        in_profiled = g["op_type"].isin(profiled)
+        attributed = float(g.loc[in_profiled & g["median_s"].notna(), "total_s"].sum())
+        all_measured = bool(g["median_s"].notna().all())
+        gi = ins[(ins["model"] == model) & (ins["batch"] == batch) & (ins["mode"] == mode)]
+        w = {"model": model, "batch": int(batch), "mode": mode, "measured_s": m, "attributed_s": attributed,
+             "coverage": attributed / m if m else None,
+             "insitu_coverage": float(gi.loc[gi["op_type"].isin(profiled), "total_s"].sum()) / m if m else None,
+             "error": (float(g["total_s"].sum()) / m - 1) if (m and all_measured) else None,
+             "by_op_type": {k: float(v) for k, v in g[in_profiled].groupby("op_type")["total_s"].sum().items()}}
+        workloads.append(w)
+        if w["coverage"] is None or w["coverage"] < settings.target:
+            below.append((model, int(batch), mode))
+    remaining = [t for t in all_types if t not in profiled]
+    rank = {}
+    if below and remaining:
+        below_set = set(below)
+        in_below = pd.Series([k in below_set for k in zip(ins["model"], ins["batch"].astype(int), ins["mode"])],
+                             index=ins.index, dtype=bool)
+        sel = ins[in_below & ins["op_type"].isin(remaining)]
+        rank = sel.groupby("op_type")["total_s"].sum().sort_values(ascending=False)
+        rank = {k: float(v) for k, v in rank.items() if v > 0}
+    next_types = list(rank)[: settings.add_per_iteration]
+    if not below:
+        stop = "target reached"
+    elif iteration + 1 >= settings.max_iterations:
+        stop = "max iterations"
+    elif not next_types:
+        stop = "no unprofiled operator type left"
+    else:
+        stop = None
+    return {"iteration": iteration, "target": settings.target, "profiled_op_types": list(profiled),
+            "significant_op_types": significant(workloads, settings.target),
+            "workloads": workloads, "below_target": [f"{m}/{mo}/b{b}" for m, b, mo in below],
+            "unattributed_by_op_type": rank, "next_op_types": [] if stop else next_types,
+            "done": stop is not None, "stop_reason": stop}
+
+
+def significant(workloads: list[dict], target: float) -> list[str]:
+    """One global list: per workload, the fewest profiled types (largest attributed time first) whose time reaches
+    the target (all of them when the target is not reached), united over workloads, largest total first."""
+    chosen: dict[str, float] = {}
+    for w in workloads:
+        acc = 0.0
+        for op_type, t in sorted(w["by_op_type"].items(), key=lambda kv: -kv[1]):
+            chosen[op_type] = chosen.get(op_type, 0.0) + t
+            acc += t
+            if w["measured_s"] and acc >= target * w["measured_s"]:
+                break
+    return sorted(chosen, key=lambda k: -chosen[k])
+
+
+def summary_text(evaluations: list[dict]) -> str:
+    last = evaluations[-1]
+    lines = [f"coverage loop: {len(evaluations)} iteration(s), stopped: {last['stop_reason']} "
+             f"(target {last['target']:.0%})"]
+    for w in last["workloads"]:
+        cov = "n/a" if w["coverage"] is None else f"{w['coverage']:.1%}"
+        err = "n/a" if w["error"] is None else f"{w['error']:+.1%}"
+        lines.append(f"  {w['model']} {w['mode']} b{w['batch']}: coverage {cov}, error with all types {err}")
+    lines.append(f"profiled operator types: {', '.join(last['profiled_op_types'])}")
+    lines.append(f"significant operator types: {', '.join(last['significant_op_types'])}")
+    return "\n".join(lines)
+
+
+def fragment(evaluations: list[dict]) -> dict:
+    """Config fragment for a next run: start from the significant operator types found."""
+    last = evaluations[-1]
+    return {"loop": {"initial_op_types": list(last["significant_op_types"]), "target": last["target"]}}

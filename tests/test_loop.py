@@ -1,0 +1,73 @@
+"""The coverage loop, end to end through Snakemake checkpoints, on tiny configs."""
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from opcost.loop import LoopSettings, evaluate, significant
+from tests.test_workflow import TINY, snakemake
+
+
+def _config(tmp_path, **loop):
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["models"] = {"tiny_dlrm": cfg["models"]["tiny_dlrm"]}
+    cfg["models"]["tiny_dlrm"]["modes"] = ["inference"]
+    cfg["profile"]["chunks"] = 1
+    cfg["loop"] = loop
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    return "c.yaml"
+
+
+def _evaluations(work):
+    return json.loads((work / "results" / "loop" / "summary.json").read_text())
+
+
+def test_loop_adds_types_until_target(tmp_path):
+    cfg = _config(tmp_path, initial_op_types=["sigmoid"], target=0.3, add_per_iteration=2, max_iterations=8)
+    snakemake("--configfile", cfg, "--cores", "1", cwd=tmp_path)
+    evs = _evaluations(tmp_path)
+    assert len(evs) >= 2 and evs[-1]["stop_reason"] == "target reached"
+    assert evs[0]["profiled_op_types"] == ["sigmoid"] and evs[0]["next_op_types"]
+    for a, b in zip(evs, evs[1:]):  # each iteration adds the types the previous one chose
+        assert b["profiled_op_types"] == a["profiled_op_types"] + a["next_op_types"]
+    assert all(w["coverage"] >= 0.3 for w in evs[-1]["workloads"])
+    meas = pd.read_parquet(tmp_path / "results" / "db" / "measurements.parquet")
+    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward")]
+    assert iso["config_id"].is_unique  # earlier iterations' measurements are reused, never repeated
+    assert set(iso["op_type"]) == set(evs[-1]["profiled_op_types"])
+    frag = yaml.safe_load((tmp_path / "results" / "loop" / "significant_ops.yaml").read_text())
+    assert frag["loop"]["initial_op_types"] and set(frag["loop"]["initial_op_types"]) <= set(iso["op_type"])
+    assert (tmp_path / "results" / "figures" / "convergence.png").exists()
+
+
+def test_unreachable_target_stops_at_max_iterations(tmp_path):
+    cfg = _config(tmp_path, initial_op_types=["sigmoid"], target=50.0, add_per_iteration=1, max_iterations=2)
+    proc = snakemake("--configfile", cfg, "--cores", "1", cwd=tmp_path)
+    evs = _evaluations(tmp_path)
+    assert len(evs) == 2 and evs[-1]["stop_reason"] == "max iterations" and evs[-1]["below_target"]
+    text = (tmp_path / "results" / "loop" / "summary.txt").read_text()
+    assert text.startswith("coverage loop: 2 iteration(s), stopped: max iterations (target 5000%)")
+    assert "stopped: max iterations" in proc.stdout + proc.stderr
+    assert len(list((tmp_path / "results" / "figures").glob("*.png"))) == 5
+
+
+def test_ranking_prefers_the_type_with_most_unattributed_time():
+    layers = pd.DataFrame({"model": "m", "batch": 1, "mode": "inference", "config_id": ["a", "b", "c"],
+                           "op_type": ["A", "B", "C"], "count": [1, 2, 1]})
+    meas = pd.DataFrame({"config_id": ["a", "a", "b", "c"], "source": ["isolated", "insitu", "insitu", "insitu"],
+                         "phase": "forward", "workload": [None, "m/inference/b1", "m/inference/b1", "m/inference/b1"],
+                         "status": "ok", "device": "cpu", "placement": "default", "timestamp": "t",
+                         "median_s": [1.0, 1.0, 2.0, 3.0]})
+    e2e = pd.DataFrame({"model": ["m"], "batch": [1], "mode": ["inference"], "device": ["cpu"], "median_s": [8.0]})
+    ev = evaluate(0, ["A"], layers, meas, e2e, LoopSettings(("A",), 0.9, 5, 1), "cpu")
+    # B: 2 calls x 2 s = 4 s unattributed > C: 3 s
+    assert ev["workloads"][0]["coverage"] == pytest.approx(1 / 8) and ev["next_op_types"] == ["B"]
+    assert ev["unattributed_by_op_type"] == {"B": 4.0, "C": 3.0} and not ev["done"]
+
+
+def test_significant_list_is_the_fewest_types_reaching_the_target():
+    w = [{"measured_s": 10.0, "by_op_type": {"A": 6.0, "B": 3.0, "C": 0.5}},
+         {"measured_s": 1.0, "by_op_type": {"C": 0.95, "A": 0.01}}]
+    assert significant(w, 0.9) == ["A", "B", "C"]
+    assert significant(w, 0.5) == ["A", "C"]
