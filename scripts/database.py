@@ -1,4 +1,5 @@
 from opcost import stages
 
 i, o = snakemake.input, snakemake.output
-stages.run_rule(snakemake, stages.database, [*i.measurements, *i.insitu], i.e2e, o.measurements, o.e2e)
+stages.run_rule(snakemake, stages.database, [*i.measurements, *i.insitu], i.e2e, i.layers, o.measurements,
+                o.e2e, o.layers)

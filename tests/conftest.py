@@ -9,6 +9,16 @@ if str(ROOT) not in sys.path:  # makes `tests.tiny_models:make_mlp` importable a
     sys.path.insert(0, str(ROOT))
 
 
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """One real run of the whole workflow on the tiny config, shared by the tests that read its results."""
+    from tests.helpers import TINY, snakemake
+
+    work = tmp_path_factory.mktemp("tiny")
+    snakemake("--configfile", str(TINY), "--cores", "1", cwd=work)
+    return work
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     torch.set_num_threads(1)

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from opcost.loop import LoopSettings, evaluate, significant
-from tests.test_workflow import TINY, snakemake
+from tests.helpers import TINY, snakemake
 
 
 def _config(tmp_path, **loop):

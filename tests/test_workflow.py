@@ -1,32 +1,11 @@
 """Real Snakemake runs: the whole chain on a tiny config, a dry run and lint of the default config, bad input."""
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "tests" / "data" / "tiny.yaml"
-
-
-def snakemake(*args, cwd, check=True):
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    work = tmp_path_factory.mktemp("tiny")
-    snakemake("--configfile", str(TINY), "--cores", "1", cwd=work)
-    return work
+from tests.helpers import ROOT, TINY, snakemake
 
 
 def test_tiny_config_runs_to_figures(tiny_run):

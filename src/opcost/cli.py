@@ -32,6 +32,25 @@ def main(argv=None) -> int:
     ex.add_argument("--config", help="config file whose `models` entry describes MODEL (inputs, kwargs)")
     ex.add_argument("--device")
 
+    db = sub.add_parser("db", help="the Parquet database: merge, show").add_subparsers(dest="dbcmd", required=True)
+    mg = db.add_parser("merge", help="merge databases from several machines or runs (idempotent)")
+    mg.add_argument("inputs", nargs="+", help="database directories (e.g. results/db)")
+    mg.add_argument("--out", required=True)
+    sh = db.add_parser("show", help="measurements, filtered")
+    sh.add_argument("--db", default="results/db")
+    sh.add_argument("--op", help="op_type (Conv2d, add_) or full op name")
+    sh.add_argument("--device")
+    sh.add_argument("--placement")
+    sh.add_argument("--source", choices=["isolated", "insitu"])
+
+    pr = sub.add_parser("predict", help="predict a workload's time from the database alone")
+    pr.add_argument("model")
+    pr.add_argument("--batch", type=int, required=True)
+    pr.add_argument("--mode", choices=["inference", "training"], default="inference")
+    pr.add_argument("--db", default="results/db")
+    pr.add_argument("--device", default="cpu")
+    pr.add_argument("--source", choices=["isolated", "insitu"], default="isolated")
+
     sub.add_parser("schema", help="print the data-contract document (docs/data.md)")
     sub.add_parser("check-config", help="validate a config file").add_argument("config")
 
@@ -44,6 +63,17 @@ def main(argv=None) -> int:
             df = stages.extract(_config(args), args.model, args.mode, args.batch, args.out)
             summary = df.groupby(["scope", "op_type"])["count"].sum()
             print(summary.to_string())
+        elif args.cmd == "db":
+            from . import database
+
+            if args.dbcmd == "merge":
+                merged = database.merge(args.inputs, args.out)
+                print(", ".join(f"{k}: {len(v)} rows" for k, v in merged.items()))
+            else:
+                table = database.show(database.read_db(args.db), args.op, args.device, args.placement, args.source)
+                print(table.to_string(index=False, max_colwidth=60) if len(table) else "no measurement matches")
+        elif args.cmd == "predict":
+            _print_prediction(args)
         elif args.cmd == "schema":
             from .tables import markdown
 
@@ -57,6 +87,23 @@ def main(argv=None) -> int:
         print(f"opcost: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _print_prediction(args) -> None:
+    from . import database
+
+    p = database.predict_from_db(database.read_db(args.db), args.model, args.batch, args.mode, args.device,
+                                 args.source)
+    print(f"{args.model} {args.mode} b{args.batch} on {args.device} ({args.source} costs): "
+          f"predicted {p['predicted_s'] * 1e3:.3f} ms" +
+          (f", measured {p['measured_s'] * 1e3:.3f} ms (ratio {p['predicted_s'] / p['measured_s']:.3f})"
+           if p["measured_s"] else ", no end-to-end measurement"))
+    for op_type, t in p["by_op_type"].items():
+        print(f"  {op_type:<32} {t * 1e3:10.3f} ms")
+    if len(p["missing"]):
+        print(f"MISSING: {len(p['missing'])} of {p['configs']} configurations have no measurement "
+              f"(not included above):")
+        print(p["missing"].to_string(index=False, max_colwidth=70))
 
 
 if __name__ == "__main__":

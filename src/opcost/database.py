@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
-from .tables import CONFIGS, frame
+from . import io
+from .errors import OpcostError
+from .tables import CONFIGS, E2E, LAYERS, MEASUREMENTS, frame
 
 
 def catalog(layers: pd.DataFrame) -> pd.DataFrame:
@@ -24,3 +27,67 @@ def latest(measurements: pd.DataFrame, keys=("config_id", "source", "phase", "wo
         return measurements
     keys = [k for k in keys if k in measurements.columns]
     return measurements.sort_values("timestamp").drop_duplicates(keys, keep="last")
+
+
+DB_TABLES = {"configs": CONFIGS, "layers": LAYERS, "measurements": MEASUREMENTS, "e2e": E2E}
+IDENTITY = {"configs": ["config_id"], "layers": ["model", "batch", "mode", "config_id"]}
+
+
+def read_db(path) -> dict[str, pd.DataFrame]:
+    """The tables of a database directory (missing tables are empty)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise OpcostError(f"database {path}", "not a directory")
+    return {name: io.read_parquet(path / f"{name}.parquet", t) if (path / f"{name}.parquet").exists()
+            else frame(t, []) for name, t in DB_TABLES.items()}
+
+
+def merge(paths, out) -> dict[str, pd.DataFrame]:
+    """Merge databases from several machines or runs into ``out``: a row present in several inputs is kept once
+    (configurations and layer rows by identity, measurements by every column), so merging is idempotent."""
+    dbs = [read_db(p) for p in paths]
+    merged = {}
+    for name, table in DB_TABLES.items():
+        parts = [db[name] for db in dbs if len(db[name])]
+        df = pd.concat(parts, ignore_index=True) if parts else frame(table, [])
+        df = df.drop_duplicates(subset=IDENTITY.get(name), keep="first").reset_index(drop=True)
+        merged[name] = df
+        io.write_parquet(df, Path(out) / f"{name}.parquet", table)
+    return merged
+
+
+def show(db: dict, op: str | None = None, device: str | None = None, placement: str | None = None,
+         source: str | None = None) -> pd.DataFrame:
+    """Measurements with their operator and inputs, filtered."""
+    m = db["measurements"].merge(db["configs"][["config_id", "op", "inputs"]], on="config_id", how="left")
+    for col, val in (("op_type", op), ("device", device), ("placement", placement), ("source", source)):
+        if val is not None:
+            m = m[(m[col] == val) | (m["op"] == val) if col == "op_type" else m[col] == val]
+    cols = ["config_id", "op_type", "mode", "phase", "source", "device", "placement", "median_s", "ci_low_s",
+            "ci_high_s", "n", "noisy", "status", "inputs"]
+    return m[cols].sort_values(["op_type", "config_id", "phase"]).reset_index(drop=True)
+
+
+def predict_from_db(db: dict, model: str, batch: int, mode: str = "inference", device: str = "cpu",
+                    source: str = "isolated") -> dict:
+    """Prediction for one workload from the database alone: total, breakdown by op type, and the configurations
+    that have no measurement (named, never guessed)."""
+    from .predict import costed_layers
+
+    layers = db["layers"]
+    wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mode)]
+    if wl.empty:
+        known = sorted({f"{m}/{mo}/b{b}" for m, mo, b in zip(layers["model"], layers["mode"], layers["batch"])})
+        raise OpcostError(f"model {model}", f"no {mode} batch {batch} workload in the database "
+                                            f"(has: {', '.join(known) or 'none'})")
+    costed = costed_layers(wl, db["measurements"], device, source)
+    missing = costed[costed["median_s"].isna()]
+    e2e = db["e2e"]
+    e2e = e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode) & (e2e["device"] == device)]
+    return {
+        "predicted_s": float(costed["total_s"].sum()),
+        "measured_s": float(latest(e2e, ("model", "batch", "mode", "device"))["median_s"].iloc[0]) if len(e2e) else None,
+        "by_op_type": costed.groupby("op_type")["total_s"].sum().sort_values(ascending=False),
+        "missing": missing[["config_id", "op_type", "count", "inputs"]].reset_index(drop=True),
+        "configs": len(costed),
+    }

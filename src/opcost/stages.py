@@ -137,7 +137,8 @@ def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples) ->
     return meas
 
 
-def database(measurement_paths, e2e_paths, out_measurements, out_e2e) -> None:
+def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2e, out_layers) -> None:
+    io.write_parquet(io.read_many(layer_paths, tables.LAYERS), out_layers, tables.LAYERS)
     io.write_parquet(io.read_many(measurement_paths, tables.MEASUREMENTS), out_measurements, tables.MEASUREMENTS)
     io.write_parquet(io.read_many(e2e_paths, tables.E2E), out_e2e, tables.E2E)
 

@@ -70,7 +70,7 @@ _STATS = (
 )
 
 LAYERS = Table(
-    "layers", "results/layers/{model}/{mode}_b{batch}.parquet",
+    "layers", "results/layers/{model}/{mode}_b{batch}.parquet (all workloads: results/db/layers.parquet)",
     "One row per operator configuration of one model workload (extraction stage).",
     _MODEL_KEY + (
         _c("config_id", "string", "stable 12-hex id of (op, params, input specs, mode)"),

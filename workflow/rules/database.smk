@@ -4,9 +4,11 @@ rule database:
         measurements=get_profile_chunks,
         insitu=get_insitu_tables,
         e2e=get_e2e_tables,
+        layers=get_layer_tables,
     output:
         measurements="results/db/measurements.parquet",
         e2e="results/db/e2e.parquet",
+        layers="results/db/layers.parquet",
     log:
         "logs/database.log",
     conda:

@@ -1,0 +1,56 @@
+"""The database answers from itself: merge (idempotent), show, predict naming what is missing."""
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from opcost import database, io, tables
+from opcost.errors import OpcostError
+
+
+def test_merge_is_idempotent_and_deduplicates(tiny_run, tmp_path):
+    db = tiny_run / "results" / "db"
+    once = database.merge([db], tmp_path / "once")
+    twice = database.merge([db, db], tmp_path / "twice")
+    again = database.merge([tmp_path / "twice", db], tmp_path / "again")
+    for name in database.DB_TABLES:
+        assert len(once[name]) == len(twice[name]) == len(again[name]) > 0, name
+        pd.testing.assert_frame_equal(once[name], again[name])
+    assert len(once["measurements"]) == len(pd.read_parquet(db / "measurements.parquet"))
+
+
+def test_merge_combines_machines(tiny_run, tmp_path):
+    db = database.read_db(tiny_run / "results" / "db")
+    other = tmp_path / "other"
+    for name, table in database.DB_TABLES.items():
+        df = db[name]
+        if name in ("measurements", "e2e"):
+            df = df.assign(host="other-host", timestamp="2026-01-01T00:00:00+00:00")
+        io.write_parquet(df, other / f"{name}.parquet", table)
+    merged = database.merge([tiny_run / "results" / "db", other], tmp_path / "merged")
+    assert len(merged["measurements"]) == 2 * len(db["measurements"])
+    assert len(merged["configs"]) == len(db["configs"])
+
+
+def test_predict_from_db_names_missing_configurations(tiny_run, tmp_path):
+    db = database.read_db(tiny_run / "results" / "db")
+    full = database.predict_from_db(db, "mlp", 2)
+    assert full["missing"].empty and full["predicted_s"] > 0 and full["measured_s"] > 0
+    linear = db["measurements"]["op_type"] == "Linear"
+    partial = database.predict_from_db({**db, "measurements": db["measurements"][~linear]}, "mlp", 2)
+    assert set(partial["missing"]["op_type"]) == {"Linear"}
+    assert partial["predicted_s"] < full["predicted_s"]
+    with pytest.raises(OpcostError, match="model mlp: no inference batch 64 workload"):
+        database.predict_from_db(db, "mlp", 64)
+
+
+def test_cli_show_and_predict(tiny_run):
+    db = str(tiny_run / "results" / "db")
+    show = subprocess.run([sys.executable, "-m", "opcost.cli", "db", "show", "--db", db, "--op", "Linear"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "Linear" in show and "EmbeddingBag" not in show
+    pred = subprocess.run([sys.executable, "-m", "opcost.cli", "predict", "mlp", "--batch", "2", "--db", db],
+                          capture_output=True, text=True, check=True).stdout
+    assert pred.startswith("mlp inference b2 on cpu (isolated costs): predicted") and "Linear" in pred
+    assert list(tables.LAYERS.names) == list(pd.read_parquet(tiny_run / "results" / "db" / "layers.parquet").columns)
