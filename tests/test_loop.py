@@ -49,7 +49,7 @@ def test_unreachable_target_stops_at_max_iterations(tmp_path):
     text = (tmp_path / "results" / "loop" / "summary.txt").read_text()
     assert text.startswith("coverage loop: 2 iteration(s), stopped: max iterations (target 5000%)")
     assert "stopped: max iterations" in proc.stdout + proc.stderr
-    assert len(list((tmp_path / "results" / "figures").glob("*.png"))) == 5
+    assert len(list((tmp_path / "results" / "figures").glob("*.png"))) == 6
 
 
 def test_ranking_prefers_the_type_with_most_unattributed_time():
@@ -58,8 +58,9 @@ def test_ranking_prefers_the_type_with_most_unattributed_time():
     meas = pd.DataFrame({"config_id": ["a", "a", "b", "c"], "source": ["isolated", "insitu", "insitu", "insitu"],
                          "phase": "forward", "workload": [None, "m/inference/b1", "m/inference/b1", "m/inference/b1"],
                          "status": "ok", "device": "cpu", "placement": "default", "timestamp": "t",
-                         "median_s": [1.0, 1.0, 2.0, 3.0]})
-    e2e = pd.DataFrame({"model": ["m"], "batch": [1], "mode": ["inference"], "device": ["cpu"], "median_s": [8.0]})
+                         "median_s": [1.0, 1.0, 2.0, 3.0], "energy_j": None})
+    e2e = pd.DataFrame({"model": ["m"], "batch": [1], "mode": ["inference"], "device": ["cpu"], "median_s": [8.0],
+                        "energy_j": [None]})
     ev = evaluate(0, ["A"], layers, meas, e2e, LoopSettings(("A",), 0.9, 5, 1), "cpu")
     # B: 2 calls x 2 s = 4 s unattributed > C: 3 s
     assert ev["workloads"][0]["coverage"] == pytest.approx(1 / 8) and ev["next_op_types"] == ["B"]

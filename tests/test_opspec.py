@@ -33,3 +33,12 @@ def test_config_id_ignores_index_values_but_not_shapes():
 def test_callables_have_stable_descriptions():
     assert describe(torch.nn.functional.relu) == describe(torch.nn.functional.relu)
     assert "0x" not in str(describe(torch.nn.functional.relu))
+
+
+def test_operator_names_round_trip_through_replay():
+    from opcost.extract import overload_name
+    from opcost.replay import op_overload
+
+    for func in (torch.ops.aten.add_.Tensor, torch.ops.aten.relu.default, torch.ops.aten.flatten.using_ints):
+        assert op_overload(overload_name(func)) is func
+    assert overload_name(torch.ops.aten.relu.default) == "aten.relu.default"

@@ -67,14 +67,15 @@ def test_noisy_configurations_are_remeasured_and_the_least_noisy_attempt_kept(mo
     import pandas as pd
 
     from opcost import profile as prof
+    from opcost.energy import NoMeter, missing
 
     calls = {"n": 0}
 
-    def fake_measure(row, models, device, settings):
+    def fake_measure(row, models, device, settings, energy):
         calls["n"] += 1
         noisy = calls["n"] == 1  # the first attempt of the first configuration is noisy, the rest are clean
         samples = np.array([1.0, 3.0] * 10) if noisy else np.full(20, 2.0)
-        return [("forward", Measurement(samples * 1e-3, 1, 0.0, settings))]
+        return [("forward", Measurement(samples * 1e-3, 1, 0.0, settings), missing(NoMeter()))]
 
     monkeypatch.setattr(prof, "_measure_config", fake_measure)
     configs = pd.DataFrame([{"config_id": f"c{i}", "op_type": "x", "mode": "inference", "scope": "functional",

@@ -10,8 +10,8 @@ from tests.helpers import ROOT, TINY, snakemake
 
 def test_tiny_config_runs_to_figures(tiny_run):
     figs = sorted(p.name for p in (tiny_run / "results" / "figures").glob("*.png"))
-    assert figs == ["breakdown.png", "consistency.png", "convergence.png", "predicted_vs_measured.png",
-                    "spread.png"]
+    assert figs == ["breakdown.png", "consistency.png", "convergence.png", "energy.png",
+                    "predicted_vs_measured.png", "spread.png"]
     assert all((tiny_run / "results" / "figures" / f).stat().st_size > 10_000 for f in figs)
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
     workloads = {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"), ("mlp", "inference")}

@@ -68,11 +68,10 @@ def module_params(m: torch.nn.Module) -> dict:
     return out
 
 
-def op_short_name(op: str) -> str:
-    """'torch.nn.modules.conv.Conv2d' -> 'Conv2d'; 'aten.add_.Tensor' -> 'add_'."""
-    if op.startswith("aten."):
-        return op.split(".")[1]
-    return op.rsplit(".", 1)[-1]
+def overload_name(func) -> str:
+    """'aten.add_.Tensor', 'aten.relu.default', 'torchvision.roi_align.default': namespace.op.overload."""
+    ns, _, rest = func.name().partition("::")
+    return f"{ns}.{rest}" if "." in rest else f"{ns}.{rest}.default"
 
 
 class _Recorder:
@@ -167,11 +166,9 @@ class _AtenOutsideLeaves(TorchDispatchMode):
         rec = self.rec
         if not rec.active():
             return func(*args, **kwargs)
-        op = f"aten.{func.name().split('::', 1)[1]}" if "::" in func.name() else str(func)
-        if not op.count(".") >= 2:
-            op = f"{op}.default"
+        op = overload_name(func)
         params = {"args": rec.describe(list(args)), "kwargs": rec.describe(kwargs) if kwargs else None}
-        call = Call(op=op, op_type=op_short_name(op), scope="functional", api=rec.api,
+        call = Call(op=op, op_type=op.split(".")[1], scope="functional", api=rec.api,
                     params=params, inputs=list(tensors_in([params["args"], params["kwargs"]])), path=rec.enclosing(),
                     replay=params)
         rec.calls.append(call)

@@ -153,14 +153,51 @@ def convergence(evaluations: list[dict], path: Path) -> None:
     _save(fig, path)
 
 
+def energy(costed: pd.DataFrame, predictions: pd.DataFrame, measurements: pd.DataFrame, path: Path) -> None:
+    """Energy by op type per workload and predicted vs measured energy; where no meter exists, says so (no zeros)."""
+    p = predictions[predictions["source"] == "isolated"].dropna(subset=["predicted_j"])
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    if p.empty:
+        hosts = ", ".join(sorted(set(measurements["host"].dropna()))) or "this host"
+        for ax in axes:
+            ax.set_axis_off()
+        fig.text(0.5, 0.5, f"energy unavailable on {hosts}\n(no energy meter: meter = none; values are missing, "
+                 "not zero)", ha="center", va="center", fontsize=13)
+        _save(fig, path)
+        return
+    per_type = costed.dropna(subset=["total_j"]).groupby(["model", "mode", "batch", "op_type"])["total_j"].sum()
+    pivot = per_type.unstack("op_type", fill_value=0.0)
+    top = pivot.sum().nlargest(TOP_TYPES).index
+    pivot = pivot[top].assign(other=pivot.drop(columns=top).sum(axis=1))
+    left = np.zeros(len(pivot))
+    for k, c in enumerate(pivot.columns):
+        axes[0].barh(range(len(pivot)), pivot[c], left=left, label=c, color=plt.cm.tab10(k % 10))
+        left += pivot[c].to_numpy()
+    axes[0].set_yticks(range(len(pivot)), [f"{m} {mo[:5]} b{b}" for m, mo, b in pivot.index])
+    axes[0].set_xlabel("predicted joules per iteration")
+    axes[0].legend(fontsize=7)
+    axes[0].set_title("Energy by operator type")
+    q = p.dropna(subset=["measured_j"])
+    axes[1].scatter(q["measured_j"], q["predicted_j"])
+    if len(q):
+        lo, hi = float(min(q["measured_j"].min(), q["predicted_j"].min())), float(
+            max(q["measured_j"].max(), q["predicted_j"].max()))
+        axes[1].plot([lo, hi], [lo, hi], "k--", lw=1)
+    axes[1].set_xlabel("measured joules per iteration")
+    axes[1].set_ylabel("predicted: sum of count x joules per call")
+    axes[1].set_title("Predicted vs measured energy")
+    _save(fig, path)
+
+
 def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir) -> list[Path]:
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = [outdir / f"{n}.png" for n in ("breakdown", "predicted_vs_measured", "spread", "consistency",
-                                           "convergence")]
+                                           "convergence", "energy")]
     breakdown(costed, predictions[predictions["source"] == "isolated"], paths[0])
     predicted_vs_measured(predictions, paths[1])
     spread(measurements[measurements["source"] == "isolated"], e2e, paths[2])
     consistency(cons, paths[3])
     convergence(evaluations or [], paths[4])
+    energy(costed, predictions, measurements, paths[5])
     return paths

@@ -23,6 +23,7 @@ import torch
 from torch._C._autograd import _get_sequence_nr
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .energy import NoMeter, missing
 from .errors import OpcostError
 from .extract import Capture, graph_nodes, param_nodes, record_calls
 from .hostinfo import host_facts, now
@@ -186,7 +187,7 @@ def _rows(wl: Workload, ids: list[str], cap: Capture, samples: dict, settings: T
         m = Measurement(np.asarray(ts), 1, 0.0, settings)
         rows.append({"config_id": cid, "op_type": op_type[cid], "mode": wl.mode, "source": "insitu",
                      "phase": phase, "workload": workload_key(wl.model.name, wl.mode, wl.batch), "status": "ok", "placement": "default", **facts, **m.stats(),
-                     "energy_j": None, "meter": "none", "attempts": 1, "timestamp": now()})
+                     **missing(NoMeter()), "attempts": 1, "timestamp": now()})
         raw += [{"key": cid, "source": "insitu", "phase": phase, "i": k, "seconds": float(t)}
                 for k, t in enumerate(ts)]
     return frame(MEASUREMENTS, rows), frame(SAMPLES, raw)

@@ -1,7 +1,8 @@
 """The coverage loop: profile a few operator types, compare with whole models, add the types that matter.
 
 Iteration ``n`` has a set of profiled operator types. For each workload, *coverage* is the fraction of its measured
-end-to-end time that Σ count × isolated cost over configurations of profiled types accounts for. A workload is
+end-to-end time that Σ count × isolated cost over configurations of profiled types accounts for (and, where an
+energy meter exists, ``energy_coverage`` the same for joules; the stopping rule uses time). A workload is
 below target while coverage < ``target``. The next iteration adds the ``add_per_iteration`` unprofiled types with the
 largest *unattributed time* (Σ count × in-situ cost, which exists for every configuration of every workload after
 one in-situ pass) summed over the workloads still below target. The loop stops when every workload reaches the
@@ -53,6 +54,8 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
     iso = costed_layers(layers, measurements, device, "isolated")
     ins = costed_layers(layers, measurements, device, "insitu")
     measured = {(r.model, int(r.batch), r.mode): float(r.median_s) for r in e2e.itertuples() if r.device == device}
+    measured_j = {(r.model, int(r.batch), r.mode): r.energy_j for r in e2e.itertuples()
+                  if r.device == device and pd.notna(r.energy_j)}
     all_types = sorted(set(layers["op_type"]))
     workloads, below = [], []
     for (model, batch, mode), g in iso.groupby(["model", "batch", "mode"], sort=True):
@@ -61,9 +64,13 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
         attributed = float(g.loc[in_profiled & g["median_s"].notna(), "total_s"].sum())
         all_measured = bool(g["median_s"].notna().all())
         gi = ins[(ins["model"] == model) & (ins["batch"] == batch) & (ins["mode"] == mode)]
+        mj = measured_j.get((model, int(batch), mode))
         w = {"model": model, "batch": int(batch), "mode": mode, "measured_s": m, "attributed_s": attributed,
              "coverage": attributed / m if m else None,
              "insitu_coverage": float(gi.loc[gi["op_type"].isin(profiled), "total_s"].sum()) / m if m else None,
+             # energy: the same attribution where a meter measured both sides (missing, never 0, elsewhere)
+             "energy_coverage": (float(g.loc[in_profiled, "total_j"].sum()) / float(mj)
+                                 if mj is not None and g["total_j"].notna().any() else None),
              "error": (float(g["total_s"].sum()) / m - 1) if (m and all_measured) else None,
              "by_op_type": {k: float(v) for k, v in g[in_profiled].groupby("op_type")["total_s"].sum().items()}}
         workloads.append(w)

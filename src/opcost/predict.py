@@ -20,31 +20,30 @@ def _workload_col(df: pd.DataFrame) -> pd.Series:
 
 
 def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
-                  source: str = "isolated") -> pd.DataFrame:
+                  source: str = "isolated", placement: str = "default") -> pd.DataFrame:
     """Layer rows with their cost per call (median_s, summed over phases; missing when unmeasured or failed) and
-    count x cost (total_s)."""
+    count x cost (total_s), from measurements of one source, device and placement."""
     ok = latest(measurements[(measurements["status"] == "ok") & (measurements["source"] == source)
-                             & (measurements["device"] == device)])
+                             & (measurements["device"] == device) & (measurements["placement"] == placement)])
     out = layers.assign(workload=_workload_col(layers))
-    if source == "insitu":
-        cost = ok.groupby(["workload", "config_id"], as_index=False)["median_s"].sum()
-        out = out.merge(cost, on=["workload", "config_id"], how="left")
-    else:
-        cost = ok.groupby("config_id", as_index=False)["median_s"].sum()
-        out = out.merge(cost, on="config_id", how="left")
-    return out.assign(total_s=out["count"] * out["median_s"])
+    keys = ["workload", "config_id"] if source == "insitu" else ["config_id"]
+    cost = ok.groupby(keys, as_index=False).agg(median_s=("median_s", "sum"),
+                                                energy_j=("energy_j", lambda s: s.sum(min_count=1)))
+    out = out.merge(cost, on=keys, how="left")
+    return out.assign(total_s=out["count"] * out["median_s"], total_j=out["count"] * out["energy_j"])
 
 
 def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame, device: str,
-            sources=SOURCES) -> pd.DataFrame:
+            sources=SOURCES, placement: str = "default") -> pd.DataFrame:
     """One `predictions` row per workload and source that has any measurement."""
     rows = []
     e2e = latest(e2e[e2e["device"] == device], ("model", "batch", "mode", "device"))
     measured_s = {(r.model, int(r.batch), r.mode): float(r.median_s) for r in e2e.itertuples()}
+    measured_j = {(r.model, int(r.batch), r.mode): r.energy_j for r in e2e.itertuples()}
     for source in sources:
         if not (measurements["source"] == source).any():
             continue
-        costed = costed_layers(layers, measurements, device, source)
+        costed = costed_layers(layers, measurements, device, source, placement)
         for (model, batch, mode), g in costed.groupby(["model", "batch", "mode"], sort=True):
             measured = measured_s.get((model, int(batch), mode))
             have = g["median_s"].notna()
@@ -52,10 +51,13 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
             ratio = predicted / measured if measured else None
             rows.append({
                 "model": model, "batch": int(batch), "mode": mode, "device": device, "source": source,
+                "placement": placement,
                 "predicted_s": predicted, "measured_s": measured, "ratio": ratio,
                 "error": ratio - 1 if ratio is not None else None,
                 "configs": len(g), "configs_measured": int(have.sum()),
                 "calls_covered": float(g.loc[have, "count"].sum() / g["count"].sum()),
+                "predicted_j": float(g["total_j"].sum()) if g["total_j"].notna().any() else None,
+                "measured_j": measured_j.get((model, int(batch), mode)),
             })
     return frame(PREDICTIONS, rows)
 

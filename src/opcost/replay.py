@@ -44,13 +44,15 @@ class Replay:
             yield phase, fn
 
 
-def aten_overload(op: str):
-    """'aten.add_.Tensor' -> torch.ops.aten.add_.Tensor"""
+def op_overload(op: str):
+    """'aten.add_.Tensor' -> torch.ops.aten.add_.Tensor (any registered namespace, e.g. torchvision)."""
     try:
-        _, name, overload = op.split(".", 2)
-        return getattr(getattr(torch.ops.aten, name), overload)
+        ns, name, overload = op.split(".", 2)
+        if ns == "torchvision":
+            import torchvision  # noqa: F401  (registers its operators)
+        return getattr(getattr(getattr(torch.ops, ns), name), overload)
     except (ValueError, AttributeError, RuntimeError):
-        raise OpcostError(f"operator {op}", "not an aten overload known to this torch") from None
+        raise OpcostError(f"operator {op}", "not an operator overload known to this torch") from None
 
 
 def _outputs(out) -> list[torch.Tensor]:
@@ -115,7 +117,7 @@ def build(row: dict, models: ModelCache, device: str) -> Replay:
 
         zero = lambda: module.zero_grad(set_to_none=True)  # noqa: E731
     else:
-        op = aten_overload(row["op"])
+        op = op_overload(row["op"])
         args = synthesize(replay["args"], device)
         kwargs = synthesize(replay.get("kwargs") or {"D": {}}, device)
         mutated = [i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write]

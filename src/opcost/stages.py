@@ -38,6 +38,40 @@ def _prepare(config: dict) -> None:
         raise OpcostError("config: device", f"{device!r} requested but torch finds no CUDA device on this host")
 
 
+class _Energy:
+    """The job's energy meter, its idle power (measured at the start, checked for drift at the end), and the
+    per-callable measurement the timing stages use."""
+
+    def __init__(self, config: dict):
+        from .energy import EnergySettings, detect, idle_power
+
+        self.settings = EnergySettings.from_config(config["energy"])
+        self.meter = detect(config["device"], self.settings.meter)
+        self.device = config["device"]
+        self.idle_w = idle_power(self.meter, self.settings.idle_s) if self.meter.available else None
+        if self.meter.available:
+            log.info("energy meter %s, idle power %.2f W", self.meter.name, self.idle_w)
+
+    def __call__(self, fn) -> dict:
+        from .energy import measure_energy, missing
+
+        if not self.meter.available:
+            return missing(self.meter)
+        import torch
+
+        sync = torch.cuda.synchronize if self.device.startswith("cuda") else (lambda: None)
+        return measure_energy(fn, self.meter, self.settings, self.idle_w, sync)
+
+    def close(self) -> None:
+        from .energy import idle_power
+
+        if self.meter.available:
+            end = idle_power(self.meter, self.settings.idle_s)
+            if abs(end - self.idle_w) > self.settings.drift * self.idle_w:
+                log.warning("idle power drifted from %.2f W to %.2f W during the job: active energy is suspect",
+                            self.idle_w, end)
+
+
 def _workload(config: dict, model: str, mode: str, batch: int):
     from .models import load_model
     from .workload import make_workload
@@ -96,16 +130,20 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     done = {r["config_id"] for r in done_rows}
     if done:
         log.info("journal %s: %d configurations already measured, resuming", journal.path, len(done))
+    energy = _Energy(config)
     meas, samples = profile_configs(mine[~mine["config_id"].isin(done)], config["models"], config["device"],
                                     config["dtype"], settings, remeasure=int(config["profile"]["remeasure"]),
-                                    on_result=journal.append)
+                                    on_result=journal.append, energy=energy)
+    energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples], ignore_index=True)
     io.write_parquet(samples, out_samples, tables.SAMPLES)
     io.write_parquet(meas, out_measurements, tables.MEASUREMENTS)
-    failed = int((meas["status"] != "ok").sum())
-    log.info("chunk %d done: %d measured, %d failed, %d noisy", chunk, len(meas) - failed, failed,
-             int(meas["noisy"].fillna(False).sum()))
+    per_config = meas.groupby("config_id").agg(ok=("status", lambda s: (s == "ok").all()),
+                                               noisy=("noisy", lambda s: bool(s.fillna(False).any())))
+    log.info("SUMMARY chunk %d: %d configurations: %d measured now, %d resumed from the journal, %d failed, "
+             "%d still noisy after re-measuring", chunk, len(per_config), len(per_config) - len(done),
+             len(done), int((~per_config["ok"]).sum()), int(per_config["noisy"].sum()))
     return meas
 
 
@@ -115,7 +153,9 @@ def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples) -> pd
 
     _prepare(config)
     wl = _workload(config, model, mode, batch)
-    row, samples = measure_e2e(wl, TimingSettings.from_config(config["e2e"]["timing"]), config["device"])
+    energy = _Energy(config)
+    row, samples = measure_e2e(wl, TimingSettings.from_config(config["e2e"]["timing"]), config["device"], energy)
+    energy.close()
     io.write_parquet(samples, out_samples, tables.SAMPLES)
     io.write_parquet(row, out, tables.E2E)
     log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,

@@ -65,8 +65,16 @@ _STATS = (
     _c("noisy", "boolean", "IQR/median above the configured noise threshold (after re-measuring)"),
     _c("attempts", "Int64", "measurements made (noisy isolated configurations are re-measured later; the "
                             "least noisy attempt is kept)"),
-    _c("energy_j", "Float64", "joules per call; missing where no energy meter exists (never 0 for 'unknown')"),
-    _c("meter", "string", "energy meter used (`none` where unavailable)"),
+)
+
+_ENERGY = (
+    _c("energy_j", "Float64", "joules per call (median over trials); missing where no energy meter exists "
+                              "(never 0 for 'unknown')"),
+    _c("energy_active_j", "Float64", "joules per call above idle power (idle power x duration subtracted)"),
+    _c("power_w", "Float64", "mean power during the energy trials, watts"),
+    _c("idle_w", "Float64", "idle power measured before the job's measurements, watts"),
+    _c("energy_spread", "Float64", "(max - min) / median of the per-call energy over trials"),
+    _c("meter", "string", "energy meter used: `rapl`, `nvml`, or `none` where unavailable"),
 )
 
 LAYERS = Table(
@@ -123,7 +131,7 @@ MEASUREMENTS = Table(
         _c("workload", "string", "in-situ rows: the workload they were timed in (`model/mode/b{batch}`); "
                                  "missing for isolated rows"),
         _c("status", "string", "`ok`, or `failed: <reason>` (statistics then missing)"),
-    ) + _HOST + _STATS,
+    ) + _HOST + _STATS + _ENERGY,
 )
 
 SAMPLES = Table(
@@ -141,7 +149,7 @@ SAMPLES = Table(
 E2E = Table(
     "e2e", "results/e2e/{model}/{mode}_b{batch}.parquet",
     "End-to-end timings of whole model iterations, measured with the same timing core as operators.",
-    _MODEL_KEY + _HOST + _STATS,
+    _MODEL_KEY + _HOST + _STATS + _ENERGY,
 )
 
 CONSISTENCY = Table(
@@ -167,6 +175,7 @@ PREDICTIONS = Table(
     _MODEL_KEY + (
         _c("device", "string", "device of both the operator and end-to-end measurements"),
         _c("source", "string", "measurement source of the operator costs (`isolated` or `insitu`)"),
+        _c("placement", "string", "memory placement of the operator costs (`default`: the device's own memory)"),
         _c("predicted_s", "Float64", "sum of count x median_s over measured configurations, seconds"),
         _c("measured_s", "Float64", "end-to-end median seconds per iteration"),
         _c("ratio", "Float64", "predicted_s / measured_s"),
@@ -174,6 +183,9 @@ PREDICTIONS = Table(
         _c("configs", "Int64", "operator configurations in the workload"),
         _c("configs_measured", "Int64", "configurations with an `ok` measurement"),
         _c("calls_covered", "Float64", "fraction of the workload's operator calls with a measurement"),
+        _c("predicted_j", "Float64", "sum of count x energy_j over configurations with energy; missing without "
+                                     "a meter"),
+        _c("measured_j", "Float64", "end-to-end joules per iteration; missing without a meter"),
     ),
 )
 
