@@ -1,6 +1,5 @@
 """Real Snakemake runs: the whole chain on a tiny config, a dry run and lint of the default config, bad input."""
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import yaml

@@ -21,7 +21,10 @@ def catalog(layers: pd.DataFrame) -> pd.DataFrame:
     return frame(CONFIGS, out[CONFIGS.names])
 
 
-def latest(measurements: pd.DataFrame, keys=("config_id", "source", "phase", "workload", "device", "placement")) -> pd.DataFrame:
+MEASUREMENT_KEY = ("config_id", "source", "phase", "workload", "device", "placement")
+
+
+def latest(measurements: pd.DataFrame, keys=MEASUREMENT_KEY) -> pd.DataFrame:
     """The most recent row per key (a re-measurement supersedes the earlier one)."""
     if measurements.empty:
         return measurements
@@ -83,10 +86,11 @@ def predict_from_db(db: dict, model: str, batch: int, mode: str = "inference", d
     costed = costed_layers(wl, db["measurements"], device, source)
     missing = costed[costed["median_s"].isna()]
     e2e = db["e2e"]
-    e2e = e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode) & (e2e["device"] == device)]
+    e2e = latest(e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)
+                     & (e2e["device"] == device)], ("model", "batch", "mode", "device"))
     return {
         "predicted_s": float(costed["total_s"].sum()),
-        "measured_s": float(latest(e2e, ("model", "batch", "mode", "device"))["median_s"].iloc[0]) if len(e2e) else None,
+        "measured_s": float(e2e["median_s"].iloc[0]) if len(e2e) else None,
         "by_op_type": costed.groupby("op_type")["total_s"].sum().sort_values(ascending=False),
         "missing": missing[["config_id", "op_type", "count", "inputs"]].reset_index(drop=True),
         "configs": len(costed),

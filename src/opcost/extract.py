@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import inspect
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pandas as pd

@@ -8,9 +8,9 @@
 Inference configurations run under ``torch.inference_mode()``. Training configurations are timed in two phases:
 ``forward`` (with autograd recording, as in the model) and ``backward`` (one forward, then backward with a gradient
 of ones for each differentiable output, repeated on the retained graph); parameter gradients are reset to ``None``
-per call as in the model iteration. In training, an in-place op's mutated argument is cloned per call (a leaf that requires
-grad cannot be modified in place), and so is the input of a module with ``inplace=True``; the clone is inside the
-timed call.
+per call as in the model iteration. In training, an in-place op's mutated argument is cloned per call (a leaf
+that requires grad cannot be modified in place), and so is the input of a module with ``inplace=True``; the clone
+is inside the timed call.
 """
 from __future__ import annotations
 
