@@ -33,7 +33,7 @@ def test_database_holds_every_configuration_once(tiny_run):
     assert (meas["ci_low_s"] <= meas["median_s"]).all() and (meas["median_s"] <= meas["ci_high_s"]).all()
     assert meas["cpu_model"].notna().all() and (meas["threads"] == 1).all()
     e2e = pd.read_parquet(db / "e2e.parquet")
-    assert len(e2e) == 3 and (e2e["n"] >= 5).all()
+    assert sorted(e2e["method"]) == ["dedicated"] * 3 + ["interleaved"] * 3 and (e2e["n"] >= 5).all()
 
 
 def test_completed_run_has_nothing_left_to_do(tiny_run):

@@ -13,7 +13,7 @@ def measure_e2e(wl: Workload, settings: TimingSettings, device: str, energy=None
     (default: missing, meter none)."""
     m = measure(wl.step, settings, device)
     e = energy(wl.step) if energy else missing(NoMeter())
-    row = {"model": wl.model.name, "batch": wl.batch, "mode": wl.mode, "placement": "default",
+    row = {"model": wl.model.name, "batch": wl.batch, "mode": wl.mode, "method": "dedicated", "placement": "default",
            **host_facts(device), **m.stats(), **e, "attempts": 1, "timestamp": now()}
     key = workload_key(wl.model.name, wl.mode, wl.batch)
     samples = [{"key": key, "source": "e2e", "phase": "iteration", "i": i, "seconds": float(s)}

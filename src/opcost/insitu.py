@@ -7,7 +7,10 @@ timed region:
 * module iterations: forward hooks on leaf modules time each leaf-module call (no dispatch mode is active, so the
   module's own aten ops run untouched); in training, hooks on the autograd nodes time the backward pass, each node
   attributed to the call that created it by its autograd sequence number relative to the iteration's start;
-* functional iterations: a ``TorchDispatchMode`` times each aten op that runs outside leaf modules.
+* functional iterations: a ``TorchDispatchMode`` times each aten op that runs outside leaf modules;
+* plain iterations: no observer at all, the whole iteration timed; they give an end-to-end figure (``method =
+  interleaved``) taken in the same minutes, hence the same machine state, as the in-situ operator times (on the
+  project's VMs the machine's speed drifts by 10-50% over tens of seconds, which a separate e2e job cannot see).
 
 On CUDA each timed region is bracketed by ``torch.cuda.synchronize()``. Rows share the `measurements` schema with
 ``source = insitu``; samples are single calls.
@@ -27,7 +30,7 @@ from .energy import NoMeter, missing
 from .errors import OpcostError
 from .extract import Capture, graph_nodes, param_nodes, record_calls
 from .hostinfo import host_facts, now
-from .tables import MEASUREMENTS, SAMPLES, frame
+from .tables import E2E, MEASUREMENTS, SAMPLES, frame
 from .timing import Measurement, TimingSettings
 from .workload import Workload, loss_of, workload_key
 
@@ -120,7 +123,8 @@ def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock) -> 
 
 
 def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture: Capture | None = None):
-    """Time every configuration of ``wl`` inside model iterations. Returns (`measurements` rows, `samples` rows)."""
+    """Time every configuration of ``wl`` inside model iterations. Returns (`measurements` rows, `samples` rows,
+    the interleaved `e2e` row)."""
     cap = capture or record_calls(wl)
     ids = cap.config_ids(wl.mode)
     scopes = [c.scope for c in cap.calls]
@@ -135,7 +139,12 @@ def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture:
     t_start = time.perf_counter()
     iterations = 0
     warmup = max(1, settings.warmup_calls)
+    plain: list[float] = []
     while True:
+        if iterations >= warmup:
+            t0 = clock()
+            wl.step()
+            plain.append(clock() - t0)
         for kind in ("module", "functional"):
             if training:
                 module.zero_grad(set_to_none=True)
@@ -172,7 +181,12 @@ def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture:
         if iterations >= warmup + settings.min_samples and (
                 elapsed >= settings.max_seconds or iterations >= warmup + settings.max_samples):
             break
-    return _rows(wl, ids, cap, samples, settings, device)
+    meas, raw = _rows(wl, ids, cap, samples, settings, device)
+    m = Measurement(np.asarray(plain), 1, time.perf_counter() - t_start, settings)
+    e2e = frame(E2E, [{"model": wl.model.name, "batch": wl.batch, "mode": wl.mode, "method": "interleaved",
+                       "placement": "default", **host_facts(device), **m.stats(), **missing(NoMeter()),
+                       "attempts": 1, "timestamp": now()}])
+    return meas, raw, e2e
 
 
 def _rows(wl: Workload, ids: list[str], cap: Capture, samples: dict, settings: TimingSettings, device: str):

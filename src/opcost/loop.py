@@ -51,6 +51,7 @@ def new_op_types(iteration: int, settings: LoopSettings, all_types: list[str], p
 def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurements: pd.DataFrame,
              e2e: pd.DataFrame, settings: LoopSettings, device: str) -> dict:
     """The checkpoint's decision for ``iteration`` (JSON-able)."""
+    e2e = e2e[e2e["method"] == "dedicated"]  # coverage uses isolated costs: the dedicated e2e run is its reference
     iso = costed_layers(layers, measurements, device, "isolated")
     ins = costed_layers(layers, measurements, device, "insitu")
     measured = {(r.model, int(r.batch), r.mode): float(r.median_s) for r in e2e.itertuples() if r.device == device}

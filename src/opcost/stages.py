@@ -163,13 +163,15 @@ def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples) -> pd
     return row
 
 
-def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples) -> pd.DataFrame:
+def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, out_e2e) -> pd.DataFrame:
     from .insitu import profile_insitu
     from .timing import TimingSettings
 
     _prepare(config)
     wl = _workload(config, model, mode, batch)
-    meas, samples = profile_insitu(wl, TimingSettings.from_config(config["insitu"]["timing"]), config["device"])
+    meas, samples, e2e_row = profile_insitu(wl, TimingSettings.from_config(config["insitu"]["timing"]),
+                                            config["device"])
+    io.write_parquet(e2e_row, out_e2e, tables.E2E)
     io.write_parquet(samples, out_samples, tables.SAMPLES)
     io.write_parquet(meas, out, tables.MEASUREMENTS)
     log.info("%s %s b%s: %d in-situ rows, median samples %d", model, mode, batch, len(meas),

@@ -147,9 +147,13 @@ SAMPLES = Table(
 )
 
 E2E = Table(
-    "e2e", "results/e2e/{model}/{mode}_b{batch}.parquet",
-    "End-to-end timings of whole model iterations, measured with the same timing core as operators.",
-    _MODEL_KEY + _HOST + _STATS + _ENERGY,
+    "e2e", "results/e2e/{model}/{mode}_b{batch}.parquet, results/insitu/{model}/{mode}_b{batch}.e2e.parquet",
+    "End-to-end timings of whole model iterations.",
+    _MODEL_KEY + (
+        _c("method", "string", "`dedicated`: the e2e job, adaptive timing core; `interleaved`: unobserved "
+                               "iterations alternating with the in-situ job's timed iterations, so that both see "
+                               "the same machine state"),
+    ) + _HOST + _STATS + _ENERGY,
 )
 
 CONSISTENCY = Table(
@@ -177,7 +181,8 @@ PREDICTIONS = Table(
         _c("source", "string", "measurement source of the operator costs (`isolated` or `insitu`)"),
         _c("placement", "string", "memory placement of the operator costs (`default`: the device's own memory)"),
         _c("predicted_s", "Float64", "sum of count x median_s over measured configurations, seconds"),
-        _c("measured_s", "Float64", "end-to-end median seconds per iteration"),
+        _c("measured_s", "Float64", "end-to-end median seconds per iteration (isolated: the dedicated e2e run; "
+                                    "in-situ: the interleaved one when present)"),
         _c("ratio", "Float64", "predicted_s / measured_s"),
         _c("error", "Float64", "ratio - 1 (signed relative error)"),
         _c("configs", "Int64", "operator configurations in the workload"),

@@ -72,3 +72,7 @@ def get_profile_chunks(wildcards=None):
 
 def get_insitu_tables(wildcards=None):
     return [f"results/insitu/{m}/{mode}_b{b}.parquet" for m, mode, b in WORKLOADS]
+
+
+def get_insitu_e2e_tables(wildcards=None):
+    return [f"results/insitu/{m}/{mode}_b{b}.e2e.parquet" for m, mode, b in WORKLOADS]

@@ -23,6 +23,7 @@ rule insitu:
     output:
         table="results/insitu/{model}/{mode}_b{batch}.parquet",
         samples="results/insitu/{model}/{mode}_b{batch}.samples.parquet",
+        e2e="results/insitu/{model}/{mode}_b{batch}.e2e.parquet",
     log:
         "logs/insitu/{model}/{mode}_b{batch}.log",
     threads: config["threads"]
