@@ -69,6 +69,12 @@ def load(path) -> dict:
     return validate(cfg)
 
 
+def section(cls, cfg: dict | None):
+    """A settings dataclass from a (validated) config section: known keys taken, the rest left at defaults."""
+    cfg = dict(cfg or {})
+    return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
+
+
 def workloads(config: dict) -> list[tuple[str, str, int]]:
     """(model, mode, batch) for every workload the config asks for, in config order."""
     out = []

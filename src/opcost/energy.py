@@ -191,8 +191,9 @@ class EnergySettings:
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "EnergySettings":
-        cfg = dict(cfg or {})
-        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
+        from .config import section
+
+        return section(cls, cfg)
 
 
 def idle_power(meter: Meter, seconds: float) -> float:

@@ -32,8 +32,9 @@ class TimingSettings:
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "TimingSettings":
-        cfg = dict(cfg or {})
-        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
+        from .config import section
+
+        return section(cls, cfg)
 
 
 def median_ci(sorted_samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
