@@ -3,9 +3,7 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import yaml
@@ -13,9 +11,7 @@ import yaml
 from opcost import stages
 from opcost.config import validate
 from opcost.journal import Journal
-
-ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "tests" / "data" / "tiny.yaml"
+from tests.helpers import TINY, command
 
 
 def test_journal_ignores_a_torn_last_line(tmp_path):
@@ -29,11 +25,11 @@ def test_journal_ignores_a_torn_last_line(tmp_path):
     assert j.load(keep_ids={"b"})[0] == [{"config_id": "b", "median_s": None}]
 
 
-def _snakemake(args, cwd, **kw):
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    return subprocess.Popen([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args], cwd=cwd,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, **kw)
+def _snakemake(args, cwd):
+    """Snakemake in its own process group, so the test can kill -9 it with everything it started."""
+    cmd, env = command(*args)
+    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
 
 
 def test_kill_9_mid_profiling_then_resume(tmp_path):

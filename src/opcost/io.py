@@ -53,5 +53,10 @@ def write_text(text: str, path) -> None:
     _atomic(path, lambda tmp: Path(tmp).write_text(text))
 
 
+def read_json(path):
+    """The JSON document at ``path``; None for no path (an optional input)."""
+    return json.loads(Path(path).read_text()) if path else None
+
+
 def write_json(obj, path) -> None:
     write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", path)

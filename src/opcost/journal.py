@@ -13,6 +13,8 @@ import math
 import os
 from pathlib import Path
 
+import pandas as pd
+
 log = logging.getLogger(__name__)
 
 
@@ -22,11 +24,12 @@ def settings_key(*parts) -> str:
 
 
 def _clean(v):
-    if isinstance(v, float) and math.isnan(v):
+    """JSON-able scalar: NaN and pandas' NA become null, numpy scalars plain Python values."""
+    if v is pd.NA or (isinstance(v, float) and math.isnan(v)):
         return None
-    if hasattr(v, "item"):  # numpy / pandas scalars
+    if hasattr(v, "item"):  # numpy scalars
         return _clean(v.item())
-    return None if v is getattr(__import__("pandas"), "NA", object()) else v
+    return v
 
 
 class Journal:
@@ -50,9 +53,6 @@ class Journal:
                 rows += entry["rows"]
                 samples += entry["samples"]
         return rows, samples
-
-    def done_ids(self) -> set[str]:
-        return {r["config_id"] for r in self.load()[0]}
 
     def append(self, rows: list[dict], samples: list[dict]) -> None:
         if not rows:

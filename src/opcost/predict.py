@@ -15,7 +15,7 @@ from .workload import workload_key
 SOURCES = ("isolated", "insitu")
 
 
-def _workload_col(df: pd.DataFrame) -> pd.Series:
+def _workload_col(df: pd.DataFrame) -> list[str]:
     return [workload_key(m, mo, b) for m, mo, b in zip(df["model"], df["mode"], df["batch"])]
 
 

@@ -58,7 +58,9 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     ordered = measurement_order(configs).to_dict("records")
     by_id = {r["config_id"]: r for r in ordered}
     todo = [r["config_id"] for r in ordered]
-    for round_ in range(1 + max(0, remeasure)):
+    final: dict[str, tuple] = {}  # config_id -> (rows, samples), built once, when the configuration is settled
+    last_round = max(0, remeasure)
+    for round_ in range(1 + last_round):
         t_round = time.perf_counter()
         for k, cid in enumerate(todo, 1):
             row = by_id[cid]
@@ -80,17 +82,16 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                              cid, row["op_type"], ph, m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "",
                              f" (attempt {attempts[cid]})" if attempts[cid] > 1 else "", eta)
             still_noisy = cid in best and any(m.noisy for _, m, _ in best[cid])
-            if on_result is not None and (not still_noisy or round_ == remeasure):
-                on_result(*_rows(row, best.get(cid), failed.get(cid), attempts[cid], facts, placement))
-        todo = [cid for cid in todo if cid in best and any(m.noisy for _, m, _ in best[cid])]
+            if not still_noisy or round_ == last_round:
+                final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid], facts, placement)
+                if on_result is not None:
+                    on_result(*final[cid])
+        todo = [cid for cid in todo if cid not in final]
         if not todo:
             break
-        log.info("re-measuring %d noisy configurations (round %d of %d)", len(todo), round_ + 1, remeasure)
-    rows, samples = [], []
-    for cid, row in by_id.items():
-        r, s_ = _rows(row, best.get(cid), failed.get(cid), attempts.get(cid, 0), facts, placement)
-        rows += r
-        samples += s_
+        log.info("re-measuring %d noisy configurations (round %d of %d)", len(todo), round_ + 1, last_round)
+    rows = [r for cid in by_id for r in final[cid][0]]
+    samples = [x for cid in by_id for x in final[cid][1]]
     return frame(MEASUREMENTS, rows), frame(SAMPLES, samples)
 
 

@@ -99,12 +99,6 @@ def make_catalog(layer_paths, out) -> pd.DataFrame:
     return df
 
 
-def _read_json(path):
-    import json
-
-    return json.loads(Path(path).read_text()) if path else None
-
-
 def profile(config: dict, configs_path, iteration: int, chunk: int, previous_evaluation, out_measurements,
             out_samples, journal_dir="results/journal") -> pd.DataFrame:
     """Isolated profiling of the configurations whose op type is new in loop ``iteration`` and which hash to
@@ -117,7 +111,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     _prepare(config)
     configs = io.read_parquet(configs_path, tables.CONFIGS)
     types = new_op_types(iteration, LoopSettings.from_config(config["loop"]), sorted(set(configs["op_type"])),
-                         _read_json(previous_evaluation))
+                         io.read_json(previous_evaluation))
     chunks = int(config["profile"]["chunks"])
     mine = configs[configs["op_type"].isin(types)
                    & (configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk))]
@@ -207,7 +201,7 @@ def evaluate(config: dict, iteration: int, configs_path, previous_evaluation, la
 
     settings = LoopSettings.from_config(config["loop"])
     configs = io.read_parquet(configs_path, tables.CONFIGS)
-    profiled = op_types_for(iteration, settings, sorted(set(configs["op_type"])), _read_json(previous_evaluation))
+    profiled = op_types_for(iteration, settings, sorted(set(configs["op_type"])), io.read_json(previous_evaluation))
     ev = run(iteration, profiled, io.read_many(layer_paths, tables.LAYERS),
              io.read_many(measurement_paths, tables.MEASUREMENTS), io.read_many(e2e_paths, tables.E2E), settings,
              config["device"])
@@ -222,7 +216,7 @@ def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
 
     from .loop import fragment, summary_text
 
-    evaluations = [_read_json(p) for p in evaluation_paths]
+    evaluations = [io.read_json(p) for p in evaluation_paths]
     io.write_json(evaluations, out_summary)
     io.write_text(summary_text(evaluations) + "\n", out_text)
     io.write_text("# significant operator types found by the coverage loop; use with --configfile\n"
@@ -240,7 +234,7 @@ def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predict
     pred = io.read_parquet(predictions_path, tables.PREDICTIONS)
     cons = io.read_parquet(consistency_path, tables.CONSISTENCY)
     costed = costed_layers(layers, meas, config["device"])
-    for p in figures.make_all(costed, pred, meas, e2e_df, cons, _read_json(loop_path), outdir):
+    for p in figures.make_all(costed, pred, meas, e2e_df, cons, io.read_json(loop_path), outdir):
         log.info("wrote %s", p)
 
 
