@@ -66,7 +66,7 @@ def test_kill_9_mid_profiling_then_resume(tmp_path):
     log = (tmp_path / "logs" / "profile" / "iter0_chunk0.log").read_text()
     assert "already measured, resuming" in log, out[-2000:]
     meas = pd.read_parquet(tmp_path / "results" / "db" / "measurements.parquet")
-    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward")]
+    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward") & meas["baseline"]]
     assert sorted(iso["config_id"]) == sorted(configs["config_id"])  # complete, and no duplicates
     kept = iso.set_index("config_id")["median_s"]
     assert all(kept[cid] == med for cid, med in before.items())  # journaled work was not re-measured

@@ -1,4 +1,5 @@
 """Real Snakemake runs: the whole chain on a tiny config, a dry run and lint of the default config, bad input."""
+import json
 import shutil
 
 import pandas as pd
@@ -10,7 +11,7 @@ from tests.helpers import ROOT, TINY, snakemake
 def test_tiny_config_runs_to_figures(tiny_run):
     figs = sorted(p.name for p in (tiny_run / "results" / "figures").glob("*.png"))
     assert figs == ["breakdown.png", "consistency.png", "convergence.png", "energy.png",
-                    "predicted_vs_measured.png", "spread.png"]
+                    "placement.png", "predicted_vs_measured.png", "spread.png"]
     assert all((tiny_run / "results" / "figures" / f).stat().st_size > 10_000 for f in figs)
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
     workloads = {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"), ("mlp", "inference")}
@@ -24,7 +25,7 @@ def test_database_holds_every_configuration_once(tiny_run):
     db = tiny_run / "results" / "db"
     configs = pd.read_parquet(db / "configs.parquet")
     meas = pd.read_parquet(db / "measurements.parquet")
-    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward")]
+    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward") & meas["baseline"]]
     assert sorted(iso["config_id"]) == sorted(configs["config_id"])  # each measured exactly once over the chunks
     ins = meas[(meas["source"] == "insitu") & (meas["phase"] == "forward")]
     assert set(ins["config_id"]) == set(configs["config_id"])  # in-situ covers every configuration too
@@ -34,6 +35,19 @@ def test_database_holds_every_configuration_once(tiny_run):
     assert meas["cpu_model"].notna().all() and (meas["threads"] == 1).all()
     e2e = pd.read_parquet(db / "e2e.parquet")
     assert sorted(e2e["method"]) == ["dedicated"] * 3 + ["interleaved"] * 3 and (e2e["n"] >= 5).all()
+
+
+def test_placements_are_measured_verified_and_a_missing_tier_skipped(tiny_run):
+    tiers = json.loads((tiny_run / "results" / "placement" / "tiers.json").read_text())
+    assert tiers["usable"] == ["dram", "dram_b"] and "NUMA node 63 not present" in tiers["skipped"]["absent"]
+    meas = pd.read_parquet(tiny_run / "results" / "db" / "measurements.parquet")
+    iso = meas[meas["source"] == "isolated"]
+    per_config = iso.groupby(["config_id", "phase"])["placement"].nunique()
+    assert (per_config == 2).all()  # max_per_config: all on dram, all on dram_b
+    assert iso["placement_ok"].all() and not iso["placement"].str.contains("absent").any()
+    assert (iso.groupby(["config_id", "phase"])["baseline"].sum() == 1).all()
+    pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
+    assert set(pred["placement"]) == {"baseline"}
 
 
 def test_completed_run_has_nothing_left_to_do(tiny_run):

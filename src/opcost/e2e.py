@@ -16,6 +16,6 @@ def measure_e2e(wl: Workload, settings: TimingSettings, device: str, energy=None
     row = {"model": wl.model.name, "batch": wl.batch, "mode": wl.mode, "method": "dedicated", "placement": "default",
            **host_facts(device), **m.stats(), **e, "attempts": 1, "timestamp": now()}
     key = workload_key(wl.model.name, wl.mode, wl.batch)
-    samples = [{"key": key, "source": "e2e", "phase": "iteration", "i": i, "seconds": float(s)}
+    samples = [{"key": key, "source": "e2e", "placement": "default", "phase": "iteration", "i": i, "seconds": float(s)}
                for i, s in enumerate(m.samples)]
     return frame(E2E, [row]), frame(SAMPLES, samples)

@@ -189,15 +189,145 @@ def energy(costed: pd.DataFrame, predictions: pd.DataFrame, measurements: pd.Dat
     _save(fig, path)
 
 
-def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir) -> list[Path]:
+def placement_class(placement: str) -> str:
+    """A placement reduced to which tier each tensor role is on (inputs: one tier, or `mixed`), so that
+    configurations with different input counts share a column: ``in:pmem w:dram out:dram``."""
+    from .placement import Placement
+
+    p = Placement.parse(placement)
+    ins = sorted(set(p.inputs))
+    parts = [f"in:{ins[0] if len(ins) == 1 else 'mixed'}"] if ins else []
+    return " ".join(parts + ([f"w:{p.params}"] if p.params else []) + [f"out:{p.out}"])
+
+
+def placement_slowdowns(measurements: pd.DataFrame) -> pd.DataFrame:
+    """Per isolated configuration, phase and placement: median time / the all-fast-tier median of the same
+    configuration and phase (rows with a placement mismatch are left out)."""
+    m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
+                     & (measurements["placement"] != "default") & measurements["placement_ok"].fillna(False)]
+    if m.empty:
+        return pd.DataFrame(columns=["config_id", "op_type", "phase", "placement", "cls", "slowdown"])
+    base = m[m["baseline"].fillna(False)].set_index(["config_id", "phase"])["median_s"]
+    keys = list(zip(m["config_id"], m["phase"]))
+    ref = pd.Series([base.get(k, np.nan) for k in keys], index=m.index, dtype=float)
+    out = m.assign(slowdown=m["median_s"].astype(float) / ref, cls=m["placement"].map(placement_class))
+    return out.dropna(subset=["slowdown"])[["config_id", "op_type", "phase", "placement", "cls", "slowdown"]]
+
+
+def placement(measurements: pd.DataFrame, tiers: dict | None, path: Path) -> None:
+    """Placement sensitivity: median slowdown of each placement class relative to all-fast-tier, per op type."""
+    s = placement_slowdowns(measurements)
+    pivot = s.pivot_table(index="op_type", columns="cls", values="slowdown", aggfunc="median")
+    usable = (tiers or {}).get("usable", [])
+    if pivot.shape[1] < 2:
+        skipped = (tiers or {}).get("skipped", {})
+        why = "; ".join(skipped.values()) if skipped else "configure two or more tiers under placement.tiers"
+        _message(path, "Placement sensitivity", f"{len(usable)} usable memory tier(s) ({', '.join(usable) or 'none'})"
+                 f": a slowdown needs two.\n{why}")
+        return
+    fig, ax = plt.subplots(figsize=(1.2 * pivot.shape[1] + 3, 0.35 * len(pivot) + 2))
+    im = ax.imshow(pivot.to_numpy(dtype=float), cmap="Reds", aspect="auto", vmin=1.0)
+    for (i, j), v in np.ndenumerate(pivot.to_numpy(dtype=float)):
+        if np.isfinite(v):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(pivot.shape[1]), pivot.columns, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(pivot)), pivot.index, fontsize=8)
+    fig.colorbar(im, ax=ax, label="median time / all on the fast tier")
+    ax.set_title(f"Placement sensitivity (tiers: {', '.join(usable)}; fast tier first)")
+    _save(fig, path)
+
+
+def _message(path: Path, title: str, text: str) -> None:
+    fig, ax = plt.subplots(figsize=(7, 2.5))
+    ax.axis("off")
+    ax.set_title(title)
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=9)
+    _save(fig, path)
+
+
+def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, tiers=None) -> list[Path]:
+    from .predict import baseline
+
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = [outdir / f"{n}.png" for n in ("breakdown", "predicted_vs_measured", "spread", "consistency",
-                                           "convergence", "energy")]
+                                           "convergence", "energy", "placement")]
     breakdown(costed, predictions[predictions["source"] == "isolated"], paths[0])
     predicted_vs_measured(predictions, paths[1])
-    spread(measurements[measurements["source"] == "isolated"], e2e, paths[2])
+    spread(measurements[(measurements["source"] == "isolated") & baseline(measurements)], e2e, paths[2])
     consistency(cons, paths[3])
     convergence(evaluations or [], paths[4])
     energy(costed, predictions, measurements, paths[5])
+    placement(measurements, tiers, paths[6])
     return paths
+
+
+_TRACE_KEY = ["model", "mode", "batch", "device"]
+
+
+def _short_op(name: str) -> str:
+    return name.replace("autograd::engine::evaluate_function: ", "bw: ").replace("aten::", "")
+
+
+def trace_breakdown(op_types: pd.DataFrame, iterations: pd.DataFrame, path: Path, top: int = TOP_TYPES) -> None:
+    """Per traced workload (`trace_op_types`, `trace_iterations` rows): time per iteration by top-level op type, the
+    ``top`` types that matter most to some workload plus `other`, and the idle/overhead time, as fractions of the
+    mean iteration span. GPU workloads show device time and device idle time, CPU ones CPU time."""
+    if op_types.empty or iterations.empty:
+        _message(path, "Dominant operators (traces)", "no traced workload")
+        return
+    gpu = op_types.groupby(_TRACE_KEY)["device_s"].transform(lambda s: s.notna().any())
+    t = op_types.assign(t=op_types["device_s"].where(gpu, op_types["cpu_s"]).astype(float))
+    share = t["t"] / t.groupby(_TRACE_KEY)["t"].transform("sum")
+    keep = share.groupby(t["op_type"]).max().nlargest(top).index.tolist()
+    t["op_type"] = t["op_type"].where(t["op_type"].isin(keep), "other")
+    pivot = t.pivot_table(index=_TRACE_KEY, columns="op_type", values="t", aggfunc="sum", fill_value=0.0)
+    it = iterations.assign(idle=iterations["device_idle_s"].fillna(iterations["cpu_idle_s"]).astype(float),
+                           span=iterations["span_s"].astype(float)).groupby(_TRACE_KEY)[["idle", "span"]].mean()
+    pivot = pivot.loc[[i for i in pivot.index if i in it.index]]
+    cols = [c for c in keep if c in pivot.columns] + (["other"] if "other" in pivot.columns else [])
+    frac = pivot[cols].assign(**{"idle / overhead": it.loc[pivot.index, "idle"]}).div(it.loc[pivot.index, "span"],
+                                                                                       axis=0)
+    fig, ax = plt.subplots(figsize=(11, 0.5 * len(frac) + 2))
+    left = np.zeros(len(frac))
+    colors = [plt.cm.tab10(i) for i in range(10) if i != 7]  # tab10's gray is kept for "idle / overhead"
+    for k, c in enumerate(frac.columns):
+        color = {"other": "lightgray", "idle / overhead": "dimgray"}.get(c, colors[k % len(colors)])
+        ax.barh(range(len(frac)), frac[c], left=left, label=_short_op(c), color=color)
+        left += frac[c].to_numpy()
+    ax.set_yticks(range(len(frac)), [f"{m} {mo[:5]} b{b} {d}" for m, mo, b, d in frac.index])
+    ax.invert_yaxis()
+    ax.set_xlabel("fraction of the mean traced iteration (device time on GPU, CPU time on CPU)")
+    ax.set_title("Dominant top-level operators and idle time (Kineto traces)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _save(fig, path)
+
+
+def trace_overheads(samples: pd.DataFrame, path: Path, top: int = 8) -> None:
+    """Distributions of the CPU overheads T1..T5 (`trace_overhead_samples`, pooled over workloads): one panel per
+    kind present (CPU-only traces: T1 only), box plots of the ``top`` op types with most samples, microseconds."""
+    kinds = [k for k in ("T1", "T2", "T3", "T4", "T5") if (samples["kind"] == k).any()] if len(samples) else []
+    if not kinds:
+        _message(path, "CPU overheads (traces)", "no overhead samples")
+        return
+    ncol = min(len(kinds), 3)
+    nrow = -(-len(kinds) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.5 * ncol, 4.2 * nrow), squeeze=False)
+    for ax in axes.flat[len(kinds):]:
+        ax.set_axis_off()
+    what = {"T1": "gap before op", "T2": "op start to 1st launch", "T3": "last launch to op end",
+            "T4": "launch call", "T5": "between launches"}
+    for ax, kind in zip(axes.flat, kinds):
+        s = samples[samples["kind"] == kind]
+        types = s["op_type"].value_counts().index[:top].tolist()
+        data = [s.loc[s["op_type"] == t, "seconds"].astype(float).to_numpy() * 1e6 for t in types]
+        ax.boxplot(data, showfliers=True, flierprops={"markersize": 2})
+        ax.set_xticks(range(1, len(types) + 1), [_short_op(t) for t in types], rotation=45, ha="right", fontsize=7)
+        ax.set_yscale("symlog", linthresh=1.0)
+        top_us = max((float(d.max()) for d in data if len(d)), default=1.0)
+        ax.set_ylim(0, max(top_us, 1.0) * 2)
+        ax.set_ylabel("microseconds")
+        ax.set_title(f"{kind}: {what[kind]} (n={len(s)})", fontsize=10)
+    fig.suptitle(f"CPU overheads per op type ({samples[_TRACE_KEY].drop_duplicates().shape[0]} workload(s))"
+                 if set(_TRACE_KEY) <= set(samples.columns) else "CPU overheads per op type")
+    _save(fig, path)

@@ -201,9 +201,10 @@ def _rows(wl: Workload, ids: list[str], cap: Capture, samples: dict, settings: T
         m = Measurement(np.asarray(ts), 1, 0.0, settings)
         rows.append({"config_id": cid, "op_type": op_type[cid], "mode": wl.mode, "source": "insitu",
                      "phase": phase, "workload": workload_key(wl.model.name, wl.mode, wl.batch), "status": "ok",
-                     "placement": "default", **facts, **m.stats(),
+                     "placement": "default", "placement_verified": None, "placement_ok": None, "baseline": True,
+                     **facts, **m.stats(),
                      **missing(NoMeter()), "attempts": 1, "timestamp": now()})
-        raw += [{"key": cid, "source": "insitu", "phase": phase, "i": k, "seconds": float(t)}
+        raw += [{"key": cid, "source": "insitu", "placement": "default", "phase": phase, "i": k, "seconds": float(t)}
                 for k, t in enumerate(ts)]
     return frame(MEASUREMENTS, rows), frame(SAMPLES, raw)
 

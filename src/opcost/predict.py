@@ -19,12 +19,20 @@ def _workload_col(df: pd.DataFrame) -> list[str]:
     return [workload_key(m, mo, b) for m, mo, b in zip(df["model"], df["mode"], df["batch"])]
 
 
+def baseline(measurements: pd.DataFrame) -> pd.Series:
+    """Rows measured with the default placement or with every tensor on the fast tier (see `measurements`)."""
+    default = measurements["placement"] == "default"
+    if "baseline" not in measurements:
+        return default
+    return measurements["baseline"].astype("boolean").fillna(default).astype(bool)
+
+
 def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
-                  source: str = "isolated", placement: str = "default") -> pd.DataFrame:
+                  source: str = "isolated") -> pd.DataFrame:
     """Layer rows with their cost per call (median_s, summed over phases; missing when unmeasured or failed) and
-    count x cost (total_s), from measurements of one source, device and placement."""
+    count x cost (total_s), from the baseline-placement measurements of one source and device."""
     ok = latest(measurements[(measurements["status"] == "ok") & (measurements["source"] == source)
-                             & (measurements["device"] == device) & (measurements["placement"] == placement)])
+                             & (measurements["device"] == device) & baseline(measurements)])
     out = layers.assign(workload=_workload_col(layers))
     keys = ["workload", "config_id"] if source == "insitu" else ["config_id"]
     cost = ok.groupby(keys, as_index=False).agg(median_s=("median_s", "sum"),
@@ -34,7 +42,7 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
 
 
 def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame, device: str,
-            sources=SOURCES, placement: str = "default") -> pd.DataFrame:
+            sources=SOURCES) -> pd.DataFrame:
     """One `predictions` row per workload and source that has any measurement."""
     rows = []
     e2e = latest(e2e[e2e["device"] == device], ("model", "batch", "mode", "method", "device"))
@@ -46,7 +54,8 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
         chosen = chosen.drop_duplicates(["model", "batch", "mode"], keep="last")
         measured_s = {(r.model, int(r.batch), r.mode): float(r.median_s) for r in chosen.itertuples()}
         measured_j = {(r.model, int(r.batch), r.mode): r.energy_j for r in chosen.itertuples()}
-        costed = costed_layers(layers, measurements, device, source, placement)
+        costed = costed_layers(layers, measurements, device, source)
+        placement = "baseline" if (measurements["placement"] != "default").any() else "default"
         for (model, batch, mode), g in costed.groupby(["model", "batch", "mode"], sort=True):
             measured = measured_s.get((model, int(batch), mode))
             have = g["median_s"].notna()
@@ -67,7 +76,8 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
 
 def consistency(layers: pd.DataFrame, measurements: pd.DataFrame, device: str) -> pd.DataFrame:
     """Isolated vs in-situ per (workload, configuration, phase)."""
-    ok = latest(measurements[(measurements["status"] == "ok") & (measurements["device"] == device)])
+    ok = latest(measurements[(measurements["status"] == "ok") & (measurements["device"] == device)
+                             & baseline(measurements)])
     rel = (ok["iqr_s"] / ok["median_s"]).astype("Float64")
     ok = ok.assign(rel_iqr=rel)
     iso = ok[ok["source"] == "isolated"][["config_id", "phase", "median_s", "rel_iqr"]]

@@ -9,6 +9,8 @@ import pandas as pd
 
 from .energy import NoMeter, missing
 from .hostinfo import host_facts, now
+from .placement import DEFAULT, Placement, Placer, matches, plan, usable_tiers
+from .placement import Settings as PlacementSettings
 from .replay import ModelCache, build
 from .tables import MEASUREMENTS, SAMPLES, frame
 from .timing import TimingSettings, measure
@@ -28,11 +30,56 @@ def measurement_order(configs: pd.DataFrame) -> pd.DataFrame:
     return configs.assign(_k=key).sort_values("_k").drop(columns="_k")
 
 
-def _measure_config(row: dict, models: ModelCache, device: str, settings: TimingSettings, energy):
-    """[(phase, Measurement, energy columns)] for one configuration; raises when it cannot be replayed."""
-    rep = build(row, models, device)
-    with rep.context():
-        return [(phase, measure(fn, settings, device), energy(fn)) for phase, fn in rep.callables()]
+def _measure_config(row: dict, models: ModelCache, device: str, settings: TimingSettings, energy, placer=None,
+                    tiers=(), place_cfg=None) -> list[tuple]:
+    """[(placement text, verified text, phase, Measurement, energy columns)] for one configuration, one entry per
+    placement and phase; raises when it cannot be replayed."""
+    if placer is None:
+        rep = build(row, models, device)
+        with rep.context():
+            return [(DEFAULT, None, phase, measure(fn, settings, device), energy(fn)) for phase, fn in rep.callables()]
+    probe = build(row, models, device)
+    plans = plan(len(probe.inputs), bool(probe.params), [t.name for t in tiers], place_cfg.params,
+                 place_cfg.max_per_config)
+    with probe.context():
+        alias = _aliased_input(probe.inputs, probe.outputs())
+    if alias is not None:  # in-place or view op: its output is an input's memory, so it sits on that input's tier
+        plans = list(dict.fromkeys(Placement(p.inputs, p.params, p.inputs[alias]) for p in plans))
+    out = []
+    for plc in plans:
+        rep = build(row, models, device, plc, placer)
+        try:
+            with rep.context():
+                inputs = {t.untyped_storage().data_ptr() for t in rep.inputs}
+                for t in rep.outputs():  # outputs land on their tier: the allocator reuses the bound memory
+                    if t.untyped_storage().data_ptr() not in inputs:  # not a view of an input (already placed)
+                        placer.bind_output(t, plc.out)
+                results = [(phase, measure(fn, settings, device), energy(fn)) for phase, fn in rep.callables()]
+                verified = _verify(rep, placer)
+        finally:
+            rep.close()
+        out += [(str(plc), verified, phase, m, e) for phase, m, e in results]
+    return out
+
+
+def _aliased_input(inputs, outputs) -> int | None:
+    """Index of the input whose memory the (first) output shares, if any."""
+    for o in outputs[:1]:
+        for i, t in enumerate(inputs):
+            if o.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+                return i
+    return None
+
+
+def _verify(rep, placer) -> str:
+    """Where the inputs, parameters and (a fresh call's) outputs really are, in the ``placement`` text form."""
+    def one(tensors):
+        found = sorted({placer.where(t) for t in tensors} - {"empty"})
+        return "+".join(found) if found else "empty"
+
+    outs = rep.outputs()
+    return str(Placement(tuple(placer.where(t) for t in rep.inputs), one(rep.params) if rep.params else None,
+                         one(outs)))
 
 
 def _rel_iqr(m) -> float:
@@ -40,19 +87,27 @@ def _rel_iqr(m) -> float:
 
 
 def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype: str,
-                    settings: TimingSettings, placement: str = "default", remeasure: int = 1,
-                    on_result=None, energy=None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Measure every configuration; returns (`measurements` rows, `samples` rows).
+                    settings: TimingSettings, remeasure: int = 1, on_result=None, energy=None,
+                    placement: PlacementSettings | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
+    rows, `samples` rows).
 
     Configurations flagged noisy are measured again, up to ``remeasure`` more times, after all the others (at
-    another moment of the machine's life); per phase the attempt with the lowest IQR/median is kept and
-    ``attempts`` records how many were made. A configuration that cannot be replayed gets a row with status
+    another moment of the machine's life); per placement and phase the attempt with the lowest IQR/median is kept
+    and ``attempts`` records how many were made. A configuration that cannot be replayed gets a row with status
     ``failed: ...`` and the others go on. ``on_result(rows, samples)`` is called once per finished configuration
     (the journal hook). ``energy(fn)`` returns the energy columns of a phase (default: missing, meter none)."""
     energy = energy or (lambda fn: missing(NoMeter()))
+    placement = placement or PlacementSettings()
+    tiers, skipped = usable_tiers(placement, device) if placement.enabled else ([], {})
+    for why in skipped.values():
+        log.warning("placement skipped: %s", why)
+    placer = Placer(tiers, device) if tiers else None
+    if placement.enabled and not tiers:
+        log.warning("placement: no configured tier is usable here; measuring the default placement only")
     models = ModelCache(models_cfg, device, dtype)
     facts = host_facts(device)
-    best: dict[str, list] = {}  # config_id -> [(phase, Measurement, energy columns)]
+    best: dict[str, dict] = {}  # config_id -> {(placement, phase): (verified, Measurement, energy columns)}
     attempts: dict[str, int] = {}
     failed: dict[str, str] = {}
     ordered = measurement_order(configs).to_dict("records")
@@ -60,30 +115,34 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     todo = [r["config_id"] for r in ordered]
     final: dict[str, tuple] = {}  # config_id -> (rows, samples), built once, when the configuration is settled
     last_round = max(0, remeasure)
+    fast = tiers[0].name if tiers else None
     for round_ in range(1 + last_round):
         t_round = time.perf_counter()
         for k, cid in enumerate(todo, 1):
             row = by_id[cid]
             attempts[cid] = attempts.get(cid, 0) + 1
             try:
-                result = _measure_config(row, models, device, settings, energy)
+                result = _measure_config(row, models, device, settings, energy, placer, tiers, placement)
             except Exception as e:  # one bad configuration must not lose the others
                 log.warning("[%d/%d] %s %s failed: %s", k, len(todo), cid, row["op_type"], e)
                 failed[cid] = f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
                 result = None
             if result is not None:
                 failed.pop(cid, None)
-                old = {ph: (m, e) for ph, m, e in best.get(cid, [])}
-                best[cid] = [(ph, m, e) if ph not in old or _rel_iqr(m) < _rel_iqr(old[ph][0]) else (ph, *old[ph])
-                             for ph, m, e in result]
+                old = best.setdefault(cid, {})
+                for plc, ver, ph, m, e in result:
+                    if (plc, ph) not in old or _rel_iqr(m) < _rel_iqr(old[(plc, ph)][1]):
+                        old[(plc, ph)] = (ver, m, e)
                 eta = (time.perf_counter() - t_round) / k * (len(todo) - k)
-                for ph, m, _ in result:
-                    log.info("[%d/%d] %s %-14s %-8s median %.3g ms n=%d rel_ci=%.3f%s%s  ETA %.0f s", k, len(todo),
-                             cid, row["op_type"], ph, m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "",
+                for plc, ver, ph, m, _ in result:
+                    log.info("[%d/%d] %s %-14s %-8s %s median %.3g ms n=%d rel_ci=%.3f%s%s%s  ETA %.0f s", k,
+                             len(todo), cid, row["op_type"], ph, "" if plc == DEFAULT else plc, m.median * 1e3, m.n,
+                             m.rel_ci, " NOISY" if m.noisy else "",
+                             "" if ver is None or matches_all(plc, ver) else f" PLACEMENT MISMATCH ({ver})",
                              f" (attempt {attempts[cid]})" if attempts[cid] > 1 else "", eta)
-            still_noisy = cid in best and any(m.noisy for _, m, _ in best[cid])
+            still_noisy = cid in best and any(m.noisy for _, m, _ in best[cid].values())
             if not still_noisy or round_ == last_round:
-                final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid], facts, placement)
+                final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid], facts, fast)
                 if on_result is not None:
                     on_result(*final[cid])
         todo = [cid for cid in todo if cid not in final]
@@ -95,15 +154,28 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     return frame(MEASUREMENTS, rows), frame(SAMPLES, samples)
 
 
-def _rows(row: dict, result, failure, attempts: int, facts: dict, placement: str):
+def matches_all(requested: str, verified: str) -> bool:
+    """Every tensor of a placement verified on its requested tier."""
+    req, ver = Placement.parse(requested), Placement.parse(verified)
+    if len(req.inputs) != len(ver.inputs) or (req.params is None) != (ver.params is None):
+        return False
+    pairs = list(zip(req.tiers(), ver.tiers()))
+    return all(v == "empty" or matches(r, part) for r, v in pairs for part in v.split("+"))
+
+
+def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | None):
     base = {"config_id": row["config_id"], "op_type": row["op_type"], "mode": row["mode"], "source": "isolated",
-            "workload": None, "placement": placement, "attempts": attempts, **facts}
+            "workload": None, "attempts": attempts, **facts}
     if result is None:
-        return [{**base, "phase": "forward", "status": failure or "failed: not measured", **missing(NoMeter()),
-                 "timestamp": now()}], []
+        return [{**base, "phase": "forward", "placement": DEFAULT, "placement_verified": None, "placement_ok": None,
+                 "baseline": True,
+                 "status": failure or "failed: not measured", **missing(NoMeter()), "timestamp": now()}], []
     rows, samples = [], []
-    for phase, m, e in result:
-        rows.append({**base, "phase": phase, "status": "ok", **m.stats(), **e, "timestamp": now()})
-        samples += [{"key": row["config_id"], "source": "isolated", "phase": phase, "i": i, "seconds": float(x)}
-                    for i, x in enumerate(m.samples)]
+    for (plc, phase), (ver, m, e) in result.items():
+        baseline = plc == DEFAULT or set(Placement.parse(plc).tiers()) == {fast}
+        rows.append({**base, "phase": phase, "placement": plc, "placement_verified": ver,
+                     "placement_ok": None if ver is None else matches_all(plc, ver), "baseline": baseline,
+                     "status": "ok", **m.stats(), **e, "timestamp": now()})
+        samples += [{"key": row["config_id"], "source": "isolated", "placement": plc, "phase": phase, "i": i,
+                     "seconds": float(x)} for i, x in enumerate(m.samples)]
     return rows, samples

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -29,10 +29,18 @@ from .opspec import synthesize
 @dataclass
 class Replay:
     """Callables per phase (``forward``; in training also ``backward``, whose entry is a setup function that runs
-    one forward and returns the repeatable backward call, or None when nothing is differentiable)."""
+    one forward and returns the repeatable backward call, or None when nothing is differentiable), the tensors the
+    call reads (inputs; parameters and buffers of a module) and a ``close`` that undoes parameter placement."""
 
     phases: dict[str, Callable]
     context: Callable[[], contextlib.AbstractContextManager]
+    inputs: list = field(default_factory=list)
+    params: list = field(default_factory=list)
+    close: Callable[[], None] = lambda: None
+
+    def outputs(self) -> list[torch.Tensor]:
+        """The tensors one forward call returns (call inside ``context()``)."""
+        return _outputs(self.phases["forward"]())
 
     def callables(self):
         """(phase, zero-argument callable) pairs, ready to time; call inside ``context()``."""
@@ -97,16 +105,61 @@ class ModelCache:
         return self._cache[name]
 
 
-def build(row: dict, models: ModelCache, device: str) -> Replay:
-    """A callable that performs one call of configuration ``row`` (a `configs` table row)."""
+def _map_tensors(obj, fn):
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map_tensors(x, fn) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def _arguments(replay: dict, device: str, placement=None, placer=None) -> tuple[list, dict]:
+    """Synthesized (args, kwargs); with a placement, input tensor i is copied onto tier ``placement.inputs[i]``."""
+    args = synthesize(replay["args"], device)
+    kwargs = synthesize(replay.get("kwargs") or {"D": {}}, device)
+    if placement is None:
+        return args, kwargs
+    tiers = iter(placement.inputs)
+    return _map_tensors(args, lambda t: placer.place(t, next(tiers))), \
+        _map_tensors(kwargs, lambda t: placer.place(t, next(tiers)))
+
+
+def input_count(row: dict, device: str = "cpu") -> int:
+    """How many tensors configuration ``row`` takes as inputs (parameters excluded)."""
+    args, kwargs = _arguments(json.loads(row["replay"]), device)
+    return len(_outputs(args) + _outputs(list(kwargs.values())))
+
+
+def _place_params(module: torch.nn.Module, tier: str, placer) -> Callable[[], None]:
+    """Put the module's parameters and buffers on ``tier``; returns the function that puts the originals back."""
+    saved = [(t, t.data) for t in list(module.parameters()) + list(module.buffers())]
+    for t, data in saved:
+        t.data = placer.place(data, tier)
+
+    def restore():
+        for t, data in saved:
+            t.data = data
+
+    return restore
+
+
+def build(row: dict, models: ModelCache, device: str, placement=None, placer=None) -> Replay:
+    """A callable that performs one call of configuration ``row`` (a `configs` table row); with a
+    :class:`opcost.placement.Placement` (and its ``placer``) inputs and parameters are on the requested tiers (call
+    ``close()`` after measuring to restore the shared model's parameters)."""
     replay = json.loads(row["replay"])
     training = row["mode"] == "training"
     ctx = (lambda: torch.enable_grad()) if training else (lambda: torch.inference_mode())
+    close = lambda: None  # noqa: E731
     if row["scope"] == "module":
         module = models.get(replay["model"]).module.get_submodule(replay["path"])
         module.train(training)
-        args = synthesize(replay["args"], device)
-        kwargs = synthesize(replay.get("kwargs") or {"D": {}}, device)
+        args, kwargs = _arguments(replay, device, placement, placer)
+        if placement is not None and placement.params is not None:
+            close = _place_params(module, placement.params, placer)
+        params = list(module.parameters()) + list(module.buffers())
         if training and getattr(module, "inplace", False):
             def forward():
                 return module(*[a.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args],
@@ -118,8 +171,8 @@ def build(row: dict, models: ModelCache, device: str) -> Replay:
         zero = lambda: module.zero_grad(set_to_none=True)  # noqa: E731
     else:
         op = op_overload(row["op"])
-        args = synthesize(replay["args"], device)
-        kwargs = synthesize(replay.get("kwargs") or {"D": {}}, device)
+        args, kwargs = _arguments(replay, device, placement, placer)
+        params = []
         mutated = [i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
         leaves = [t for t in _outputs(args) + _outputs(list(kwargs.values())) if t.requires_grad]
         if training and mutated:
@@ -134,4 +187,5 @@ def build(row: dict, models: ModelCache, device: str) -> Replay:
         def zero():
             for t in leaves:
                 t.grad = None
-    return Replay(_phases(forward, zero, training), ctx)
+    inputs = _outputs(args) + _outputs(list(kwargs.values()))
+    return Replay(_phases(forward, zero, training), ctx, inputs, params, close)

@@ -5,6 +5,7 @@ Each takes the validated config and paths, reads its inputs, and writes its outp
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 from pathlib import Path
 
@@ -92,6 +93,25 @@ def extract(config: dict, model: str, mode: str, batch: int, out) -> pd.DataFram
     return df
 
 
+def placement_tiers(config: dict, out) -> dict:
+    """What memory this host has and which configured tiers are usable (strict: an error names the missing tier)."""
+    from .placement import Settings, discover, usable_tiers
+
+    settings = Settings.from_config(config["placement"])
+    found = discover()
+    ok, skipped = usable_tiers(settings, config["device"], found)
+    report = {"host": socket.gethostname(), "device": config["device"], "discovered": found,
+              "tiers": [{"name": t.name, "kind": t.kind, "where": t.where} for t in settings.tiers],
+              "usable": [t.name for t in ok], "skipped": skipped}
+    io.write_json(report, out)
+    nodes = ", ".join(f"node{n['node']}{' (no CPUs)' if n['cpu_less'] else ''}" for n in found["numa_nodes"])
+    log.info("NUMA nodes: %s; GPUs: %s", nodes or "none", ", ".join(found["gpus"]) or "none")
+    for why in skipped.values():
+        log.warning("skipped %s", why)
+    log.info("placement tiers used: %s", ", ".join(report["usable"]) or "none (default placement only)")
+    return report
+
+
 def make_catalog(layer_paths, out) -> pd.DataFrame:
     df = catalog(io.read_many(layer_paths, tables.LAYERS))
     io.write_parquet(df, out, tables.CONFIGS)
@@ -117,8 +137,12 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
                    & (configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk))]
     log.info("iteration %d, chunk %d/%d: %d of %d configurations (op types: %s)", iteration, chunk, chunks,
              len(mine), len(configs), ", ".join(types))
+    from .placement import Settings as PlacementSettings
+
     settings = TimingSettings.from_config(config["profile"]["timing"])
-    key = settings_key(settings, config["device"], config["dtype"], config["threads"], config["profile"]["remeasure"])
+    placement = PlacementSettings.from_config(config["placement"])
+    key = settings_key(settings, config["device"], config["dtype"], config["threads"], config["profile"]["remeasure"],
+                       placement)
     journal = Journal(Path(journal_dir) / f"profile_iter{iteration}_chunk{chunk}_{key}.jsonl")
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
     done = {r["config_id"] for r in done_rows}
@@ -127,7 +151,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     energy = _Energy(config)
     meas, samples = profile_configs(mine[~mine["config_id"].isin(done)], config["models"], config["device"],
                                     config["dtype"], settings, remeasure=int(config["profile"]["remeasure"]),
-                                    on_result=journal.append, energy=energy)
+                                    on_result=journal.append, energy=energy, placement=placement)
     energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples], ignore_index=True)
@@ -225,7 +249,7 @@ def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
 
 
 def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predictions_path, consistency_path,
-                 loop_path, outdir) -> None:
+                 loop_path, outdir, tiers_path=None) -> None:
     from .predict import costed_layers
 
     layers = io.read_many(layer_paths, tables.LAYERS)
@@ -234,7 +258,8 @@ def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predict
     pred = io.read_parquet(predictions_path, tables.PREDICTIONS)
     cons = io.read_parquet(consistency_path, tables.CONSISTENCY)
     costed = costed_layers(layers, meas, config["device"])
-    for p in figures.make_all(costed, pred, meas, e2e_df, cons, io.read_json(loop_path), outdir):
+    tiers = io.read_json(tiers_path) if tiers_path else None
+    for p in figures.make_all(costed, pred, meas, e2e_df, cons, io.read_json(loop_path), outdir, tiers):
         log.info("wrote %s", p)
 
 

@@ -7,6 +7,7 @@ rule figures:
         predictions="results/validation/predictions.parquet",
         consistency="results/validation/consistency.parquet",
         loop="results/loop/summary.json",
+        tiers="results/placement/tiers.json",
     output:
         report(
             directory("results/figures"),

@@ -3,6 +3,7 @@ rule profile:
     to this chunk."""
     input:
         configs="results/db/configs.parquet",
+        tiers="results/placement/tiers.json",
         previous=get_previous_evaluation,
     output:
         measurements="results/profile/iter{n}_chunk{chunk}.parquet",

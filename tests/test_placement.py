@@ -1,0 +1,159 @@
+"""Memory placement: discovery, the placement plan, tensors bound to NUMA node 0 and checked, profiling per placement.
+
+This machine has one NUMA node: a second CPU tier is exercised by giving node 0 two tier names; a real second node
+(PMEM/CXL) and the GPU tiers cannot be exercised here and their tests say so when skipped.
+"""
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from opcost.config import validate
+from opcost.database import catalog
+from opcost.errors import OpcostError
+from opcost.extract import extract
+from opcost.models import load_model
+from opcost.placement import Placement, Placer, Settings, Tier, discover, page_nodes, plan, usable_tiers
+from opcost.profile import profile_configs
+from opcost.replay import ModelCache, build
+from opcost.timing import TimingSettings
+from opcost.workload import make_workload
+
+FAST = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3, min_sample_s=0.0001)
+TWO_NAMES_NODE0 = {"tiers": {"dram": {"numa": 0}, "near": {"numa": 0}}}
+MLP = {"mlp": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}}
+HOST = discover()
+NODES = [n["node"] for n in HOST["numa_nodes"]]
+
+
+def test_discovery_reads_a_sysfs_tree(tmp_path):
+    for node, cpus in ((0, "0-3,8"), (1, "")):  # node 1: a CPU-less node, as PMEM in KMEM DAX mode or CXL
+        d = tmp_path / f"node{node}"
+        d.mkdir()
+        (d / "cpulist").write_text(cpus + "\n")
+        (d / "meminfo").write_text(f"Node {node} MemTotal:       {1024 * (node + 1)} kB\n")
+    found = discover(tmp_path)
+    assert [(n["node"], n["cpus"], n["mem_kb"], n["cpu_less"]) for n in found["numa_nodes"]] == [
+        (0, [0, 1, 2, 3, 8], 1024, False), (1, [], 2048, True)]
+
+
+def test_discovery_of_this_machine():
+    assert 0 in NODES  # every Linux machine with NUMA support shows node0
+    assert HOST["numa_nodes"][0]["cpus"]  # node 0 has this machine's CPUs
+
+
+def test_plan_orders_all_fast_first_and_respects_the_cap():
+    p = plan(2, True, ["dram", "pmem"], cap=100)
+    assert str(p[0]) == "in:dram,dram;w:dram;out:dram"
+    assert str(p[1]) == "in:pmem,pmem;w:dram;out:pmem"  # parameters held on the fast tier (AutoTM)
+    assert len(p) == 2 ** 3 and len({str(x) for x in p}) == 8  # the whole product over 2 inputs + output
+    assert len(plan(2, True, ["dram", "pmem"], params="vary", cap=100)) == 2 ** 4
+    assert len(plan(40, False, ["a", "b", "c"], cap=6)) == 6  # never enumerates 3**41 placements
+    assert all(Placement.parse(str(x)) == x for x in p)
+
+
+def test_a_missing_tier_is_skipped_or_an_error_naming_it():
+    absent = max(NODES) + 1
+    settings = Settings.from_config({"tiers": {"dram": {"numa": 0}, "pmem": {"numa": absent}}})
+    ok, skipped = usable_tiers(settings, "cpu")
+    assert [t.name for t in ok] == ["dram"] and f"NUMA node {absent} not present" in skipped["pmem"]
+    strict = Settings.from_config({"tiers": {"dram": {"numa": 0}, "pmem": {"numa": absent}}, "on_missing": "strict"})
+    with pytest.raises(OpcostError, match=r"^config: placement.tiers.pmem: NUMA node \d+ not present"):
+        usable_tiers(strict, "cpu")
+    gpu = Settings.from_config({"tiers": {"hbm": {"cuda": "device"}}})
+    if not torch.cuda.is_available():
+        assert "no CUDA device" in usable_tiers(gpu, "cuda")[1]["hbm"]
+    assert "GPU tiers need a cuda device" in usable_tiers(gpu, "cpu")[1]["hbm"]
+
+
+def test_a_placed_tensor_lives_on_node0_with_its_values_and_layout():
+    placer = Placer([Tier("dram", "numa", 0)], "cpu")
+    src = torch.randn(64, 300).t()  # transposed: strides are reproduced, not just values
+    src.requires_grad_(True)
+    t = placer.place(src, "dram")
+    assert torch.equal(t, src) and t.stride() == src.stride() and t.requires_grad and t.is_leaf
+    assert t.data_ptr() != src.data_ptr()
+    assert set(page_nodes(t.data_ptr(), t.untyped_storage().nbytes())) == {0}
+    assert placer.where(t) == "dram"
+    assert placer.where(torch.empty(1 << 16).fill_(1)) == "dram"  # the heap is on node 0 too on this machine
+
+
+@pytest.mark.skipif(len(NODES) < 2, reason="one NUMA node on this machine: a second tier (PMEM/CXL node) cannot "
+                                           "be exercised here")
+def test_a_tensor_placed_on_the_second_node_is_found_there():
+    placer = Placer([Tier("near", "numa", NODES[0]), Tier("far", "numa", NODES[1])], "cpu")
+    t = placer.place(torch.randn(1 << 16), "far")
+    assert placer.where(t) == "far"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: GPU tiers verified on GPU hosts only")
+def test_gpu_tiers_are_what_cuda_reports():
+    placer = Placer([Tier("hbm", "cuda", "device"), Tier("host", "cuda", "host"),
+                     Tier("managed", "cuda", "managed")], "cuda")
+    src = torch.randn(1000, 10, device="cuda")
+    for name in ("hbm", "host", "managed"):
+        t = placer.place(src, name)
+        assert t.device.type == "cuda" and torch.equal(t, src) and placer.where(t) == name
+        assert torch.equal(t @ t.t(), src @ src.t())  # kernels read the tier directly
+
+
+def _mlp_configs():
+    return catalog(extract(make_workload(load_model("mlp", MLP["mlp"]), 4, "inference")))
+
+
+def test_every_configuration_is_measured_under_each_placement_and_verified():
+    configs = _mlp_configs()
+    cfg = validate({"models": MLP, "placement": TWO_NAMES_NODE0})
+    meas, samples = profile_configs(configs, cfg["models"], "cpu", "float32", FAST,
+                                    placement=Settings.from_config(cfg["placement"]))
+    assert (meas["status"] == "ok").all(), meas["status"].tolist()
+    linear = meas[meas["op_type"] == "Linear"]
+    for cid, g in linear.groupby("config_id"):
+        # one input, fixed parameters, one output over two tiers: 4 placements, exactly one all-fast baseline
+        assert sorted(g["placement"]) == sorted(["in:dram;w:dram;out:dram", "in:near;w:dram;out:near",
+                                                 "in:near;w:dram;out:dram", "in:dram;w:dram;out:near"])
+        assert g["baseline"].sum() == 1 and g.loc[g["baseline"], "placement"].item() == "in:dram;w:dram;out:dram"
+    # both names map to node 0: every tensor is verified on the requested tier (it is found under both names)
+    assert meas["placement_ok"].all(), meas[["placement", "placement_verified"]].to_string()
+    assert meas["placement_verified"].str.contains("dram|near", regex=False).all()
+    assert set(samples["placement"]) == set(meas["placement"])
+    keys = samples.groupby(["key", "placement", "phase"]).size()
+    assert len(keys) == len(meas)  # raw samples kept per placement
+
+
+def test_parameters_are_placed_and_put_back():
+    configs = _mlp_configs()
+    row = configs[configs["op_type"] == "Linear"].iloc[0].to_dict()
+    models = ModelCache(MLP, "cpu", "float32")
+    module = models.get("mlp").module.get_submodule(json.loads(row["replay"])["path"])
+    before = [p.data_ptr() for p in module.parameters()]
+    placer = Placer([Tier("dram", "numa", 0), Tier("near", "numa", 0)], "cpu")
+    rep = build(row, models, "cpu", Placement.parse("in:near;w:near;out:dram"), placer)
+    placed = [p.data_ptr() for p in module.parameters()]
+    assert all(a != b for a, b in zip(before, placed))
+    assert all(placer.where(p) == "dram|near" for p in module.parameters())
+    with rep.context():
+        assert rep.outputs()[0].shape[0] == 4
+    rep.close()
+    assert [p.data_ptr() for p in module.parameters()] == before
+
+
+def test_a_mismatch_is_flagged_not_accepted(monkeypatch):
+    configs = _mlp_configs()
+    cfg = validate({"models": MLP, "placement": {"tiers": {"dram": {"numa": 0}, "other": {"numa": 0}}}})
+    # the OS boundary lies: pages of every tensor are reported on a node no tier names
+    monkeypatch.setattr("opcost.placement.page_nodes", lambda addr, length, max_pages=64: [7])
+    meas, _ = profile_configs(configs[configs["op_type"] == "Linear"], cfg["models"], "cpu", "float32", FAST,
+                              placement=Settings.from_config(cfg["placement"]))
+    assert (meas["status"] == "ok").all()
+    assert not meas["placement_ok"].any()
+    assert meas["placement_verified"].str.contains("numa:7").all()
+
+
+def test_default_placement_when_no_tiers():
+    configs = _mlp_configs()
+    meas, _ = profile_configs(configs, validate({"models": MLP})["models"], "cpu", "float32", FAST)
+    assert set(meas["placement"]) == {"default"} and meas["baseline"].all()
+    assert meas["placement_ok"].isna().all()
+    assert isinstance(meas, pd.DataFrame)

@@ -1,0 +1,336 @@
+"""Kineto traces: recording a real model, the table model, T1-T5 overheads, GEMM/conv dimensions, prediction."""
+import gzip
+import json
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from opcost import figures, io, tables, trace
+from opcost.errors import OpcostError
+from opcost.models import LoadedModel
+from opcost.workload import make_workload
+
+ITERATIONS = 3
+
+
+def _workload(mode: str):
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+    model = LoadedModel("mlp", module, lambda batch, seed=0: (torch.randn(batch, 16),))
+    return make_workload(model, 4, mode)
+
+
+@pytest.fixture(scope="module")
+def cpu_trace(tmp_path_factory):
+    torch.set_num_threads(1)
+    path = trace.record(_workload("inference"), tmp_path_factory.mktemp("t") / "mlp.json.gz",
+                        iterations=ITERATIONS, warmup=1)
+    return path, trace.parse(path)
+
+
+# ---------------------------------------------------------------------------------------------- real CPU trace
+
+
+def test_recorded_trace_is_gzipped_chrome_json_with_marked_iterations(cpu_trace):
+    path, tt = cpu_trace
+    with gzip.open(path, "rt") as f:
+        raw = json.load(f)["traceEvents"]
+    markers = [e for e in raw if e.get("name") == trace.MARKER]
+    assert len(markers) == ITERATIONS == tt.n_iterations
+    spans = trace.iterations(tt)["span_s"].to_numpy()
+    assert spans == pytest.approx([m["dur"] * 1e-6 for m in sorted(markers, key=lambda m: m["ts"])], rel=1e-9)
+    assert not list(path.parent.glob(".*tmp*")), "temporary export left behind"
+
+
+def test_op_tree_of_a_real_trace(cpu_trace):
+    _, tt = cpu_trace
+    ev = tt.events.set_index("id")
+    calls = trace.op_calls(tt)
+    per_iteration = calls.groupby("iteration")["op_type"].apply(list)
+    assert per_iteration.tolist() == [["aten::linear", "aten::relu", "aten::linear"]] * ITERATIONS
+    for op_id in calls.loc[calls["op_type"] == "aten::linear", "id"]:
+        children = ev[ev["parent"] == op_id]
+        assert "aten::addmm" in children["name"].tolist()
+        addmm = children[children["name"] == "aten::addmm"]
+        assert addmm["depth"].tolist() == [1] and addmm["top_op"].tolist() == [op_id]
+        assert ev.at[op_id, "depth"] == 0 and ev.at[op_id, "top_op"] == op_id
+    marker_ids = tt.markers["id"].tolist()
+    assert set(ev.loc[calls["id"], "parent"]) <= set(marker_ids)  # top-level ops are the markers' children
+    assert tt.kernels.empty and not tt.events["launch"].any()
+
+
+def test_op_time_plus_gaps_add_up_to_the_iteration(cpu_trace):
+    _, tt = cpu_trace
+    calls = trace.op_calls(tt)
+    its = trace.iterations(tt, calls).set_index("iteration")
+    samples = trace.overhead_samples(tt, calls)
+    op_time = calls.groupby("iteration")["cpu_s"].sum()
+    gaps = samples.groupby("iteration")["seconds"].sum()  # T1 before each op + the <end> gap
+    assert (op_time + gaps).to_numpy() == pytest.approx(its["span_s"].to_numpy(), abs=1e-8)  # ns: float64 timestamps
+    assert its["cpu_busy_s"].to_numpy() == pytest.approx(op_time.to_numpy(), abs=1e-8)
+    assert (its["cpu_idle_s"] > 0).all() and its["device_idle_s"].isna().all()
+    types = trace.op_types(tt, calls).set_index("op_type")
+    assert types.loc["aten::linear", "calls"] == 2 and types.loc["aten::relu", "calls"] == 1
+    assert types["device_s"].isna().all()
+
+
+def test_cpu_overheads_have_t1_only(cpu_trace):
+    _, tt = cpu_trace
+    samples = trace.overhead_samples(tt)
+    assert set(samples["kind"]) == {"T1"}
+    stats = trace.overheads(samples).set_index(["op_type", "kind"])
+    assert stats.loc[("aten::linear", "T1"), "n"] + stats.loc[("aten::linear", "T1"), "outliers"] == 2 * ITERATIONS
+    assert stats.loc[(trace.END, "T1"), "n"] == ITERATIONS
+    assert stats.loc[(trace.ALL_TYPES, "T1"), "n"] + stats.loc[(trace.ALL_TYPES, "T1"), "outliers"] == 3 * ITERATIONS
+    assert (stats["mean_s"] > 0).all()
+
+
+def test_gemm_dimensions_of_linear_and_addmm(cpu_trace):
+    _, tt = cpu_trace
+    top = trace.op_dims(tt)
+    assert top["name"].tolist() == ["aten::linear"] * 2 * ITERATIONS
+    first, second = top.iloc[0], top.iloc[1]
+    assert (first["M"], first["N"], first["K"], first["batch"]) == (4, 32, 16, 1)  # Linear(16, 32) on batch 4
+    assert (second["M"], second["N"], second["K"]) == (4, 8, 32)
+    inner = trace.op_dims(tt, top_only=False)
+    addmm = inner[inner["name"] == "aten::addmm"].iloc[0]
+    assert (addmm["M"], addmm["N"], addmm["K"]) == (4, 32, 16)
+
+
+def test_training_trace_has_backward_top_level_ops(tmp_path):
+    tt = trace.parse(trace.record(_workload("training"), tmp_path / "train.json", iterations=2, warmup=1))
+    calls = trace.op_calls(tt)
+    assert tt.n_iterations == 2
+    for _, c in calls.groupby("iteration"):
+        assert (c["op_type"] == "autograd::engine::evaluate_function: AddmmBackward0").sum() == 2
+    gaps = trace.overhead_samples(tt, calls).groupby("iteration")["seconds"].sum()
+    spans = trace.iterations(tt, calls)["span_s"].to_numpy()
+    assert (calls.groupby("iteration")["cpu_s"].sum() + gaps).to_numpy() == pytest.approx(spans, abs=1e-8)
+
+
+# ---------------------------------------------------------------------------------------------- synthetic GPU trace
+
+
+def _x(name, cat, ts, dur, pid=100, tid=100, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _iteration(t0: float, corr0: int, flow_only: bool = False) -> list:
+    """One iteration of [t0, t0 + 100) us: linear (2 launches), relu (1 launch), view (none), a synchronize."""
+    c1, c2, c3 = corr0, corr0 + 1, corr0 + 2
+    ev = [
+        _x(trace.MARKER, "user_annotation", t0, 100),
+        _x("linear_forward", "python_function", t0 + 8, 44),  # unknown to the model: ignored
+        _x("aten::linear", "cpu_op", t0 + 10, 40, **{"Input Dims": [[4, 16], [32, 16], [32]]}),
+        _x("aten::addmm", "cpu_op", t0 + 12, 36, **{"Input Dims": [[32], [4, 16], [16, 32], [], []]}),
+        _x("cudaLaunchKernel", "cuda_runtime", t0 + 15, 5, cbid=211, correlation=c1),
+        _x("cudaLaunchKernel", "cuda_runtime", t0 + 24, 6, cbid=211, correlation=c2),
+        _x("aten::relu", "cpu_op", t0 + 60, 20, **{"Input Dims": [[4, 32]]}),
+        _x("aten::clamp_min", "cpu_op", t0 + 62, 16, **{"Input Dims": [[4, 32], []]}),
+        _x("cudaLaunchKernel", "cuda_runtime", t0 + 70, 4, cbid=211, correlation=c3),
+        _x("aten::view", "cpu_op", t0 + 85, 3, **{"Input Dims": [[4, 32], []]}),
+        _x("cudaDeviceSynchronize", "cuda_runtime", t0 + 90, 8, cbid=165, correlation=corr0 + 50),
+        _x("ampere_sgemm_32x32", "kernel", t0 + 20, 20, pid=0, tid=7, device=0, stream=7, correlation=c1),
+        _x("bias_add_kernel", "kernel", t0 + 40, 5, pid=0, tid=7, device=0, stream=7, correlation=c2),
+        _x("clamp_min_kernel", "kernel", t0 + 75, 10, pid=0, tid=7, device=0, stream=7, correlation=c3),
+        _x(trace.MARKER, "gpu_user_annotation", t0 + 20, 65, pid=0, tid=7),
+    ]
+    for c, ts_launch, ts_kernel in ((c1, t0 + 15, t0 + 20), (c2, t0 + 24, t0 + 40), (c3, t0 + 70, t0 + 75)):
+        ev.append({"ph": "s", "id": c, "pid": 100, "tid": 100, "ts": ts_launch, "cat": "ac2g", "name": "ac2g"})
+        ev.append({"ph": "f", "id": c, "pid": 0, "tid": 7, "ts": ts_kernel, "cat": "ac2g", "name": "ac2g",
+                   "bp": "e"})
+    if flow_only:  # the relu kernel loses its correlation: the flow arrow must link it
+        del ev[13]["args"]["correlation"]
+    return ev
+
+
+def _gpu_doc() -> dict:
+    meta = [{"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "python"}},
+            {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 5000},
+            {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
+             "ts": 900, "dur": 600}]
+    return {"schemaVersion": 1, "traceEvents": meta + _iteration(1000.0, 1) + _iteration(1200.0, 101, True)}
+
+
+@pytest.fixture
+def gpu_trace(tmp_path):
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(_gpu_doc()))
+    return trace.parse(path)
+
+
+def test_kernels_link_to_their_launch_and_top_level_op(gpu_trace):
+    tt = gpu_trace
+    ev, kn = tt.events.set_index("id"), tt.kernels
+    assert tt.n_iterations == 2 and len(kn) == 6 and tt.has_device
+    assert "linear_forward" not in set(tt.events["name"])  # python_function ignored
+    for _, k in kn.iterrows():
+        launch = ev.loc[k["launch_id"]]
+        assert launch["name"] == "cudaLaunchKernel" and launch["launch"]
+        assert launch["ts_us"] < k["ts_us"]
+        expected_op = "aten::linear" if k["name"] != "clamp_min_kernel" else "aten::relu"
+        assert ev.at[k["top_op"], "name"] == expected_op
+        assert k["iteration"] == ev.at[k["top_op"], "iteration"]
+        assert (k["device"], k["stream"]) == (0, 7)
+    flow_linked = kn[kn["correlation"].isna()]
+    assert len(flow_linked) == 1 and ev.at[flow_linked["launch_id"].iloc[0], "correlation"] == 103
+    sync = tt.events[tt.events["name"] == "cudaDeviceSynchronize"]
+    assert not sync["launch"].any() and sync["top_op"].isna().all() and (sync["depth"] == 0).all()
+    addmm = tt.events[tt.events["name"] == "aten::addmm"]
+    assert (addmm["depth"] == 1).all() and (ev.loc[addmm["parent"], "name"] == "aten::linear").all()
+
+
+def test_synthetic_overheads_are_exact(gpu_trace):
+    s = trace.overhead_samples(gpu_trace)
+    us = {(t, k): sorted(round(x * 1e6, 9) for x in g["seconds"]) for (t, k), g in s.groupby(["op_type", "kind"])}
+    assert us == {
+        ("aten::linear", "T1"): [10, 10], ("aten::relu", "T1"): [10, 10], ("aten::view", "T1"): [5, 5],
+        (trace.END, "T1"): [12, 12],  # iteration end - max(view end 88, last kernel end 85)
+        ("aten::linear", "T2"): [5, 5], ("aten::linear", "T3"): [20, 20], ("aten::linear", "T4"): [5, 5, 6, 6],
+        ("aten::linear", "T5"): [4, 4],
+        ("aten::relu", "T2"): [10, 10], ("aten::relu", "T3"): [6, 6], ("aten::relu", "T4"): [4, 4],
+    }
+    stats = trace.overheads(s).set_index(["op_type", "kind"])
+    assert stats.loc[("aten::linear", "T4"), "mean_s"] == pytest.approx(5.5e-6)
+    assert stats.loc[(trace.ALL_TYPES, "T4"), "n"] == 6
+
+
+def test_synthetic_device_time_idle_and_op_kernels(gpu_trace):
+    calls = trace.op_calls(gpu_trace).set_index("id")
+    dev = calls.groupby("op_type")["device_s"].first() * 1e6
+    assert dev.round(9).to_dict() == {"aten::linear": 25, "aten::relu": 10, "aten::view": 0}
+    assert calls.groupby("op_type")["launches"].first().to_dict() == {"aten::linear": 2, "aten::relu": 1,
+                                                                      "aten::view": 0}
+    its = trace.iterations(gpu_trace)
+    assert (its[["span_s", "cpu_busy_s", "cpu_idle_s", "device_busy_s", "device_idle_s"]] * 1e6).round(6).to_numpy(
+    ).tolist() == [[100, 63, 37, 35, 65]] * 2
+    ok = trace.op_kernels(gpu_trace).set_index("kernel")
+    assert ok.at["ampere_sgemm_32x32", "op_type"] == "aten::linear"
+    assert json.loads(ok.at["ampere_sgemm_32x32", "shapes"]) == [[4, 16], [32, 16], [32]]
+    assert ok.at["ampere_sgemm_32x32", "count"] == 1 and ok.at["ampere_sgemm_32x32", "mean_s"] == pytest.approx(2e-5)
+    assert ok["total_s"].sum() == pytest.approx(35e-6)
+
+
+def test_gpu_prediction_takes_the_longer_of_host_and_device_per_op(gpu_trace):
+    r = trace.trace_prediction(gpu_trace)
+    # per iteration: linear max(40 host, 25 device) + relu max(20, 10) + view 3 + T1 10+10+5 + <end> 12 = 100 us
+    assert r["measured_s"] == pytest.approx(100e-6) and r["predicted_s"] == pytest.approx(100e-6)
+    assert r["plain_s"] == pytest.approx(35e-6)
+    model = trace.OverheadModel.from_trace(gpu_trace)
+    assert model.gpu and model.host["aten::linear"] == pytest.approx(40e-6)  # 5 + 2 x 5.5 + 4 + 20
+    p = trace.predict({"aten::linear": 1, "aten::relu": 1, "aten::view": 1},
+                      {"aten::linear": 50e-6, "aten::relu": 1e-6}, model)
+    assert p["predicted_s"] == pytest.approx((50 + 20 + 3 + 25 + 12) * 1e-6)
+    assert p["ops_s"] == pytest.approx(51e-6) and p["uncovered_calls"] == 1
+
+
+def test_cpu_prediction_adds_per_type_gaps_and_the_end_gap():
+    model = trace.OverheadModel(t1={"a": 1.0}, t1_default=2.0, tail=0.5)
+    p = trace.predict({"a": 2, "b": 3}, {"a": 10.0, "b": 1.0}, model)
+    assert p["predicted_s"] == 2 * (10 + 1) + 3 * (1 + 2) + 0.5 and p["ops_s"] == 23
+    assert model.gap_s({"a": 2, "b": 3}) == 2 * 1 + 3 * 2 + 0.5
+
+
+def test_cpu_only_trace_without_kernels_parses(tmp_path):
+    doc = _gpu_doc()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in
+                          ("kernel", "cuda_runtime", "ac2g", "gpu_user_annotation")]
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(doc))
+    tt = trace.parse(path)
+    assert tt.kernels.empty and not tt.has_device and tt.n_iterations == 2
+    s = trace.overhead_samples(tt)
+    assert set(s["kind"]) == {"T1"}
+    assert trace.op_calls(tt)["device_s"].isna().all() and trace.op_kernels(tt).empty
+    assert trace.iterations(tt)["device_busy_s"].isna().all()
+    r = trace.trace_prediction(tt)
+    assert r["predicted_s"] == pytest.approx(100e-6)  # 63 us of ops + 25 us T1 + 12 us <end>
+
+
+def test_profiler_step_markers_when_there_is_no_opcost_marker(tmp_path):
+    doc = _gpu_doc()
+    for k, e in enumerate(e for e in doc["traceEvents"] if e.get("name") == trace.MARKER
+                          and e.get("cat") == "user_annotation"):
+        e["name"] = f"ProfilerStep#{k + 5}"
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps(doc))
+    assert trace.parse(path).n_iterations == 2
+
+
+@pytest.mark.parametrize("name,text", [("cut.json", '{"traceEvents": [{"ph": "X", "na'),
+                                       ("bad.json.gz", None), ("other.json", '{"hello": 1}')])
+def test_unreadable_trace_is_an_error_naming_the_file(tmp_path, name, text):
+    path = tmp_path / name
+    if text is None:  # a truncated gzip stream
+        path.write_bytes(gzip.compress(json.dumps(_gpu_doc()).encode())[:200])
+    else:
+        path.write_text(text)
+    with pytest.raises(OpcostError) as err:
+        trace.parse(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_parquet_cache_roundtrip(tmp_path, monkeypatch):
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(_gpu_doc()))
+    fresh = trace.parse(path, cache=True)
+    assert (tmp_path / "gpu.json.events.parquet").exists() and (tmp_path / "gpu.json.kernels.parquet").exists()
+
+    def no_parse(p):
+        raise AssertionError("cache not used")
+
+    monkeypatch.setattr(trace, "_parse", no_parse)
+    cached = trace.parse(path, cache=True)
+    pd.testing.assert_frame_equal(cached.events, fresh.events)
+    pd.testing.assert_frame_equal(cached.kernels, fresh.kernels)
+    monkeypatch.undo()
+    doc = _gpu_doc()
+    doc["traceEvents"] = doc["traceEvents"][:-20]  # a newer trace invalidates the cache
+    path.write_text(json.dumps(doc))
+    import os
+
+    os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 10))
+    assert len(trace.parse(path, cache=True).events) < len(fresh.events)
+
+
+# ---------------------------------------------------------------------------------------------- dims, tables, figures
+
+
+@pytest.mark.parametrize("name,shapes,expected", [
+    ("aten::mm", [[4, 8], [8, 16]], {"M": 4, "N": 16, "K": 8, "batch": 1}),
+    ("aten::bmm", [[3, 4, 8], [3, 8, 16]], {"M": 4, "N": 16, "K": 8, "batch": 3}),
+    ("aten::matmul", [[2, 5, 4, 8], [8, 16]], {"M": 4, "N": 16, "K": 8, "batch": 10}),
+    ("aten::matmul", [[8], [8, 16]], {"M": 1, "N": 16, "K": 8, "batch": 1}),
+    ("aten::linear", [[2, 3, 16], [32, 16], [32]], {"M": 6, "N": 32, "K": 16, "batch": 1}),
+    ("aten::conv2d", [[1, 3, 224, 224], [64, 3, 7, 7], [64], [], [], [], []],
+     {"N": 1, "C": 3, "H": 224, "W": 224, "K": 64, "R": 7, "S": 7}),
+])
+def test_dims(name, shapes, expected):
+    d = trace.dims(name, json.dumps(shapes))
+    assert d.pop("kind") == ("conv" if "conv" in name else "gemm") and d == expected
+
+
+def test_dims_of_other_ops_are_missing():
+    assert trace.dims("aten::conv2d", [[3, 224, 224], [64, 3, 7, 7]]) is None  # 3-D input: not a 2-D conv batch
+    assert trace.dims("aten::relu", [[4, 32]]) is None
+
+
+def test_summaries_fit_their_tables_and_draw(gpu_trace, cpu_trace, tmp_path):
+    assert set(tables.ALL) >= {tables.TRACE_EVENTS, tables.TRACE_OVERHEADS, tables.TRACE_OP_TYPES}
+    gpu = trace.summarize(gpu_trace, "synthetic", "inference", 4, "cuda:0")
+    cpu = trace.summarize(cpu_trace[1], "mlp", "inference", 4)
+    assert set(cpu["trace_op_types"]["device"]) == {"cpu"}
+    for t in (tables.TRACE_OP_TYPES, tables.TRACE_ITERATIONS, tables.TRACE_OP_KERNELS, tables.TRACE_OVERHEADS,
+              tables.TRACE_OVERHEAD_SAMPLES):
+        io.write_parquet(pd.concat([gpu[t.name], cpu[t.name]]), tmp_path / f"{t.name}.parquet", t)
+        assert len(io.read_parquet(tmp_path / f"{t.name}.parquet", t)) == len(gpu[t.name]) + len(cpu[t.name])
+    model = trace.OverheadModel.from_tables(gpu["trace_overheads"], gpu["trace_op_types"])
+    assert model == trace.OverheadModel.from_trace(gpu_trace)
+    both = {k: pd.concat([gpu[k], cpu[k]], ignore_index=True) for k in gpu}
+    figures.trace_breakdown(both["trace_op_types"], both["trace_iterations"], tmp_path / "dominant.png")
+    figures.trace_overheads(both["trace_overhead_samples"], tmp_path / "overheads.png")
+    figures.trace_overheads(both["trace_overhead_samples"].iloc[:0], tmp_path / "empty.png")
+    for name in ("dominant.png", "overheads.png", "empty.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
