@@ -1,8 +1,10 @@
 """Real Snakemake runs: the whole chain on a tiny config, a dry run and lint of the default config, bad input."""
+import gzip
 import json
 import shutil
 
 import pandas as pd
+import pytest
 import yaml
 
 from tests.helpers import ROOT, TINY, snakemake
@@ -11,12 +13,14 @@ from tests.helpers import ROOT, TINY, snakemake
 def test_tiny_config_runs_to_figures(tiny_run):
     figs = sorted(p.name for p in (tiny_run / "results" / "figures").glob("*.png"))
     assert figs == ["breakdown.png", "consistency.png", "convergence.png", "energy.png",
-                    "placement.png", "predicted_vs_measured.png", "spread.png"]
+                    "placement.png", "predicted_vs_measured.png", "spread.png", "trace_breakdown.png",
+                    "trace_overheads.png"]
     assert all((tiny_run / "results" / "figures" / f).stat().st_size > 10_000 for f in figs)
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
     workloads = {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"), ("mlp", "inference")}
+    sources = ("isolated", "insitu", "isolated+overhead", "insitu+overhead")
     assert set(zip(pred["model"], pred["mode"], pred["source"])) == {
-        (m, mode, src) for m, mode in workloads for src in ("isolated", "insitu")}
+        (m, mode, src) for m, mode in workloads for src in sources}
     assert (pred["configs_measured"] == pred["configs"]).all() and (pred["calls_covered"] == 1.0).all()
     assert (pred["predicted_s"] > 0).all() and (pred["measured_s"] > 0).all()
 
@@ -50,6 +54,23 @@ def test_placements_are_measured_verified_and_a_missing_tier_skipped(tiny_run):
     assert set(pred["placement"]) == {"baseline"}
 
 
+def test_traces_are_recorded_analysed_and_feed_the_overhead_aware_prediction(tiny_run):
+    trace_dir = tiny_run / "results" / "trace" / "mlp"
+    with gzip.open(trace_dir / "inference_b2.json.gz", "rt") as f:
+        assert any(e.get("name") == "opcost_iteration" for e in json.load(f)["traceEvents"])  # opens in Perfetto
+    iters = pd.read_parquet(trace_dir / "inference_b2.iterations.parquet")
+    assert len(iters) == 3 and (iters["cpu_idle_s"] > 0).all()  # tiny.yaml: trace.iterations 3
+    ov = pd.read_parquet(trace_dir / "inference_b2.overheads.parquet")
+    assert set(ov["kind"]) == {"T1"}  # a CPU trace has gaps between ops, no launches
+    pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet").set_index(
+        ["model", "mode", "batch", "source"])
+    for source in ("isolated", "insitu"):
+        plain = pred.loc[("mlp", "inference", 2, source)]
+        with_ov = pred.loc[("mlp", "inference", 2, f"{source}+overhead")]
+        assert with_ov["overhead_s"] > 0 and pd.isna(plain["overhead_s"])
+        assert with_ov["predicted_s"] == pytest.approx(plain["predicted_s"] + with_ov["overhead_s"])
+
+
 def test_completed_run_has_nothing_left_to_do(tiny_run):
     proc = snakemake("--configfile", str(TINY), "-n", cwd=tiny_run)
     assert "Nothing to be done" in proc.stdout + proc.stderr
@@ -65,7 +86,8 @@ def test_default_config_dry_run(tmp_path):
     shutil.copytree(ROOT / "config", tmp_path / "config")
     proc = snakemake("-n", cwd=tmp_path)
     out = proc.stdout + proc.stderr
-    for rule, n in (("extract", 8), ("e2e", 8), ("insitu", 8), ("profile", 2), ("figures", 1)):
+    for rule, n in (("extract", 8), ("e2e", 8), ("insitu", 8), ("trace", 8), ("profile", 2),
+                    ("placement_tiers", 1), ("figures", 1)):
         assert any(line.split() == [rule, str(n)] for line in out.splitlines()), (rule, out[-2000:])
 
 

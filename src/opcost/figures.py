@@ -56,10 +56,12 @@ def breakdown(costed: pd.DataFrame, predictions: pd.DataFrame, path: Path) -> No
 def predicted_vs_measured(predictions: pd.DataFrame, path: Path) -> None:
     p = predictions.dropna(subset=["measured_s"])
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    colors = {"isolated": "tab:blue", "insitu": "tab:orange"}
+    colors = {"isolated": "tab:blue", "insitu": "tab:orange", "isolated+overhead": "tab:green",
+              "insitu+overhead": "tab:red"}
     for (source, mode), q in p.groupby(["source", "mode"]):
         ax.scatter(q["measured_s"] * 1e3, q["predicted_s"] * 1e3, marker="o" if mode == "inference" else "s",
-                   color=colors.get(source, "gray"), label=f"{source}, {mode}", alpha=0.8)
+                   color=colors.get(source, "gray"), label=f"{source}, {mode}", alpha=0.8,
+                   facecolors="none" if source.endswith("+overhead") else None)
         if source == "isolated":
             for _, r in q.iterrows():
                 ax.annotate(f"{r['model']} b{r['batch']}", (r["measured_s"] * 1e3, r["predicted_s"] * 1e3),
@@ -74,7 +76,8 @@ def predicted_vs_measured(predictions: pd.DataFrame, path: Path) -> None:
         ax.set_yscale("log")
     ax.set_xlabel("measured end-to-end time per iteration (ms)")
     ax.set_ylabel("predicted: sum of count x operator time (ms)")
-    ax.set_title("Predicted vs measured (operator costs: isolated / in-situ)")
+    ax.set_title("Predicted vs measured (isolated / in-situ costs; +overhead: with the trace's modelled gaps)",
+                 fontsize=9)
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -245,13 +248,17 @@ def _message(path: Path, title: str, text: str) -> None:
     _save(fig, path)
 
 
-def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, tiers=None) -> list[Path]:
+def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, tiers=None, traces=None
+             ) -> list[Path]:
+    """Every figure; ``traces``: the `trace_op_types`, `trace_iterations` and `trace_overhead_samples` frames
+    (keys ``op_types``, ``iterations``, ``overhead_samples``)."""
     from .predict import baseline
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = [outdir / f"{n}.png" for n in ("breakdown", "predicted_vs_measured", "spread", "consistency",
-                                           "convergence", "energy", "placement")]
+                                           "convergence", "energy", "placement", "trace_breakdown",
+                                           "trace_overheads")]
     breakdown(costed, predictions[predictions["source"] == "isolated"], paths[0])
     predicted_vs_measured(predictions, paths[1])
     spread(measurements[(measurements["source"] == "isolated") & baseline(measurements)], e2e, paths[2])
@@ -259,6 +266,10 @@ def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, 
     convergence(evaluations or [], paths[4])
     energy(costed, predictions, measurements, paths[5])
     placement(measurements, tiers, paths[6])
+    traces = traces or {}
+    empty = pd.DataFrame(columns=["model", "mode", "batch", "kind"])
+    trace_breakdown(traces.get("op_types", empty), traces.get("iterations", empty), paths[7])
+    trace_overheads(traces.get("overhead_samples", empty), paths[8])
     return paths
 
 

@@ -41,9 +41,25 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     return out.assign(total_s=out["count"] * out["median_s"], total_j=out["count"] * out["energy_j"])
 
 
+def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tuple, float]:
+    """(model, batch, mode) -> modelled CPU overhead seconds per iteration from the workload's trace: its calls per
+    top-level op type x that type's mean gap T1 before a call, plus the gap after the last op (see
+    :class:`opcost.trace.OverheadModel`)."""
+    from .trace import OverheadModel
+
+    out = {}
+    for key, ov in overheads.groupby(["model", "batch", "mode"]):
+        types = op_types[(op_types["model"] == key[0]) & (op_types["batch"] == key[1])
+                         & (op_types["mode"] == key[2])]
+        model = OverheadModel.from_tables(ov, types)
+        out[(key[0], int(key[1]), key[2])] = model.gap_s(dict(zip(types["op_type"], types["calls"])))
+    return out
+
+
 def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame, device: str,
-            sources=SOURCES) -> pd.DataFrame:
-    """One `predictions` row per workload and source that has any measurement."""
+            sources=SOURCES, overhead: dict[tuple, float] | None = None) -> pd.DataFrame:
+    """One `predictions` row per workload and source that has any measurement; with ``overhead`` (from
+    :func:`trace_overhead`) also a `<source>+overhead` row: the same sum plus the workload's modelled overhead."""
     rows = []
     e2e = latest(e2e[e2e["device"] == device], ("model", "batch", "mode", "method", "device"))
     for source in sources:
@@ -61,16 +77,23 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
             have = g["median_s"].notna()
             predicted = float(g.loc[have, "total_s"].sum())
             ratio = predicted / measured if measured else None
-            rows.append({
+            row = {
                 "model": model, "batch": int(batch), "mode": mode, "device": device, "source": source,
-                "placement": placement,
+                "placement": placement, "overhead_s": None,
                 "predicted_s": predicted, "measured_s": measured, "ratio": ratio,
                 "error": ratio - 1 if ratio is not None else None,
                 "configs": len(g), "configs_measured": int(have.sum()),
                 "calls_covered": float(g.loc[have, "count"].sum() / g["count"].sum()),
                 "predicted_j": float(g["total_j"].sum()) if g["total_j"].notna().any() else None,
                 "measured_j": measured_j.get((model, int(batch), mode)),
-            })
+            }
+            rows.append(row)
+            extra = (overhead or {}).get((model, int(batch), mode))
+            if extra is not None:
+                with_ov = predicted + extra
+                rows.append({**row, "source": f"{source}+overhead", "overhead_s": extra, "predicted_s": with_ov,
+                             "ratio": with_ov / measured if measured else None,
+                             "error": with_ov / measured - 1 if measured else None})
     return frame(PREDICTIONS, rows)
 
 

@@ -197,19 +197,45 @@ def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, ou
     return meas
 
 
+TRACE_PARTS = ("op_types", "iterations", "op_kernels", "overheads", "overhead_samples")
+
+
+def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables: dict) -> dict:
+    """Kineto trace of the workload's end-to-end iterations (Perfetto-readable JSON) and its analysis tables
+    (``out_tables``: part name in :data:`TRACE_PARTS` -> path)."""
+    from . import trace as tr
+
+    _prepare(config)
+    wl = _workload(config, model, mode, batch)
+    settings = config["trace"]
+    tr.record(wl, out_trace, iterations=int(settings["iterations"]), warmup=int(settings["warmup"]),
+              device=config["device"])
+    tt = tr.parse(out_trace)
+    parts = tr.summarize(tt, model, mode, batch, config["device"])
+    for part in TRACE_PARTS:
+        io.write_parquet(parts[f"trace_{part}"], out_tables[part], getattr(tables, f"TRACE_{part.upper()}"))
+    check = tr.trace_prediction(tt)
+    log.info("%s %s b%s: %d traced iterations, median %.3f ms; top-level ops %.3f ms (%+.1f%%); with modelled "
+             "gaps %.3f ms (%+.1f%%)", model, mode, batch, tt.n_iterations, check["measured_s"] * 1e3,
+             check["plain_s"] * 1e3, check["plain_error"] * 100, check["predicted_s"] * 1e3, check["error"] * 100)
+    return check
+
+
 def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2e, out_layers) -> None:
     io.write_parquet(io.read_many(layer_paths, tables.LAYERS), out_layers, tables.LAYERS)
     io.write_parquet(io.read_many(measurement_paths, tables.MEASUREMENTS), out_measurements, tables.MEASUREMENTS)
     io.write_parquet(io.read_many(e2e_paths, tables.E2E), out_e2e, tables.E2E)
 
 
-def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_tsv, out_consistency
-             ) -> pd.DataFrame:
-    from .predict import consistency, predict
+def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_tsv, out_consistency,
+             overhead_paths=(), op_type_paths=()) -> pd.DataFrame:
+    from .predict import consistency, predict, trace_overhead
 
     layers = io.read_many(layer_paths, tables.LAYERS)
     meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
-    pred = predict(layers, meas, io.read_parquet(e2e_path, tables.E2E), config["device"])
+    overhead = trace_overhead(io.read_many(overhead_paths, tables.TRACE_OVERHEADS),
+                              io.read_many(op_type_paths, tables.TRACE_OP_TYPES)) if overhead_paths else None
+    pred = predict(layers, meas, io.read_parquet(e2e_path, tables.E2E), config["device"], overhead=overhead)
     io.write_parquet(pred, out, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
     io.write_parquet(consistency(layers, meas, config["device"]), out_consistency, tables.CONSISTENCY)
@@ -249,7 +275,9 @@ def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
 
 
 def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predictions_path, consistency_path,
-                 loop_path, outdir, tiers_path=None) -> None:
+                 loop_path, outdir, tiers_path=None, trace_paths=None) -> None:
+    """All figures; ``trace_paths``: part name (`op_types`, `iterations`, `overhead_samples`) -> per-workload
+    trace tables."""
     from .predict import costed_layers
 
     layers = io.read_many(layer_paths, tables.LAYERS)
@@ -259,7 +287,9 @@ def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predict
     cons = io.read_parquet(consistency_path, tables.CONSISTENCY)
     costed = costed_layers(layers, meas, config["device"])
     tiers = io.read_json(tiers_path) if tiers_path else None
-    for p in figures.make_all(costed, pred, meas, e2e_df, cons, io.read_json(loop_path), outdir, tiers):
+    traces = {part: io.read_many(paths, getattr(tables, f"TRACE_{part.upper()}"))
+              for part, paths in (trace_paths or {}).items()}
+    for p in figures.make_all(costed, pred, meas, e2e_df, cons, io.read_json(loop_path), outdir, tiers, traces):
         log.info("wrote %s", p)
 
 

@@ -189,10 +189,16 @@ PREDICTIONS = Table(
     "Prediction = sum over configurations of count x median cost, against the measured end-to-end time.",
     _MODEL_KEY + (
         _c("device", "string", "device of both the operator and end-to-end measurements"),
-        _c("source", "string", "measurement source of the operator costs (`isolated` or `insitu`)"),
+        _c("source", "string", "measurement source of the operator costs (`isolated` or `insitu`); "
+                               "`<source>+overhead`: the same sum plus the CPU overhead modelled from the "
+                               "workload's trace (`overhead_s`)"),
         _c("placement", "string", "placement of the operator costs: `default` (no tiers configured) or `baseline` "
                                   "(every tensor on the fast tier)"),
-        _c("predicted_s", "Float64", "sum of count x median_s over measured configurations, seconds"),
+        _c("overhead_s", "Float64", "`+overhead` rows: modelled overhead per iteration from the trace (calls per "
+                                    "top-level op type x its mean gap T1, plus the gap after the last op), "
+                                    "seconds; missing otherwise"),
+        _c("predicted_s", "Float64", "sum of count x median_s over measured configurations (plus `overhead_s`), "
+                                     "seconds"),
         _c("measured_s", "Float64", "end-to-end median seconds per iteration (isolated: the dedicated e2e run; "
                                     "in-situ: the interleaved one when present)"),
         _c("ratio", "Float64", "predicted_s / measured_s"),

@@ -76,3 +76,12 @@ def get_insitu_tables(wildcards=None):
 
 def get_insitu_e2e_tables(wildcards=None):
     return [f"results/insitu/{m}/{mode}_b{b}.e2e.parquet" for m, mode, b in WORKLOADS]
+
+
+def get_trace_tables(part):
+    """Input function: one trace analysis table (`op_types`, `overheads`, ...) per workload."""
+
+    def inputs(wildcards=None):
+        return [f"results/trace/{m}/{mode}_b{b}.{part}.parquet" for m, mode, b in WORKLOADS]
+
+    return inputs

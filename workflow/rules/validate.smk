@@ -1,9 +1,12 @@
 rule validate:
-    """Prediction (sum of count x operator time) against the measured end-to-end time, per workload."""
+    """Prediction (sum of count x operator time, and with the trace's modelled overheads) against the measured
+    end-to-end time, per workload."""
     input:
         layers=get_layer_tables,
         measurements="results/db/measurements.parquet",
         e2e="results/db/e2e.parquet",
+        overheads=get_trace_tables("overheads"),
+        op_types=get_trace_tables("op_types"),
     output:
         table="results/validation/predictions.parquet",
         tsv=report(
