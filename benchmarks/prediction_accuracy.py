@@ -4,8 +4,9 @@ For each model and batch (inference): extract, measure end to end, profile every
 every configuration in situ, measure end to end again. The isolated prediction is checked against the mean of the
 two dedicated end-to-end medians (taken before and after the operator measurements, so slow drift of the machine is
 visible in the table and favours neither side); the in-situ prediction against the end-to-end time of the unobserved
-iterations interleaved with its timed ones (same minutes, same machine state). Prints the error table and one
-SUMMARY line.
+iterations interleaved with its timed ones (same minutes, same machine state). Each source is also shown
+overhead-aware (`+ov`): plus the CPU overhead modelled from a Kineto trace of the workload (calls per top-level op
+type x mean gap T1, plus the tail gap; opcost.trace). Prints the error table and one SUMMARY line.
 
     python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--batches 1 8] [--threads 2]
 """
@@ -32,7 +33,8 @@ def main() -> None:
     from opcost.config import validate
     from opcost.e2e import measure_e2e
     from opcost.insitu import profile_insitu
-    from opcost.predict import predict
+    from opcost import trace as tr
+    from opcost.predict import predict, trace_overhead
     from opcost.profile import profile_configs
     from opcost.timing import TimingSettings
 
@@ -49,9 +51,12 @@ def main() -> None:
             iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings)
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
+            path = tr.record(wl, f"/tmp/opcost_bench_{model}_b{batch}.json.gz", iterations=10, warmup=3)
+            parts = tr.summarize(tr.parse(path), model, args.mode, batch, "cpu")
+            overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
             e2e = e_before.assign(median_s=(e_before["median_s"] + e_after["median_s"]) / 2)
             pred = predict(layers, pd.concat([iso, ins], ignore_index=True),
-                           pd.concat([e2e, e2e_interleaved], ignore_index=True), "cpu")
+                           pd.concat([e2e, e2e_interleaved], ignore_index=True), "cpu", overhead=overhead)
             by = pred.set_index("source")
             rows.append({"model": model, "batch": batch,
                          "e2e_before_ms": float(e_before["median_s"].iloc[0]) * 1e3,
@@ -59,19 +64,23 @@ def main() -> None:
                          "e2e_interleaved_ms": float(e2e_interleaved["median_s"].iloc[0]) * 1e3,
                          "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
                          "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
+                         "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
                          "err_isolated": float(by.loc["isolated", "error"]),
-                         "err_insitu": float(by.loc["insitu", "error"])})
+                         "err_isolated_ov": float(by.loc["isolated+overhead", "error"]),
+                         "err_insitu": float(by.loc["insitu", "error"]),
+                         "err_insitu_ov": float(by.loc["insitu+overhead", "error"])})
             print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1, float_format="%.3f"),
                   flush=True)
     table = pd.DataFrame(rows)
     print()
     print(table.to_string(index=False, float_format="%.3f"))
-    iso_err, ins_err = table["err_isolated"].abs(), table["err_insitu"].abs()
+    errs = {c: table[f"err_{c}"].abs() for c in ("isolated", "isolated_ov", "insitu", "insitu_ov")}
     drift = ((table["e2e_after_ms"] - table["e2e_before_ms"]) / table["e2e_before_ms"]).abs()
-    summary(workloads=len(table), median_abs_err_isolated=float(np.median(iso_err)),
-            max_abs_err_isolated=float(iso_err.max()), median_abs_err_insitu=float(np.median(ins_err)),
-            max_abs_err_insitu=float(ins_err.max()), median_e2e_drift=float(np.median(drift)),
-            wall_s=time.perf_counter() - t0)
+    stats = {}
+    for c, e in errs.items():
+        stats[f"median_abs_err_{c}"] = float(np.median(e))
+        stats[f"max_abs_err_{c}"] = float(e.max())
+    summary(workloads=len(table), **stats, median_e2e_drift=float(np.median(drift)), wall_s=time.perf_counter() - t0)
 
 
 if __name__ == "__main__":

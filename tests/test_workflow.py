@@ -37,6 +37,7 @@ def test_database_holds_every_configuration_once(tiny_run):
     assert (meas["status"] == "ok").all() and meas["energy_j"].isna().all() and (meas["meter"] == "none").all()
     assert (meas["ci_low_s"] <= meas["median_s"]).all() and (meas["median_s"] <= meas["ci_high_s"]).all()
     assert meas["cpu_model"].notna().all() and (meas["threads"] == 1).all()
+    assert meas["cpus"].str.fullmatch(r"\d+").all()  # affinity: pin, threads 1: one CPU
     e2e = pd.read_parquet(db / "e2e.parquet")
     assert sorted(e2e["method"]) == ["dedicated"] * 3 + ["interleaved"] * 3 and (e2e["n"] >= 5).all()
 

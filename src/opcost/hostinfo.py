@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 import platform
 import socket
 
@@ -21,6 +22,59 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.lru_cache(maxsize=1)
+def llc_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """Size of the last-level (highest level) data/unified cache of CPU 0, or None where sysfs does not say."""
+    import glob
+
+    best = (0, None)
+    for d in glob.glob(f"{sysfs}/index*"):
+        try:
+            with open(f"{d}/level") as f:
+                level = int(f.read())
+            with open(f"{d}/type") as f:
+                kind = f.read().strip()
+            with open(f"{d}/size") as f:
+                size = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(size[-1:], 1)
+        value = int(size.rstrip("KMG")) * mult
+        if level > best[0]:
+            best = (level, value)
+    return best[1]
+
+
+def cpus() -> str:
+    """The CPUs this process may run on (its affinity), as a list: `0-1`."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return ""
+    runs, start = [], None
+    for i, c in enumerate(allowed):
+        if start is None:
+            start = c
+        if i + 1 == len(allowed) or allowed[i + 1] != c + 1:
+            runs.append(f"{start}-{c}" if c != start else str(c))
+            start = None
+    return ",".join(runs)
+
+
+def pin_threads(threads: int) -> str:
+    """Restrict this process to ``threads`` CPUs (the first ones it may use) so the OS cannot migrate the intra-op
+    threads onto fewer or other cores mid-measurement; returns the CPU list (unchanged where it has no more)."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) > threads:
+            os.sched_setaffinity(0, allowed[:threads])
+    except (AttributeError, OSError):
+        pass
+    return cpus()
+
+
 def host_facts(device: str) -> dict:
     """Columns shared by every measurement row (see tables._HOST)."""
     gpu_name = gpu_driver = None
@@ -28,7 +82,7 @@ def host_facts(device: str) -> dict:
         gpu_name = torch.cuda.get_device_name(torch.device(device))
         gpu_driver = _nvidia_driver()
     return {
-        "device": str(device), "threads": torch.get_num_threads(), "host": socket.gethostname(),
+        "device": str(device), "threads": torch.get_num_threads(), "cpus": cpus(), "host": socket.gethostname(),
         "cpu_model": cpu_model(), "gpu_name": gpu_name, "gpu_driver": gpu_driver,
         "torch_version": torch.__version__,
     }

@@ -8,10 +8,10 @@ import zlib
 import pandas as pd
 
 from .energy import NoMeter, missing
-from .hostinfo import host_facts, now
+from .hostinfo import host_facts, llc_bytes, now
 from .placement import DEFAULT, Placement, Placer, matches, plan, usable_tiers
 from .placement import Settings as PlacementSettings
-from .replay import ModelCache, build
+from .replay import ModelCache, build, input_bytes
 from .tables import MEASUREMENTS, SAMPLES, frame
 from .timing import TimingSettings, measure
 
@@ -30,12 +30,24 @@ def measurement_order(configs: pd.DataFrame) -> pd.DataFrame:
     return configs.assign(_k=key).sort_values("_k").drop(columns="_k")
 
 
+MAX_POOL = 64
+
+
+def pool_size(row: dict, cache: str, llc: int | None) -> int:
+    """Input copies a configuration rotates over: 1 for a warm cache; for a cold one enough copies to exceed twice
+    the last-level cache (at most :data:`MAX_POOL`; 1 where the inputs alone are larger)."""
+    if cache == "warm":
+        return 1
+    need = 2 * (llc or 32 * 1024 * 1024)
+    return int(min(MAX_POOL, max(1, -(-need // max(1, input_bytes(row))))))
+
+
 def _measure_config(row: dict, models: ModelCache, device: str, settings: TimingSettings, energy, placer=None,
-                    tiers=(), place_cfg=None) -> list[tuple]:
+                    tiers=(), place_cfg=None, pool: int = 1) -> list[tuple]:
     """[(placement text, verified text, phase, Measurement, energy columns)] for one configuration, one entry per
     placement and phase; raises when it cannot be replayed."""
     if placer is None:
-        rep = build(row, models, device)
+        rep = build(row, models, device, pool=pool)
         with rep.context():
             return [(DEFAULT, None, phase, measure(fn, settings, device), energy(fn)) for phase, fn in rep.callables()]
     probe = build(row, models, device)
@@ -47,7 +59,7 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
         plans = list(dict.fromkeys(Placement(p.inputs, p.params, p.inputs[alias]) for p in plans))
     out = []
     for plc in plans:
-        rep = build(row, models, device, plc, placer)
+        rep = build(row, models, device, plc, placer, pool=pool)
         try:
             with rep.context():
                 inputs = {t.untyped_storage().data_ptr() for t in rep.inputs}
@@ -88,7 +100,8 @@ def _rel_iqr(m) -> float:
 
 def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype: str,
                     settings: TimingSettings, remeasure: int = 1, on_result=None, energy=None,
-                    placement: PlacementSettings | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    placement: PlacementSettings | None = None, cache: str = "warm"
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
     rows, `samples` rows).
 
@@ -96,7 +109,8 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     another moment of the machine's life); per placement and phase the attempt with the lowest IQR/median is kept
     and ``attempts`` records how many were made. A configuration that cannot be replayed gets a row with status
     ``failed: ...`` and the others go on. ``on_result(rows, samples)`` is called once per finished configuration
-    (the journal hook). ``energy(fn)`` returns the energy columns of a phase (default: missing, meter none)."""
+    (the journal hook). ``energy(fn)`` returns the energy columns of a phase (default: missing, meter none).
+    ``cache``: ``warm`` (inputs reused) or ``cold`` (inputs rotate over a pool larger than the last-level cache)."""
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
     tiers, skipped = usable_tiers(placement, device) if placement.enabled else ([], {})
@@ -116,13 +130,15 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     final: dict[str, tuple] = {}  # config_id -> (rows, samples), built once, when the configuration is settled
     last_round = max(0, remeasure)
     fast = tiers[0].name if tiers else None
+    llc = llc_bytes()
     for round_ in range(1 + last_round):
         t_round = time.perf_counter()
         for k, cid in enumerate(todo, 1):
             row = by_id[cid]
             attempts[cid] = attempts.get(cid, 0) + 1
+            pool = pool_size(row, cache, llc)
             try:
-                result = _measure_config(row, models, device, settings, energy, placer, tiers, placement)
+                result = _measure_config(row, models, device, settings, energy, placer, tiers, placement, pool)
             except Exception as e:  # one bad configuration must not lose the others
                 log.warning("[%d/%d] %s %s failed: %s", k, len(todo), cid, row["op_type"], e)
                 failed[cid] = f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
@@ -142,7 +158,9 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                              f" (attempt {attempts[cid]})" if attempts[cid] > 1 else "", eta)
             still_noisy = cid in best and any(m.noisy for _, m, _ in best[cid].values())
             if not still_noisy or round_ == last_round:
-                final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid], facts, fast)
+                cache_state = "warm" if cache == "warm" else f"cold:{pool_size(row, cache, llc)}"
+                final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid], {**facts, "cache": cache_state},
+                                   fast)
                 if on_result is not None:
                     on_result(*final[cid])
         todo = [cid for cid in todo if cid not in final]

@@ -145,44 +145,68 @@ def _place_params(module: torch.nn.Module, tier: str, placer) -> Callable[[], No
     return restore
 
 
-def build(row: dict, models: ModelCache, device: str, placement=None, placer=None) -> Replay:
+def _rotation(sets: list[tuple[list, dict]]) -> Callable[[], tuple[list, dict]]:
+    """The argument set of the next call: always the same one (warm cache), or the next of a pool (cold cache)."""
+    if len(sets) == 1:
+        only = sets[0]
+        return lambda: only
+    state = {"i": -1}
+
+    def next_set():
+        state["i"] = (state["i"] + 1) % len(sets)
+        return sets[state["i"]]
+
+    return next_set
+
+
+def input_bytes(row: dict) -> int:
+    """Bytes of the tensor inputs of configuration ``row`` (what a cold-cache pool must multiply)."""
+    args, kwargs = _arguments(json.loads(row["replay"]), "cpu")
+    return sum(t.untyped_storage().nbytes() for t in _outputs(args) + _outputs(list(kwargs.values())))
+
+
+def build(row: dict, models: ModelCache, device: str, placement=None, placer=None, pool: int = 1) -> Replay:
     """A callable that performs one call of configuration ``row`` (a `configs` table row); with a
     :class:`opcost.placement.Placement` (and its ``placer``) inputs and parameters are on the requested tiers (call
-    ``close()`` after measuring to restore the shared model's parameters)."""
+    ``close()`` after measuring to restore the shared model's parameters). ``pool`` > 1: that many copies of the
+    inputs, used in turn (cold cache: each call reads inputs the previous calls did not touch)."""
     replay = json.loads(row["replay"])
     training = row["mode"] == "training"
     ctx = (lambda: torch.enable_grad()) if training else (lambda: torch.inference_mode())
     close = lambda: None  # noqa: E731
+    sets = [_arguments(replay, device, placement, placer) for _ in range(max(1, pool))]
+    next_set = _rotation(sets)
+    args, kwargs = sets[0]
     if row["scope"] == "module":
         module = models.get(replay["model"]).module.get_submodule(replay["path"])
         module.train(training)
-        args, kwargs = _arguments(replay, device, placement, placer)
         if placement is not None and placement.params is not None:
             close = _place_params(module, placement.params, placer)
         params = list(module.parameters()) + list(module.buffers())
         if training and getattr(module, "inplace", False):
             def forward():
-                return module(*[a.clone() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args],
-                              **kwargs)
+                a, kw = next_set()
+                return module(*[x.clone() if isinstance(x, torch.Tensor) and x.requires_grad else x for x in a], **kw)
         else:
             def forward():
-                return module(*args, **kwargs)
+                a, kw = next_set()
+                return module(*a, **kw)
 
         zero = lambda: module.zero_grad(set_to_none=True)  # noqa: E731
     else:
         op = op_overload(row["op"])
-        args, kwargs = _arguments(replay, device, placement, placer)
         params = []
         mutated = [i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
-        leaves = [t for t in _outputs(args) + _outputs(list(kwargs.values())) if t.requires_grad]
+        leaves = [t for a, kw in sets for t in _outputs(a) + _outputs(list(kw.values())) if t.requires_grad]
         if training and mutated:
             def forward():
-                call_args = [a.clone() if i in mutated and isinstance(a, torch.Tensor) and a.requires_grad else a
-                             for i, a in enumerate(args)]
-                return op(*call_args, **kwargs)
+                a, kw = next_set()
+                return op(*[x.clone() if i in mutated and isinstance(x, torch.Tensor) and x.requires_grad else x
+                            for i, x in enumerate(a)], **kw)
         else:
             def forward():
-                return op(*args, **kwargs)
+                a, kw = next_set()
+                return op(*a, **kw)
 
         def zero():
             for t in leaves:

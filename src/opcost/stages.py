@@ -34,6 +34,10 @@ def _prepare(config: dict) -> None:
 
     keep_freed_memory()  # same allocator behaviour for operator and end-to-end timing (see opcost.memory)
     torch.set_num_threads(int(config["threads"]))
+    if config["affinity"] == "pin":
+        from .hostinfo import pin_threads
+
+        log.info("pinned to CPUs %s", pin_threads(int(config["threads"])))
     device = config["device"]
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise OpcostError("config: device", f"{device!r} requested but torch finds no CUDA device on this host")
@@ -142,7 +146,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     settings = TimingSettings.from_config(config["profile"]["timing"])
     placement = PlacementSettings.from_config(config["placement"])
     key = settings_key(settings, config["device"], config["dtype"], config["threads"], config["profile"]["remeasure"],
-                       placement)
+                       placement, config["profile"]["cache"], config["affinity"])
     journal = Journal(Path(journal_dir) / f"profile_iter{iteration}_chunk{chunk}_{key}.jsonl")
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
     done = {r["config_id"] for r in done_rows}
@@ -151,7 +155,8 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     energy = _Energy(config)
     meas, samples = profile_configs(mine[~mine["config_id"].isin(done)], config["models"], config["device"],
                                     config["dtype"], settings, remeasure=int(config["profile"]["remeasure"]),
-                                    on_result=journal.append, energy=energy, placement=placement)
+                                    on_result=journal.append, energy=energy, placement=placement,
+                                    cache=config["profile"]["cache"])
     energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples], ignore_index=True)

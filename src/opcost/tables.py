@@ -48,6 +48,8 @@ _HOST = (
                               "tier per tensor, `in:<tier>,...;w:<tier>;out:<tier>` (inputs in argument order, "
                               "parameters and buffers, outputs; tiers from config `placement.tiers`)"),
     _c("threads", "Int64", "torch intra-op threads during the measurement"),
+    _c("cpus", "string", "CPUs the process was allowed to run on (affinity; `threads: pin` restricts it to as "
+                         "many CPUs as threads)"),
     _c("host", "string", "host name"),
     _c("cpu_model", "string", "CPU model name"),
     _c("gpu_name", "string", "GPU name, missing on CPU runs"),
@@ -141,6 +143,8 @@ MEASUREMENTS = Table(
                                       "not dropped; missing for `default`"),
         _c("baseline", "boolean", "`default` placement, or every tensor on the fast (first configured) tier: "
                                   "the rows predictions and the coverage loop use"),
+        _c("cache", "string", "isolated rows: `warm` (the same inputs every call) or `cold:N` (inputs rotate over N "
+                              "copies, together larger than the last-level cache); missing for in-situ rows"),
     ) + _STATS + _ENERGY,
 )
 

@@ -1,0 +1,68 @@
+"""Measurement conditions: cache state (warm / cold input pools), CPU affinity, last-level cache discovery."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from opcost.hostinfo import cpus, llc_bytes
+from opcost.profile import MAX_POOL, pool_size
+from opcost.replay import ModelCache, build, input_bytes
+
+SELECT = {"config_id": "x", "op": "aten.select.int", "op_type": "select", "scope": "functional",
+          "mode": "inference",
+          "replay": json.dumps({"args": [{"T": [64, 1024], "dtype": "float32", "stride": [1024, 1]}, 0, 1]})}
+
+
+def test_llc_is_the_highest_level_data_cache(tmp_path):
+    for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "32K"), (2, "Unified", "1024K"),
+                                             (3, "Unified", "32M")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert llc_bytes.__wrapped__(str(tmp_path)) == 32 * 1024 * 1024
+    assert llc_bytes.__wrapped__(str(tmp_path / "absent")) is None
+
+
+def test_cold_pool_exceeds_twice_the_llc_and_is_capped():
+    assert input_bytes(SELECT) == 64 * 1024 * 4
+    assert pool_size(SELECT, "warm", 32 << 20) == 1
+    assert pool_size(SELECT, "cold", 4 << 20) == 32  # 32 x 256 KiB = 8 MiB = 2 x LLC
+    assert pool_size(SELECT, "cold", 1 << 30) == MAX_POOL
+    assert pool_size(SELECT, "cold", 64 << 10) == 1  # inputs alone larger than twice the LLC
+
+
+@pytest.mark.parametrize("pool", [1, 4])
+def test_calls_rotate_over_the_input_pool(pool):
+    rep = build(SELECT, ModelCache({}, "cpu", "float32"), "cpu", pool=pool)
+    with rep.context():
+        ptrs = [rep.outputs()[0].untyped_storage().data_ptr() for _ in range(2 * pool)]
+    assert len(set(ptrs)) == pool  # select returns a view of its input: one storage per pool member
+    assert ptrs[:pool] == ptrs[pool:]  # in turn
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to restrict the affinity to one")
+def test_pinning_restricts_the_process_to_as_many_cpus_as_threads():
+    code = "from opcost.hostinfo import pin_threads; import os; print(pin_threads(1), len(os.sched_getaffinity(0)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    first = min(os.sched_getaffinity(0))
+    assert out == [str(first), "1"]
+    assert cpus()  # this process is untouched and reports its CPU list
+
+
+def test_profiling_records_the_cache_state():
+    from opcost.profile import profile_configs
+    from opcost.timing import TimingSettings
+
+    import pandas as pd
+
+    fast = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3, min_sample_s=0.0001)
+    configs = pd.DataFrame([SELECT])
+    warm, _ = profile_configs(configs, {}, "cpu", "float32", fast)
+    cold, _ = profile_configs(configs, {}, "cpu", "float32", fast, cache="cold")
+    assert warm["cache"].tolist() == ["warm"]
+    assert cold["cache"].tolist() == [f"cold:{pool_size(SELECT, 'cold', llc_bytes())}"]
+    assert (cold["status"] == "ok").all()
