@@ -52,7 +52,8 @@ def main() -> None:
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
             path = tr.record(wl, f"/tmp/opcost_bench_{model}_b{batch}.json.gz", iterations=10, warmup=3)
-            parts = tr.summarize(tr.parse(path), model, args.mode, batch, "cpu")
+            dilation = tr.profiler_dilation("/tmp/opcost_bench_calibration.json.gz")
+            parts = tr.summarize(tr.parse(path), model, args.mode, batch, "cpu", dilation)
             overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
             e2e = e_before.assign(median_s=(e_before["median_s"] + e_after["median_s"]) / 2)
             pred = predict(layers, pd.concat([iso, ins], ignore_index=True),
@@ -65,6 +66,7 @@ def main() -> None:
                          "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
                          "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
                          "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
+                         "dilation_us": dilation * 1e6,
                          "err_isolated": float(by.loc["isolated", "error"]),
                          "err_isolated_ov": float(by.loc["isolated+overhead", "error"]),
                          "err_insitu": float(by.loc["insitu", "error"]),

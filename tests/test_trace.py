@@ -334,3 +334,15 @@ def test_summaries_fit_their_tables_and_draw(gpu_trace, cpu_trace, tmp_path):
     figures.trace_overheads(both["trace_overhead_samples"].iloc[:0], tmp_path / "empty.png")
     for name in ("dominant.png", "overheads.png", "empty.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_profiler_dilation_is_measured_and_subtracted_from_gaps(tmp_path):
+    d = trace.profiler_dilation(tmp_path / "cal.json.gz", calls=300, repeats=3)
+    assert 0 < d < 1e-3  # the profiler costs something per call, far less than a millisecond
+    stats = pd.DataFrame({"op_type": ["aten::add", trace.ALL_TYPES, trace.END, trace.PROFILER],
+                          "kind": "T1", "mean_s": [5e-6, 5e-6, 9e-6, 2e-6]})
+    types = pd.DataFrame({"op_type": ["aten::add"], "calls": [10.0], "cpu_s": [1e-4], "device_s": [None],
+                          "launches": [0.0]})
+    model = trace.OverheadModel.from_tables(stats, types)
+    assert model.t1["aten::add"] == pytest.approx(3e-6) and model.tail == pytest.approx(7e-6)
+    assert model.gap_s({"aten::add": 10}) == pytest.approx(10 * 3e-6 + 7e-6)

@@ -216,7 +216,13 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
     tr.record(wl, out_trace, iterations=int(settings["iterations"]), warmup=int(settings["warmup"]),
               device=config["device"])
     tt = tr.parse(out_trace)
-    parts = tr.summarize(tt, model, mode, batch, config["device"])
+    dilation = None
+    if not config["device"].startswith("cuda"):  # CPU: gaps are host time, the profiler's bookkeeping among them
+        calib = Path(out_trace).with_name(f".{Path(out_trace).name}.calibration.json.gz")
+        dilation = tr.profiler_dilation(calib)
+        calib.unlink(missing_ok=True)
+        log.info("profiler cost per top-level call (calibrated, subtracted from gaps): %.2f us", dilation * 1e6)
+    parts = tr.summarize(tt, model, mode, batch, config["device"], dilation)
     for part in TRACE_PARTS:
         io.write_parquet(parts[f"trace_{part}"], out_tables[part], getattr(tables, f"TRACE_{part.upper()}"))
     check = tr.trace_prediction(tt)

@@ -360,7 +360,8 @@ TRACE_OVERHEADS = Table(
     "deviations of the mean.",
     _TRACE_KEY + (
         _c("op_type", "string", "as in `trace_overhead_samples`, or `<all>`: every op type pooled (without "
-                                "`<end>`)"),
+                                "`<end>`), or `<profiler>` (kind T1, CPU traces): the profiler's own cost per "
+                                "top-level call, calibrated in the same job and subtracted from T1 in predictions"),
         _c("kind", "string", "T1 ... T5"),
         _c("mean_s", "Float64", "mean of the kept samples, seconds"),
         _c("std_s", "Float64", "standard deviation of the kept samples, seconds"),

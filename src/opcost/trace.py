@@ -70,6 +70,7 @@ LAUNCH_NAMES = frozenset({
 })
 END = "<end>"  # pseudo op type: the gap from an iteration's last op (or kernel) to its end
 ALL_TYPES = "<all>"  # pooled statistics over every op type (T1: without <end>)
+PROFILER = "<profiler>"  # the profiler's own cost per top-level call, calibrated (see profiler_dilation)
 _STEP = re.compile(r"ProfilerStep#\d+$")
 
 
@@ -114,6 +115,34 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def profiler_dilation(path, calls: int = 2000, repeats: int = 7) -> float:
+    """Seconds the profiler adds per top-level op call, measured: a loop of ``calls`` cheap aten calls (an add of
+    one-element tensors under inference_mode) timed without the profiler and under :func:`record` (same settings;
+    its trace written to ``path``), median over ``repeats`` loops each. Gaps T1 in a trace include this
+    bookkeeping (the end of one op's record and the start of the next), which the unprofiled model never pays;
+    :class:`OverheadModel` subtracts it."""
+    import time
+
+    import torch
+
+    a, b = torch.ones(1), torch.ones(1)
+
+    def loop():
+        with torch.inference_mode():
+            for _ in range(calls):
+                torch.add(a, b)
+
+    loop()
+    plain = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        loop()
+        plain.append(time.perf_counter() - t0)
+    record(loop, path, iterations=repeats, warmup=1)
+    traced = float(iterations(parse(path))["span_s"].median())
+    return max(0.0, (traced - float(np.median(plain))) / calls)
 
 
 # ---------------------------------------------------------------------------------------------------- parsing
@@ -508,7 +537,8 @@ class OverheadModel:
     """The modelled CPU overheads of one traced workload, seconds.
 
     ``t1``: op type -> mean gap before a call; ``t1_default``: the pooled mean (for op types the trace lacks);
-    ``tail``: the ``<end>`` gap per iteration; ``host``: op type -> host-side time per call on GPU
+    ``tail``: the ``<end>`` gap per iteration (gaps net of the calibrated profiler cost per call, a
+    ``<profiler>`` T1 row of the statistics, where present); ``host``: op type -> host-side time per call on GPU
     (``T2 + L*T4 + (L-1)*T5 + T3`` for L >= 1 launches per call, else the op's mean CPU time); ``gpu``: whether
     the trace has device activity (then :func:`predict` takes the per-call maximum of host and device time)."""
 
@@ -528,6 +558,8 @@ class OverheadModel:
     def from_tables(cls, stats: pd.DataFrame, types: pd.DataFrame) -> OverheadModel:
         """From a `trace_overheads` and a `trace_op_types` frame of one workload (extra columns are ignored)."""
         mean = {(t, k): v for t, k, v in zip(stats["op_type"], stats["kind"], stats["mean_s"]) if pd.notna(v)}
+        dilation = float(mean.pop((PROFILER, "T1"), 0.0))  # the profiler's own cost in each gap
+        mean = {(t, k): max(0.0, v - dilation) if k == "T1" else v for (t, k), v in mean.items()}
         t1 = {t: v for (t, k), v in mean.items() if k == "T1" and t not in (END, ALL_TYPES)}
         gpu = bool(types["device_s"].notna().any()) if len(types) else False
         host = {}
@@ -587,13 +619,19 @@ def trace_prediction(tt: TraceTables) -> dict:
             "plain_error": plain / measured - 1, "iterations": tt.n_iterations, "calls": p["calls"]}
 
 
-def summarize(tt: TraceTables, model: str, mode: str, batch: int, device: str | None = None) -> dict:
+def summarize(tt: TraceTables, model: str, mode: str, batch: int, device: str | None = None,
+              dilation: float | None = None) -> dict:
     """The per-workload trace tables, keyed by table name, ready for :func:`opcost.io.write_parquet`:
-    `trace_op_types`, `trace_iterations`, `trace_op_kernels`, `trace_overheads`, `trace_overhead_samples`."""
+    `trace_op_types`, `trace_iterations`, `trace_op_kernels`, `trace_overheads`, `trace_overhead_samples`;
+    ``dilation`` (from :func:`profiler_dilation`) becomes the ``<profiler>`` row of `trace_overheads`."""
     key = {"model": model, "mode": mode, "batch": batch,
            "device": device or ("cuda" if tt.has_device else "cpu")}
     calls = op_calls(tt)
     samples = overhead_samples(tt, calls)
+    stats = overheads(samples)
+    if dilation is not None:
+        stats = pd.concat([stats, pd.DataFrame([{"op_type": PROFILER, "kind": "T1", "mean_s": dilation,
+                                                 "std_s": np.nan, "n": 1, "outliers": 0}])], ignore_index=True)
     parts = {TRACE_OP_TYPES: op_types(tt, calls), TRACE_ITERATIONS: iterations(tt, calls),
-             TRACE_OP_KERNELS: op_kernels(tt), TRACE_OVERHEADS: overheads(samples), TRACE_OVERHEAD_SAMPLES: samples}
+             TRACE_OP_KERNELS: op_kernels(tt), TRACE_OVERHEADS: stats, TRACE_OVERHEAD_SAMPLES: samples}
     return {t.name: frame(t, df.assign(**key)) for t, df in parts.items()}
