@@ -50,7 +50,7 @@ def test_unreachable_target_stops_at_max_iterations(tmp_path):
     text = (tmp_path / "results" / "loop" / "summary.txt").read_text()
     assert text.startswith("coverage loop: 2 iteration(s), stopped: max iterations (target 5000%)")
     assert "stopped: max iterations" in proc.stdout + proc.stderr
-    assert len(list((tmp_path / "results" / "figures").glob("*.png"))) == 9
+    assert len(list((tmp_path / "results" / "figures").glob("*.png"))) == 10
 
 
 def test_ranking_prefers_the_type_with_most_unattributed_time():

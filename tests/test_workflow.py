@@ -12,7 +12,7 @@ from tests.helpers import ROOT, TINY, snakemake
 
 def test_tiny_config_runs_to_figures(tiny_run):
     figs = sorted(p.name for p in (tiny_run / "results" / "figures").glob("*.png"))
-    assert figs == ["breakdown.png", "consistency.png", "convergence.png", "energy.png",
+    assert figs == ["breakdown.png", "consistency.png", "convergence.png", "coplace.png", "energy.png",
                     "placement.png", "predicted_vs_measured.png", "spread.png", "trace_breakdown.png",
                     "trace_overheads.png"]
     assert all((tiny_run / "results" / "figures" / f).stat().st_size > 10_000 for f in figs)
@@ -53,6 +53,22 @@ def test_placements_are_measured_verified_and_a_missing_tier_skipped(tiny_run):
     assert (iso.groupby(["config_id", "phase"])["baseline"].sum() == 1).all()
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
     assert set(pred["placement"]) == {"baseline"}
+
+
+def test_simultaneous_placement_profiling_covers_every_placement(tiny_run):
+    meas = pd.read_parquet(tiny_run / "results" / "db" / "measurements.parquet")
+    co = meas[meas["source"] == "coplace"]
+    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward")]
+    assert len(co) and co["placement_ok"].all() and (co["status"] == "ok").all()
+    modules = set(pd.read_parquet(tiny_run / "results" / "db" / "configs.parquet").query(
+        "scope == 'module' and mode == 'inference'")["config_id"])
+    # every placement of every inference leaf-module configuration, as measured in isolation, is covered co-placed
+    want = set(zip(iso["config_id"], iso["placement"])) & {(c, p) for c in modules for p in iso["placement"]}
+    assert want <= set(zip(co["config_id"], co["placement"]))
+    summary = json.loads((tiny_run / "results" / "coplace" / "mlp" / "inference_b2.summary.json").read_text())
+    assert summary["skipped"] is None and summary["rounds"] >= 2 and summary["placement_mismatches"] == 0
+    skipped = json.loads((tiny_run / "results" / "coplace" / "tiny_dlrm" / "training_b2.summary.json").read_text())
+    assert "inference only" in skipped["skipped"]
 
 
 def test_traces_are_recorded_analysed_and_feed_the_overhead_aware_prediction(tiny_run):

@@ -192,20 +192,23 @@ def energy(costed: pd.DataFrame, predictions: pd.DataFrame, measurements: pd.Dat
     _save(fig, path)
 
 
-def placement_class(placement: str) -> str:
+def placement_class(placement: str, fast: str | None = None) -> str:
     """A placement reduced to which tier each tensor role is on (inputs: one tier, or `mixed`), so that
-    configurations with different input counts share a column: ``in:pmem w:dram out:dram``."""
+    configurations with different input counts share a column: ``in:pmem w:dram out:dram``; parameters on the
+    ``fast`` tier are left out, so configurations with and without parameters share columns too."""
     from .placement import Placement
 
     p = Placement.parse(placement)
     ins = sorted(set(p.inputs))
     parts = [f"in:{ins[0] if len(ins) == 1 else 'mixed'}"] if ins else []
-    return " ".join(parts + ([f"w:{p.params}"] if p.params else []) + [f"out:{p.out}"])
+    return " ".join(parts + ([f"w:{p.params}"] if p.params and p.params != fast else []) + [f"out:{p.out}"])
 
 
 def placement_slowdowns(measurements: pd.DataFrame) -> pd.DataFrame:
     """Per isolated configuration, phase and placement: median time / the all-fast-tier median of the same
     configuration and phase (rows with a placement mismatch are left out)."""
+    from .placement import Placement
+
     m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
                      & (measurements["placement"] != "default") & measurements["placement_ok"].fillna(False)]
     if m.empty:
@@ -213,7 +216,9 @@ def placement_slowdowns(measurements: pd.DataFrame) -> pd.DataFrame:
     base = m[m["baseline"].fillna(False)].set_index(["config_id", "phase"])["median_s"]
     keys = list(zip(m["config_id"], m["phase"]))
     ref = pd.Series([base.get(k, np.nan) for k in keys], index=m.index, dtype=float)
-    out = m.assign(slowdown=m["median_s"].astype(float) / ref, cls=m["placement"].map(placement_class))
+    fast = Placement.parse(m.loc[m["baseline"].fillna(False), "placement"].iloc[0]).out if len(base) else None
+    out = m.assign(slowdown=m["median_s"].astype(float) / ref,
+                   cls=m["placement"].map(lambda p: placement_class(p, fast)))
     return out.dropna(subset=["slowdown"])[["config_id", "op_type", "phase", "placement", "cls", "slowdown"]]
 
 
@@ -229,7 +234,9 @@ def placement(measurements: pd.DataFrame, tiers: dict | None, path: Path) -> Non
                  f": a slowdown needs two.\n{why}")
         return
     fig, ax = plt.subplots(figsize=(1.2 * pivot.shape[1] + 3, 0.35 * len(pivot) + 2))
-    im = ax.imshow(pivot.to_numpy(dtype=float), cmap="Reds", aspect="auto", vmin=1.0)
+    values = pivot.to_numpy(dtype=float)
+    spread = max(0.05, float(np.nanmax(np.abs(values - 1.0))))
+    im = ax.imshow(values, cmap="RdBu_r", aspect="auto", vmin=1.0 - spread, vmax=1.0 + spread)
     for (i, j), v in np.ndenumerate(pivot.to_numpy(dtype=float)):
         if np.isfinite(v):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
@@ -248,17 +255,18 @@ def _message(path: Path, title: str, text: str) -> None:
     _save(fig, path)
 
 
-def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, tiers=None, traces=None
-             ) -> list[Path]:
+def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, tiers=None, traces=None,
+             coplace=None) -> list[Path]:
     """Every figure; ``traces``: the `trace_op_types`, `trace_iterations` and `trace_overhead_samples` frames
-    (keys ``op_types``, ``iterations``, ``overhead_samples``)."""
+    (keys ``op_types``, ``iterations``, ``overhead_samples``); ``coplace``: simultaneous placement profiling
+    summaries (JSON dicts), None or [] when it is not enabled."""
     from .predict import baseline
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = [outdir / f"{n}.png" for n in ("breakdown", "predicted_vs_measured", "spread", "consistency",
                                            "convergence", "energy", "placement", "trace_breakdown",
-                                           "trace_overheads")]
+                                           "trace_overheads", "coplace")]
     breakdown(costed, predictions[predictions["source"] == "isolated"], paths[0])
     predicted_vs_measured(predictions, paths[1])
     spread(measurements[(measurements["source"] == "isolated") & baseline(measurements)], e2e, paths[2])
@@ -270,7 +278,24 @@ def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, 
     empty = pd.DataFrame(columns=["model", "mode", "batch", "kind"])
     trace_breakdown(traces.get("op_types", empty), traces.get("iterations", empty), paths[7])
     trace_overheads(traces.get("overhead_samples", empty), paths[8])
+    _coplace(measurements, coplace, paths[9])
     return paths
+
+
+def _coplace(measurements: pd.DataFrame, summaries, path: Path) -> None:
+    from .coplace import compare
+
+    ran = [s for s in summaries or [] if not s.get("skipped")]
+    if not ran:
+        why = "; ".join(sorted({s["skipped"] for s in summaries or []})) or "placement.simultaneous is false"
+        _message(path, "Co-placed vs isolated placement slowdowns",
+                 f"simultaneous placement profiling not run:\n{why}")
+        return
+    source = measurements["source"]
+    cmp = compare(measurements[source == "coplace"], measurements[source == "isolated"])
+    wall = sum(s["wall_s"] for s in ran)
+    est = sum(s["isolated_estimate_s"] for s in ran)
+    coplace_consistency(cmp, path, est / wall if wall > 0 else None)
 
 
 _TRACE_KEY = ["model", "mode", "batch", "device"]
@@ -341,4 +366,34 @@ def trace_overheads(samples: pd.DataFrame, path: Path, top: int = 8) -> None:
         ax.set_title(f"{kind}: {what[kind]} (n={len(s)})", fontsize=10)
     fig.suptitle(f"CPU overheads per op type ({samples[_TRACE_KEY].drop_duplicates().shape[0]} workload(s))"
                  if set(_TRACE_KEY) <= set(samples.columns) else "CPU overheads per op type")
+    _save(fig, path)
+
+
+def coplace_consistency(compare_df: pd.DataFrame, path: Path, speedup: float | None = None) -> None:
+    """Co-placed against isolated placement slowdowns (:func:`opcost.coplace.compare`), one point per
+    (configuration, placement) off the fast tier; a text box gives the profiling-time speed-up when known."""
+    d = compare_df.dropna(subset=["slowdown_isolated", "slowdown_coplace"]) if len(compare_df) else compare_df
+    if len(d):
+        d = d[~d["baseline"].astype(bool)]
+    if not len(d):
+        _message(path, "Co-placed vs isolated placement slowdowns",
+                 "no (configuration, placement) pair off the fast tier measured both co-placed and isolated")
+        return
+    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    for op_type, q in d.groupby("op_type"):
+        ax.scatter(q["slowdown_isolated"], q["slowdown_coplace"], s=18, alpha=0.8, label=op_type)
+    lo = 0.9 * min(d["slowdown_isolated"].min(), d["slowdown_coplace"].min())
+    hi = 1.1 * max(d["slowdown_isolated"].max(), d["slowdown_coplace"].max())
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="co-placed = isolated")
+    ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="gray", alpha=0.15, label="±10%")
+    err = (d["slowdown_coplace"] - d["slowdown_isolated"]).abs().median()
+    text = f"{len(d)} placements\nmedian |difference| {err:.3f}"
+    if speedup is not None:
+        text += f"\nprofiling-time speed-up >= {speedup:.2f}x\n(isolated time estimated: a lower bound)"
+    ax.text(0.03, 0.97, text, transform=ax.transAxes, va="top", fontsize=8,
+            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8})
+    ax.set_xlabel("slowdown vs all on the fast tier, isolated")
+    ax.set_ylabel("slowdown vs all on the fast tier, co-placed in the model")
+    ax.set_title("Placement slowdowns: co-placed vs isolated")
+    ax.legend(fontsize=7, loc="lower right")
     _save(fig, path)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import glob
 import itertools
 import mmap
@@ -204,6 +205,7 @@ def plan(n_inputs: int, has_params: bool, tiers: list[str], params: str = "fixed
 # --- the OS and CUDA boundary --------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 

@@ -286,7 +286,7 @@ def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
 
 
 def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predictions_path, consistency_path,
-                 loop_path, outdir, tiers_path=None, trace_paths=None) -> None:
+                 loop_path, outdir, tiers_path=None, trace_paths=None, coplace_summaries=()) -> None:
     """All figures; ``trace_paths``: part name (`op_types`, `iterations`, `overhead_samples`) -> per-workload
     trace tables."""
     from .predict import costed_layers
@@ -300,8 +300,44 @@ def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predict
     tiers = io.read_json(tiers_path) if tiers_path else None
     traces = {part: io.read_many(paths, getattr(tables, f"TRACE_{part.upper()}"))
               for part, paths in (trace_paths or {}).items()}
-    for p in figures.make_all(costed, pred, meas, e2e_df, cons, io.read_json(loop_path), outdir, tiers, traces):
+    coplace = [io.read_json(p) for p in coplace_summaries]
+    for p in figures.make_all(costed, pred, meas, e2e_df, cons, io.read_json(loop_path), outdir, tiers, traces,
+                              coplace):
         log.info("wrote %s", p)
+
+
+def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary) -> dict:
+    """Simultaneous placement profiling of one workload (:mod:`opcost.coplace`): measurements with ``source =
+    coplace`` and a JSON summary (rounds, layers, placements covered, wall seconds, isolated-equivalent estimate).
+    Skipped, with an empty table and the reason in the summary, for training or fewer than two usable tiers."""
+    from .coplace import profile_coplace
+    from .placement import Settings as PlacementSettings, usable_tiers
+    from .timing import TimingSettings
+    from .workload import workload_key
+
+    _prepare(config)
+    placement = PlacementSettings.from_config(config["placement"])
+    tiers, skipped = usable_tiers(placement, config["device"]) if placement.enabled else ([], {})
+    why = None
+    if mode != "inference":
+        why = f"simultaneous placement profiling runs inference only, not {mode}"
+    elif len(tiers) < 2:
+        why = (f"{len(tiers)} usable placement tier(s) ({', '.join(t.name for t in tiers) or 'none'}): a placement "
+               "comparison needs two" + (f"; {'; '.join(skipped.values())}" if skipped else ""))
+    if why is not None:
+        log.warning("coplace %s %s b%s skipped: %s", model, mode, batch, why)
+        io.write_parquet(tables.frame(tables.MEASUREMENTS, []), out, tables.MEASUREMENTS)
+        io.write_json({"workload": workload_key(model, mode, int(batch)), "skipped": why, "rounds": 0}, out_summary)
+        return {"skipped": why}
+    wl = _workload(config, model, mode, batch)
+    meas, summary = profile_coplace(wl, TimingSettings.from_config(config["insitu"]["timing"]), config["device"],
+                                    placement)
+    io.write_parquet(meas, out, tables.MEASUREMENTS)
+    io.write_json({**summary, "skipped": None}, out_summary)
+    log.info("%s %s b%s: %d placements of %d leaf-module calls in %d rounds, %.1f s (isolated estimate %.1f s); "
+             "%d placement mismatches", model, mode, batch, summary["placements"], summary["layers"],
+             summary["rounds"], summary["wall_s"], summary["isolated_estimate_s"], summary["placement_mismatches"])
+    return summary
 
 
 def run_rule(smk, fn, *args, **kwargs):

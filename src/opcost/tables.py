@@ -129,8 +129,10 @@ MEASUREMENTS = Table(
         _c("config_id", "string", "operator configuration (see `configs`)"),
         _c("op_type", "string", "as in `layers`"),
         _c("mode", "string", "as in `layers`"),
-        _c("source", "string", "`isolated` (microbenchmark of the configuration alone) or `insitu` (timed inside "
-                               "real model iterations, all configurations at once)"),
+        _c("source", "string", "`isolated` (microbenchmark of the configuration alone), `insitu` (timed inside "
+                               "real model iterations, all configurations at once) or `coplace` (leaf-module "
+                               "calls timed inside real inference iterations under their placements, several "
+                               "layers co-placed per run; `workload` set like in-situ rows)"),
         _c("phase", "string", "`forward`, or `backward` (training only: the backward work the configuration causes)"),
         _c("workload", "string", "in-situ rows: the workload they were timed in (`model/mode/b{batch}`); "
                                  "missing for isolated rows"),

@@ -85,3 +85,15 @@ def get_trace_tables(part):
         return [f"results/trace/{m}/{mode}_b{b}.{part}.parquet" for m, mode, b in WORKLOADS]
 
     return inputs
+
+
+def get_coplace(kind):
+    """Input function: simultaneous placement profiling outputs (`table` or `summary`), when enabled."""
+
+    def inputs(wildcards=None):
+        if not config["placement"]["simultaneous"]:
+            return []
+        ext = "parquet" if kind == "table" else "summary.json"
+        return [f"results/coplace/{m}/{mode}_b{b}.{ext}" for m, mode, b in WORKLOADS]
+
+    return inputs

@@ -1,0 +1,15 @@
+rule coplace:
+    """Every placement of every leaf-module call of one inference workload, measured co-placed in a few model runs
+    (simultaneous placement profiling); skipped with a reason in the summary for training or fewer than two tiers."""
+    output:
+        table="results/coplace/{model}/{mode}_b{batch}.parquet",
+        summary="results/coplace/{model}/{mode}_b{batch}.summary.json",
+    log:
+        "logs/coplace/{model}/{mode}_b{batch}.log",
+    threads: config["threads"]
+    resources:
+        measure=1,
+    conda:
+        ENV
+    script:
+        "../../scripts/coplace.py"
