@@ -9,6 +9,7 @@ overhead-aware (`+ov`): plus the CPU overhead modelled from a Kineto trace of th
 type x mean gap T1, plus the tail gap; opcost.trace). Prints the error table and one SUMMARY line.
 
     python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--batches 1 8] [--threads 2]
+                                             [--cache warm|cold]
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def main() -> None:
     ap.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mode", default="inference")
+    ap.add_argument("--cache", default="warm", choices=["warm", "cold"], help="isolated profiling cache state")
     args = ap.parse_args()
     prepare(args.threads)
 
@@ -48,7 +50,7 @@ def main() -> None:
         for batch in args.batches:
             wl, layers, configs = workload_configs(model, batch, args.mode)
             e_before, _ = measure_e2e(wl, e2e_settings, "cpu")
-            iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings)
+            iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings, cache=args.cache)
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
             path = tr.record(wl, f"/tmp/opcost_bench_{model}_b{batch}.json.gz", iterations=10, warmup=3)

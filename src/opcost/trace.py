@@ -77,7 +77,8 @@ _STEP = re.compile(r"ProfilerStep#\d+$")
 # ---------------------------------------------------------------------------------------------------- recording
 
 
-def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | None = None) -> Path:
+def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | None = None,
+           record_shapes: bool = True) -> Path:
     """Profile ``iterations`` iterations after ``warmup`` unrecorded ones and write the Chrome trace to ``path``.
 
     ``runner`` is a :class:`opcost.workload.Workload` (its ``step()``: forward under inference_mode, or forward +
@@ -99,7 +100,7 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
     sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     sched = schedule(wait=0, warmup=warmup, active=iterations, repeat=1)
-    with profile(activities=activities, record_shapes=True, schedule=sched) as prof:
+    with profile(activities=activities, record_shapes=record_shapes, schedule=sched) as prof:
         for _ in range(warmup + iterations):
             with record_function(MARKER):
                 step()
@@ -117,7 +118,7 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
     return path
 
 
-def profiler_dilation(path, calls: int = 2000, repeats: int = 7) -> float:
+def profiler_dilation(path, calls: int = 2000, repeats: int = 7, record_shapes: bool = True) -> float:
     """Seconds the profiler adds per top-level op call, measured: a loop of ``calls`` cheap aten calls (an add of
     one-element tensors under inference_mode) timed without the profiler and under :func:`record` (same settings;
     its trace written to ``path``), median over ``repeats`` loops each. Gaps T1 in a trace include this
@@ -140,7 +141,7 @@ def profiler_dilation(path, calls: int = 2000, repeats: int = 7) -> float:
         t0 = time.perf_counter()
         loop()
         plain.append(time.perf_counter() - t0)
-    record(loop, path, iterations=repeats, warmup=1)
+    record(loop, path, iterations=repeats, warmup=1, record_shapes=record_shapes)
     traced = float(iterations(parse(path))["span_s"].median())
     return max(0.0, (traced - float(np.median(plain))) / calls)
 
