@@ -71,11 +71,11 @@ def test_noisy_configurations_are_remeasured_and_the_least_noisy_attempt_kept(mo
 
     calls = {"n": 0}
 
-    def fake_measure(row, models, device, settings, energy):
+    def fake_measure(row, models, device, settings, energy, *placement_and_pool):
         calls["n"] += 1
         noisy = calls["n"] == 1  # the first attempt of the first configuration is noisy, the rest are clean
         samples = np.array([1.0, 3.0] * 10) if noisy else np.full(20, 2.0)
-        return [("forward", Measurement(samples * 1e-3, 1, 0.0, settings), missing(NoMeter()))]
+        return [("default", None, "forward", Measurement(samples * 1e-3, 1, 0.0, settings), missing(NoMeter()))]
 
     monkeypatch.setattr(prof, "_measure_config", fake_measure)
     configs = pd.DataFrame([{"config_id": f"c{i}", "op_type": "x", "mode": "inference", "scope": "functional",
