@@ -54,3 +54,20 @@ def test_cli_show_and_predict(tiny_run):
                           capture_output=True, text=True, check=True).stdout
     assert pred.startswith("mlp inference b2 on cpu (isolated costs): predicted") and "Linear" in pred
     assert list(tables.LAYERS.names) == list(pd.read_parquet(tiny_run / "results" / "db" / "layers.parquet").columns)
+
+
+def test_a_database_from_an_older_opcost_still_reads_and_merges(tiny_run, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    added = ["placement_verified", "placement_ok", "baseline", "cache", "cpus"]  # columns added after version 1
+    for name in database.DB_TABLES:
+        df = pd.read_parquet(tiny_run / "results" / "db" / f"{name}.parquet")
+        df.drop(columns=[c for c in added if c in df.columns]).to_parquet(old / f"{name}.parquet")
+    meas = io.read_parquet(old / "measurements.parquet", tables.MEASUREMENTS)
+    assert meas["baseline"].isna().all() and meas["cpus"].isna().all()
+    merged = database.merge([old, old], tmp_path / "merged")  # idempotent on old rows too
+    assert len(merged["measurements"]) == len(meas)
+    bad = tmp_path / "bad.parquet"
+    pd.DataFrame({"nonsense": [1]}).to_parquet(bad)
+    with pytest.raises(OpcostError, match="bad.parquet: table measurements: extra columns"):
+        io.read_parquet(bad, tables.MEASUREMENTS)

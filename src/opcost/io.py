@@ -36,9 +36,14 @@ def write_parquet(df: pd.DataFrame, path, table: Table) -> None:
 
 
 def read_parquet(path, table: Table) -> pd.DataFrame:
-    """Read a table, checking its columns; a file from an older opcost gets a one-line error naming it."""
+    """Read a table, checking its columns. Columns added to the table since the file was written (by an older
+    opcost) read as missing values, so older databases stay mergeable; a file with unknown columns or of another
+    table gets a one-line error naming it."""
     try:
-        return frame(table, pd.read_parquet(path))
+        df = pd.read_parquet(path)
+        if len(df.columns):
+            df = df.assign(**{c: pd.NA for c in table.names if c not in df.columns})
+        return frame(table, df)
     except ValueError as e:
         raise OpcostError(str(path), f"{e}; it was written by another opcost version: delete it and rerun") from None
 
