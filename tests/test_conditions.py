@@ -33,6 +33,11 @@ def test_cold_pool_exceeds_twice_the_llc_and_is_capped():
     assert pool_size(SELECT, "cold", 4 << 20) == 32  # 32 x 256 KiB = 8 MiB = 2 x LLC
     assert pool_size(SELECT, "cold", 1 << 30) == MAX_POOL
     assert pool_size(SELECT, "cold", 64 << 10) == 1  # inputs alone larger than twice the LLC
+    from opcost.profile import _cache_label
+
+    assert _cache_label(SELECT, "cold", 4 << 20) == "cold:32"
+    assert _cache_label(SELECT, "cold", 1 << 30) == "cold-capped:64"  # 64 x 256 KiB still fits such a cache
+    assert _cache_label(SELECT, "cold", 64 << 10) == "cold:1"
 
 
 @pytest.mark.parametrize("pool", [1, 4])
@@ -54,7 +59,7 @@ def test_pinning_restricts_the_process_to_as_many_cpus_as_threads():
 
 
 def test_profiling_records_the_cache_state():
-    from opcost.profile import profile_configs
+    from opcost.profile import _cache_label, profile_configs
     from opcost.timing import TimingSettings
 
     import pandas as pd
@@ -64,5 +69,5 @@ def test_profiling_records_the_cache_state():
     warm, _ = profile_configs(configs, {}, "cpu", "float32", fast)
     cold, _ = profile_configs(configs, {}, "cpu", "float32", fast, cache="cold")
     assert warm["cache"].tolist() == ["warm"]
-    assert cold["cache"].tolist() == [f"cold:{pool_size(SELECT, 'cold', llc_bytes())}"]
+    assert cold["cache"].tolist() == [_cache_label(SELECT, "cold", llc_bytes())]
     assert (cold["status"] == "ok").all()

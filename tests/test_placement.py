@@ -157,3 +157,23 @@ def test_default_placement_when_no_tiers():
     assert set(meas["placement"]) == {"default"} and meas["baseline"].all()
     assert meas["placement_ok"].isna().all()
     assert isinstance(meas, pd.DataFrame)
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="get_mempolicy syscall number: x86_64 only")
+def test_output_binding_is_returned_to_the_default_policy():
+    import ctypes
+
+    placer = Placer([Tier("dram", "numa", 0)], "cpu")
+    out = torch.empty(1 << 16).fill_(1.0)
+    placer.bind_output(out, "dram")
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def policy(addr):  # get_mempolicy(MPOL_F_ADDR): the policy of the mapping at addr
+        mode, mask = ctypes.c_int(-1), ctypes.c_ulong(0)
+        assert libc.syscall(239, ctypes.byref(mode), ctypes.byref(mask), ctypes.c_ulong(64), ctypes.c_void_p(addr),
+                            2) == 0
+        return mode.value
+
+    assert policy(out.data_ptr()) == 2  # MPOL_BIND while the configuration is measured
+    placer.unbind_outputs()
+    assert policy(out.data_ptr()) == 0  # MPOL_DEFAULT for whatever the allocator puts there next

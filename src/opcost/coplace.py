@@ -305,11 +305,10 @@ class _Round:
             h.remove()
         self.held.clear()
         self.placed.clear()
-        tier = self.placer.tiers[fast]
-        for addr, nbytes, name in self.bound:  # memory the allocator keeps: back to the fast tier
-            if name != fast and self.placer.tiers[name].kind == "numa" and tier.kind == "numa":
+        for addr, nbytes, name in self.bound:  # memory the allocator keeps: back to the default policy
+            if self.placer.tiers[name].kind == "numa":
                 try:
-                    mbind(addr, nbytes, tier.where, move=True)
+                    mbind(addr, nbytes, None, move=True)
                 except OSError:  # unmapped since (a large block given back to the OS): nothing to undo
                     pass
 
@@ -352,7 +351,7 @@ def _run_round(wl: Workload, layers: list[Layer], assign: dict[int, Placement], 
         return dict(rnd.samples), verified, timed
     finally:
         rnd.close(fast)
-        for restore in restores:
+        for restore in reversed(restores):  # a weight tied between modules ends on its original tensor
             restore()
 
 

@@ -38,7 +38,7 @@ from .errors import OpcostError
 DEFAULT = "default"
 PAGE = mmap.PAGESIZE
 NODE_SYSFS = "/sys/devices/system/node"
-MPOL_BIND = 2
+MPOL_DEFAULT, MPOL_BIND = 0, 2
 MPOL_MF_MOVE = 2
 # (mbind, move_pages) syscall numbers; Python's os module exposes neither
 _SYSCALLS = {"x86_64": (237, 279), "aarch64": (235, 239), "ppc64le": (259, 301)}
@@ -102,8 +102,7 @@ def discover(sysfs: str | Path = NODE_SYSFS) -> dict:
                 if "MemTotal:" in line:
                     mem_kb = int(line.split()[-2])
         nodes.append({"node": int(d.name[4:]), "cpus": cpus, "mem_kb": mem_kb, "cpu_less": not cpus})
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
-        if torch.cuda.is_available() else []
+    gpus = [f"cuda:{i}" for i in range(torch.cuda.device_count())]  # no CUDA context started here
     return {"numa_nodes": nodes, "gpus": gpus, "numa_syscalls": platform.machine() in _SYSCALLS}
 
 
@@ -217,16 +216,18 @@ def _nodemask(node: int):
     return mask, words * 64
 
 
-def mbind(addr: int, length: int, node: int, move: bool = False) -> None:
-    """Bind [addr, addr+length) (page-aligned outward) to NUMA node ``node``; ``move`` migrates resident pages."""
+def mbind(addr: int, length: int, node: int | None, move: bool = False) -> None:
+    """Bind [addr, addr+length) (page-aligned outward) to NUMA node ``node`` (None: back to the default policy);
+    ``move`` migrates resident pages."""
     nr_mbind, _ = _SYSCALLS[platform.machine()]
     start = addr - addr % PAGE
     length = (addr + length - start + PAGE - 1) // PAGE * PAGE
-    mask, maxnode = _nodemask(node)
+    mask, maxnode = _nodemask(node) if node is not None else (None, 0)
     flags = MPOL_MF_MOVE if move else 0  # pages that cannot move are left; the check after measuring sees them
     libc = _libc()
-    if libc.syscall(nr_mbind, ctypes.c_void_p(start), ctypes.c_ulong(length), MPOL_BIND, mask,
-                    ctypes.c_ulong(maxnode + 1), ctypes.c_uint(flags)) != 0:
+    if libc.syscall(nr_mbind, ctypes.c_void_p(start), ctypes.c_ulong(length),
+                    MPOL_BIND if node is not None else MPOL_DEFAULT, mask, ctypes.c_ulong(maxnode + 1 if mask else 0),
+                    ctypes.c_uint(flags)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mbind to NUMA node {node} failed: {os.strerror(err)}")
 
@@ -276,7 +277,7 @@ class _Cuda:
     def memory_type(self, ptr: int) -> str:
         class Attr(ctypes.Structure):
             _fields_ = [("type", ctypes.c_int), ("device", ctypes.c_int), ("devicePointer", ctypes.c_void_p),
-                        ("hostPointer", ctypes.c_void_p)]
+                        ("hostPointer", ctypes.c_void_p), ("reserved", ctypes.c_long * 8)]  # CUDA 13 adds reserved
 
         a = Attr()
         rc = self.lib.cudaPointerGetAttributes(ctypes.byref(a), ctypes.c_void_p(ptr))
@@ -313,6 +314,7 @@ class Placer:
         self.tiers = {t.name: t for t in tiers}
         self.device = device
         self._cuda = None
+        self._bound: list[tuple[int, int]] = []  # heap ranges bound for outputs, to give back (unbind_outputs)
 
     @property
     def cuda(self) -> _Cuda:
@@ -351,6 +353,17 @@ class Placer:
         storage = t.untyped_storage()
         if tier.kind == "numa" and storage.nbytes():
             mbind(storage.data_ptr(), storage.nbytes(), tier.where, move=True)
+            self._bound.append((storage.data_ptr(), storage.nbytes()))
+
+    def unbind_outputs(self) -> None:
+        """Return the memory bound by :meth:`bind_output` to the default policy (the allocator keeps it and hands it
+        to later, unrelated tensors, which must not inherit a tier)."""
+        for addr, nbytes in self._bound:
+            try:
+                mbind(addr, nbytes, None)
+            except OSError:  # unmapped since (a large block given back to the OS): nothing to undo
+                pass
+        self._bound.clear()
 
     def where(self, t: torch.Tensor) -> str:
         """The tier the tensor's memory is on (tier name), ``mixed(...)``, or ``unverified: <why>``."""

@@ -33,8 +33,10 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     count x cost (total_s), from the baseline-placement measurements of one source and device."""
     ok = latest(measurements[(measurements["status"] == "ok") & (measurements["source"] == source)
                              & (measurements["device"] == device) & baseline(measurements)])
-    out = layers.assign(workload=_workload_col(layers))
     keys = ["workload", "config_id"] if source == "insitu" else ["config_id"]
+    # one baseline row per phase, the newest (merged databases may hold `default` and fast-tier rows of a config)
+    ok = ok.sort_values("timestamp").drop_duplicates(keys + ["phase"], keep="last")
+    out = layers.assign(workload=_workload_col(layers))
     cost = ok.groupby(keys, as_index=False).agg(median_s=("median_s", "sum"),
                                                 energy_j=("energy_j", lambda s: s.sum(min_count=1)))
     out = out.merge(cost, on=keys, how="left")
@@ -101,6 +103,7 @@ def consistency(layers: pd.DataFrame, measurements: pd.DataFrame, device: str) -
     """Isolated vs in-situ per (workload, configuration, phase)."""
     ok = latest(measurements[(measurements["status"] == "ok") & (measurements["device"] == device)
                              & baseline(measurements)])
+    ok = ok.sort_values("timestamp").drop_duplicates(["source", "workload", "config_id", "phase"], keep="last")
     rel = (ok["iqr_s"] / ok["median_s"]).astype("Float64")
     ok = ok.assign(rel_iqr=rel)
     iso = ok[ok["source"] == "isolated"][["config_id", "phase", "median_s", "rel_iqr"]]

@@ -42,6 +42,16 @@ def pool_size(row: dict, cache: str, llc: int | None) -> int:
     return int(min(MAX_POOL, max(1, -(-need // max(1, input_bytes(row))))))
 
 
+def _cache_label(row: dict, cache: str, llc: int | None) -> str:
+    """`warm`, `cold:N` (N input copies together over twice the LLC), or `cold-capped:N` (the pool cap left them
+    smaller: small inputs may still hit in cache)."""
+    if cache == "warm":
+        return "warm"
+    n = pool_size(row, cache, llc)
+    enough = n * input_bytes(row) >= 2 * (llc or 32 * 1024 * 1024) or n == 1
+    return f"{'cold' if enough else 'cold-capped'}:{n}"
+
+
 def _measure_config(row: dict, models: ModelCache, device: str, settings: TimingSettings, energy, placer=None,
                     tiers=(), place_cfg=None, pool: int = 1) -> list[tuple]:
     """[(placement text, verified text, phase, Measurement, energy columns)] for one configuration, one entry per
@@ -57,6 +67,8 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
         alias = _aliased_input(probe.inputs, probe.outputs())
     if alias is not None:  # in-place or view op: its output is an input's memory, so it sits on that input's tier
         plans = list(dict.fromkeys(Placement(p.inputs, p.params, p.inputs[alias]) for p in plans))
+    elif device.startswith("cuda"):  # outputs can be bound to CPU tiers only: on GPUs they stay in device memory
+        plans = list(dict.fromkeys(Placement(p.inputs, p.params, tiers[0].name) for p in plans))
     out = []
     for plc in plans:
         rep = build(row, models, device, plc, placer, pool=pool)
@@ -70,6 +82,7 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
                 verified = _verify(rep, placer)
         finally:
             rep.close()
+            placer.unbind_outputs()
         out += [(str(plc), verified, phase, m, e) for phase, m, e in results]
     return out
 
@@ -158,7 +171,7 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                              f" (attempt {attempts[cid]})" if attempts[cid] > 1 else "", eta)
             still_noisy = cid in best and any(m.noisy for _, m, _ in best[cid].values())
             if not still_noisy or round_ == last_round:
-                cache_state = "warm" if cache == "warm" else f"cold:{pool_size(row, cache, llc)}"
+                cache_state = _cache_label(row, cache, llc)
                 final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid], {**facts, "cache": cache_state},
                                    fast)
                 if on_result is not None:
@@ -191,6 +204,8 @@ def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | No
     rows, samples = [], []
     for (plc, phase), (ver, m, e) in result.items():
         baseline = plc == DEFAULT or set(Placement.parse(plc).tiers()) == {fast}
+        if phase != "forward":  # backward writes gradients to default memory: its placement is not verified
+            ver = None
         rows.append({**base, "phase": phase, "placement": plc, "placement_verified": ver,
                      "placement_ok": None if ver is None else matches_all(plc, ver), "baseline": baseline,
                      "status": "ok", **m.stats(), **e, "timestamp": now()})

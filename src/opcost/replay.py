@@ -68,6 +68,8 @@ def _outputs(out) -> list[torch.Tensor]:
         return [out]
     if isinstance(out, (list, tuple)):
         return [t for o in out for t in _outputs(o)]
+    if isinstance(out, dict):
+        return [t for o in out.values() for t in _outputs(o)]
     return []
 
 
@@ -135,13 +137,17 @@ def input_count(row: dict, device: str = "cpu") -> int:
 def _place_params(module: torch.nn.Module, tier: str, placer) -> Callable[[], None]:
     """Put the module's parameters and buffers on ``tier``; returns the function that puts the originals back."""
     saved = [(t, t.data) for t in list(module.parameters()) + list(module.buffers())]
-    for t, data in saved:
-        t.data = placer.place(data, tier)
 
     def restore():
         for t, data in saved:
             t.data = data
 
+    try:
+        for t, data in saved:
+            t.data = placer.place(data, tier)
+    except BaseException:
+        restore()  # the module is shared by every configuration replayed from it
+        raise
     return restore
 
 

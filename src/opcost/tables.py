@@ -48,8 +48,8 @@ _HOST = (
                               "tier per tensor, `in:<tier>,...;w:<tier>;out:<tier>` (inputs in argument order, "
                               "parameters and buffers, outputs; tiers from config `placement.tiers`)"),
     _c("threads", "Int64", "torch intra-op threads during the measurement"),
-    _c("cpus", "string", "CPUs the process was allowed to run on (affinity; `threads: pin` restricts it to as "
-                         "many CPUs as threads)"),
+    _c("cpus", "string", "CPUs the process was allowed to run on (affinity; config `affinity: pin` restricts it "
+                         "to as many CPUs as threads)"),
     _c("host", "string", "host name"),
     _c("cpu_model", "string", "CPU model name"),
     _c("gpu_name", "string", "GPU name, missing on CPU runs"),
@@ -138,15 +138,17 @@ MEASUREMENTS = Table(
                                  "missing for isolated rows"),
         _c("status", "string", "`ok`, or `failed: <reason>` (statistics then missing)"),
     ) + _HOST + (
-        _c("placement_verified", "string", "where the tensors were found after the measurement, same form as "
-                                           "`placement` (tier names; `mixed(...)` or `unverified: <why>` per "
-                                           "tensor where pages could not be attributed); missing for `default`"),
+        _c("placement_verified", "string", "forward rows: where the tensors were found after the measurement, "
+                                           "same form as `placement` (tier names; `mixed(...)` or `unverified: "
+                                           "<why>` per tensor where pages could not be attributed); missing for "
+                                           "`default` and backward rows"),
         _c("placement_ok", "boolean", "every tensor verified on its requested tier; false rows are flagged, "
-                                      "not dropped; missing for `default`"),
+                                      "not dropped; missing where not verified"),
         _c("baseline", "boolean", "`default` placement, or every tensor on the fast (first configured) tier: "
                                   "the rows predictions and the coverage loop use"),
-        _c("cache", "string", "isolated rows: `warm` (the same inputs every call) or `cold:N` (inputs rotate over N "
-                              "copies, together larger than the last-level cache); missing for in-situ rows"),
+        _c("cache", "string", "isolated rows: `warm` (the same inputs every call), `cold:N` (inputs rotate over N "
+                              "copies, together larger than twice the last-level cache) or `cold-capped:N` (the "
+                              "64-copy cap left the pool smaller); missing for in-situ rows"),
     ) + _STATS + _ENERGY,
 )
 
