@@ -177,3 +177,25 @@ def test_output_binding_is_returned_to_the_default_policy():
     assert policy(out.data_ptr()) == 2  # MPOL_BIND while the configuration is measured
     placer.unbind_outputs()
     assert policy(out.data_ptr()) == 0  # MPOL_DEFAULT for whatever the allocator puts there next
+
+
+def test_a_failing_placement_keeps_the_others(monkeypatch):
+    configs = _mlp_configs()
+    cfg = validate({"models": MLP, "placement": TWO_NAMES_NODE0})
+    real_place = Placer.place
+
+    def place(self, t, tier_name):
+        if tier_name == "near":
+            raise OSError(12, "Cannot allocate memory")  # e.g. the slow node is full
+        return real_place(self, t, tier_name)
+
+    monkeypatch.setattr(Placer, "place", place)
+    meas, _ = profile_configs(configs[configs["op_type"] == "Linear"], cfg["models"], "cpu", "float32", FAST,
+                              placement=Settings.from_config(cfg["placement"]))
+    base = meas[meas["baseline"]]
+    assert len(base) and (base["status"] == "ok").all() and base["placement_ok"].all()
+    moved_in = meas[meas["placement"].str.startswith("in:near")]  # copying an input onto `near` fails
+    assert len(moved_in) and moved_in["status"].str.startswith("failed: OSError").all()
+    assert moved_in["median_s"].isna().all()
+    out_only = meas[meas["placement"] == "in:dram;w:dram;out:near"]  # outputs are bound, not copied: measured
+    assert len(out_only) and (out_only["status"] == "ok").all()

@@ -70,9 +70,10 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
     elif device.startswith("cuda"):  # outputs can be bound to CPU tiers only: on GPUs they stay in device memory
         plans = list(dict.fromkeys(Placement(p.inputs, p.params, tiers[0].name) for p in plans))
     out = []
-    for plc in plans:
-        rep = build(row, models, device, plc, placer, pool=pool)
+    for k, plc in enumerate(plans):
+        rep = None
         try:
+            rep = build(row, models, device, plc, placer, pool=pool)
             with rep.context():
                 inputs = {t.untyped_storage().data_ptr() for t in rep.inputs}
                 for t in rep.outputs():  # outputs land on their tier: the allocator reuses the bound memory
@@ -80,8 +81,15 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
                         placer.bind_output(t, plc.out)
                 results = [(phase, measure(fn, settings, device), energy(fn)) for phase, fn in rep.callables()]
                 verified = _verify(rep, placer)
+        except Exception as e:
+            if k == 0:  # the all-fast placement: the configuration itself fails
+                raise
+            log.warning("%s %s placement %s failed: %s", row["config_id"], row["op_type"], plc, e)
+            out.append((str(plc), None, "forward", None, f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]))
+            continue  # the other placements, the baseline among them, are kept
         finally:
-            rep.close()
+            if rep is not None:
+                rep.close()
             placer.unbind_outputs()
         out += [(str(plc), verified, phase, m, e) for phase, m, e in results]
     return out
@@ -159,17 +167,20 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
             if result is not None:
                 failed.pop(cid, None)
                 old = best.setdefault(cid, {})
-                for plc, ver, ph, m, e in result:
-                    if (plc, ph) not in old or _rel_iqr(m) < _rel_iqr(old[(plc, ph)][1]):
+                for plc, ver, ph, m, e in result:  # m is None: this placement failed (e: the reason)
+                    prev = old.get((plc, ph))
+                    if prev is None or prev[1] is None or (m is not None and _rel_iqr(m) < _rel_iqr(prev[1])):
                         old[(plc, ph)] = (ver, m, e)
                 eta = (time.perf_counter() - t_round) / k * (len(todo) - k)
                 for plc, ver, ph, m, _ in result:
+                    if m is None:
+                        continue
                     log.info("[%d/%d] %s %-14s %-8s %s median %.3g ms n=%d rel_ci=%.3f%s%s%s  ETA %.0f s", k,
                              len(todo), cid, row["op_type"], ph, "" if plc == DEFAULT else plc, m.median * 1e3, m.n,
                              m.rel_ci, " NOISY" if m.noisy else "",
                              "" if ver is None or matches_all(plc, ver) else f" PLACEMENT MISMATCH ({ver})",
                              f" (attempt {attempts[cid]})" if attempts[cid] > 1 else "", eta)
-            still_noisy = cid in best and any(m.noisy for _, m, _ in best[cid].values())
+            still_noisy = cid in best and any(m is not None and m.noisy for _, m, _ in best[cid].values())
             if not still_noisy or round_ == last_round:
                 cache_state = _cache_label(row, cache, llc)
                 final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid], {**facts, "cache": cache_state},
@@ -204,6 +215,10 @@ def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | No
     rows, samples = [], []
     for (plc, phase), (ver, m, e) in result.items():
         baseline = plc == DEFAULT or set(Placement.parse(plc).tiers()) == {fast}
+        if m is None:  # one placement failed; e holds the reason
+            rows.append({**base, "phase": phase, "placement": plc, "placement_verified": None, "placement_ok": None,
+                         "baseline": baseline, "status": e, **missing(NoMeter()), "timestamp": now()})
+            continue
         if phase != "forward":  # backward writes gradients to default memory: its placement is not verified
             ver = None
         rows.append({**base, "phase": phase, "placement": plc, "placement_verified": ver,
