@@ -34,6 +34,7 @@ modified instead of its argument; as in isolated profiling, outputs are bound to
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -49,10 +50,10 @@ from .errors import OpcostError
 from .extract import Capture, record_calls
 from .hostinfo import host_facts, now
 from .insitu import _clock
-from .placement import Placement, Placer, mbind, plan, usable_tiers
+from .placement import Placement, Placer, aliased_input, mbind, plan, storages, usable_tiers
 from .placement import Settings as PlacementSettings
 from .profile import matches_all
-from .replay import _outputs, _place_params
+from .replay import _map_tensors, _outputs, _place_params
 from .tables import MEASUREMENTS, frame
 from .timing import Measurement, TimingSettings
 from .workload import Workload, workload_key
@@ -77,7 +78,7 @@ class Layer:
 
 
 def is_baseline(p: Placement, fast: str) -> bool:
-    return set(p.tiers()) == {fast}
+    return p.all_on(fast)
 
 
 # --- the schedule ------------------------------------------------------------------------------------------------
@@ -147,21 +148,8 @@ def _tensor_inputs(args, kwargs) -> list[torch.Tensor]:
 
 def _map_inputs(args, kwargs, fn):
     """(args, kwargs) with tensor k (same order as :func:`_tensor_inputs`) replaced by ``fn(k, tensor)``."""
-    k = iter(range(1 << 30))
-
-    def walk(obj):
-        if isinstance(obj, torch.Tensor):
-            return fn(next(k), obj)
-        if isinstance(obj, (list, tuple)):
-            return type(obj)(walk(x) for x in obj)
-        return obj
-
-    new_args = tuple(walk(a) for a in args)
-    return new_args, {name: walk(v) for name, v in kwargs.items()}
-
-
-def _storages(tensors) -> set[int]:
-    return {t.untyped_storage().data_ptr() for t in tensors}
+    k = itertools.count()
+    return _map_tensors(tuple(args), lambda t: fn(next(k), t)), _map_tensors(dict(kwargs), lambda t: fn(next(k), t))
 
 
 def _probe(wl: Workload, count: int) -> list[tuple[int, bool, int | None]]:
@@ -177,9 +165,7 @@ def _probe(wl: Workload, count: int) -> list[tuple[int, bool, int | None]]:
     def post(mod, args, out):
         depth[0] -= 1
         if depth[0] == 0:
-            outs = _outputs(out)
-            first = outs[0].untyped_storage().data_ptr() if outs else None
-            alias = next((j for j, t in enumerate(inputs[0]) if t.untyped_storage().data_ptr() == first), None)
+            alias = aliased_input(inputs[0], _outputs(out))
             found.append((len(inputs[0]), bool(list(mod.parameters()) + list(mod.buffers())), alias))
 
     handles = []
@@ -208,9 +194,7 @@ def layers_of(wl: Workload, tiers: list[str], settings: PlacementSettings, captu
     probed = _probe(wl, len(calls))
     out = []
     for k, ((call, cid), (n_in, has_params, alias)) in enumerate(zip(calls, probed)):
-        plans = plan(n_in, has_params, tiers, settings.params, settings.max_per_config)
-        if alias is not None:
-            plans = list(dict.fromkeys(Placement(p.inputs, p.params, p.inputs[alias]) for p in plans))
+        plans = plan(n_in, has_params, tiers, settings.params, settings.max_per_config, alias)
         out.append(Layer(k, cid, call.op_type, call.path, wl.model.module.get_submodule(call.path), n_in,
                          has_params, alias, plans))
     return out
@@ -281,7 +265,7 @@ class _Round:
         self.held[self.cur] = outs
         if self.timing:  # binding is a syscall that disturbs the machine (page migration): warm-up only
             return
-        inputs = _storages(self.placed.get(self.cur, []))
+        inputs = storages(self.placed.get(self.cur, []))
         for o in outs:
             st = o.untyped_storage()
             if st.data_ptr() not in inputs and st.nbytes():
@@ -289,16 +273,11 @@ class _Round:
                 self.bound.add((st.data_ptr(), st.nbytes(), plc.out))
 
     def verify(self, i: int) -> str:
-        where = self.placer.where
-
-        def one(tensors):
-            found = sorted({where(t) for t in tensors} - {"empty"})
-            return "+".join(found) if found else "empty"
-
         layer = self.layers[i]
         params = list(layer.module.parameters()) + list(layer.module.buffers())
-        return str(Placement(tuple(where(t) for t in self.placed.get(i, [])),
-                             one(params) if layer.has_params else None, one(self.held.get(i, []))))
+        return str(Placement(tuple(self.placer.where(t) for t in self.placed.get(i, [])),
+                             self.placer.where_all(params) if layer.has_params else None,
+                             self.placer.where_all(self.held.get(i, []))))
 
     def close(self, fast: str) -> None:
         for h in self.handles:

@@ -14,10 +14,11 @@ from .errors import OpcostError
 from .tables import SCHEMA_VERSION, Table, frame
 
 
-def _atomic(path: Path, write) -> None:
+def atomic(path: Path, write, suffix: str = "") -> None:
+    """Write ``path`` through ``write(tmp)`` on a temporary file beside it (ending in ``suffix``), then rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     try:
         write(tmp)
@@ -32,7 +33,7 @@ def write_parquet(df: pd.DataFrame, path, table: Table) -> None:
     tab = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(tab.schema.metadata or {})
     meta[b"opcost_schema"] = f"{table.name}:{SCHEMA_VERSION}".encode()
-    _atomic(path, lambda tmp: pq.write_table(tab.replace_schema_metadata(meta), tmp))
+    atomic(path, lambda tmp: pq.write_table(tab.replace_schema_metadata(meta), tmp))
 
 
 def read_parquet(path, table: Table) -> pd.DataFrame:
@@ -55,7 +56,7 @@ def read_many(paths, table: Table) -> pd.DataFrame:
 
 
 def write_text(text: str, path) -> None:
-    _atomic(path, lambda tmp: Path(tmp).write_text(text))
+    atomic(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def read_json(path):

@@ -159,18 +159,25 @@ class Placement:
     def tiers(self) -> list[str]:
         return list(self.inputs) + ([self.params] if self.params is not None else []) + [self.out]
 
+    def all_on(self, tier: str) -> bool:
+        """Every tensor on ``tier`` (with the fast tier: the baseline placement)."""
+        return set(self.tiers()) == {tier}
+
     @classmethod
     def parse(cls, text: str) -> "Placement":
         parts = dict(p.split(":", 1) for p in text.split(";"))
         return cls(tuple(parts["in"].split(",")) if parts.get("in") else (), parts.get("w"), parts["out"])
 
 
-def plan(n_inputs: int, has_params: bool, tiers: list[str], params: str = "fixed", cap: int = 8
-         ) -> list[Placement]:
+def plan(n_inputs: int, has_params: bool, tiers: list[str], params: str = "fixed", cap: int = 8,
+         alias: int | None = None, out_tier: str | None = None) -> list[Placement]:
     """The placements to measure for a configuration, at most ``cap``: a sample of the product of tiers over inputs,
     parameters and outputs. First all on the fast (first) tier, then all on each other tier, then placements with one
     tensor off the fast tier, then two, ... (generated lazily: an op with many inputs never enumerates the product).
-    With ``params: fixed`` parameters stay on the fast tier, as in AutoTM."""
+    With ``params: fixed`` parameters stay on the fast tier, as in AutoTM. The output cannot always go its own way:
+    with ``alias`` (an in-place or view op: its output is input ``alias``'s memory) it is on that input's tier, with
+    ``out_tier`` (e.g. GPU outputs, which stay in device memory) on that tier; placements that become equal are
+    kept once."""
     if not tiers:
         return []
     fast, slow = tiers[0], tiers[1:]
@@ -198,7 +205,22 @@ def plan(n_inputs: int, has_params: bool, tiers: list[str], params: str = "fixed
             out.append(p)
         if len(out) >= max(1, cap):
             break
+    if alias is not None:
+        out = list(dict.fromkeys(Placement(p.inputs, p.params, p.inputs[alias]) for p in out))
+    elif out_tier is not None:
+        out = list(dict.fromkeys(Placement(p.inputs, p.params, out_tier) for p in out))
     return out
+
+
+def storages(tensors) -> set[int]:
+    """The addresses of the storages behind ``tensors`` (views share their base's)."""
+    return {t.untyped_storage().data_ptr() for t in tensors}
+
+
+def aliased_input(inputs, outputs) -> int | None:
+    """Index of the input whose memory the (first) output shares, if any."""
+    first = storages(outputs[:1])
+    return next((i for i, t in enumerate(inputs) if t.untyped_storage().data_ptr() in first), None)
 
 
 # --- the OS and CUDA boundary --------------------------------------------------------------------------------------
@@ -364,6 +386,11 @@ class Placer:
             except OSError:  # unmapped since (a large block given back to the OS): nothing to undo
                 pass
         self._bound.clear()
+
+    def where_all(self, tensors) -> str:
+        """Where a group of tensors is (e.g. a module's parameters): the tiers found, joined by ``+``."""
+        found = sorted({self.where(t) for t in tensors} - {"empty"})
+        return "+".join(found) if found else "empty"
 
     def where(self, t: torch.Tensor) -> str:
         """The tier the tensor's memory is on (tier name), ``mixed(...)``, or ``unverified: <why>``."""

@@ -27,15 +27,20 @@ def baseline(measurements: pd.DataFrame) -> pd.Series:
     return measurements["baseline"].astype("boolean").fillna(default).astype(bool)
 
 
+def _baseline_ok(measurements: pd.DataFrame, device: str) -> pd.DataFrame:
+    """The `ok` baseline-placement rows of ``device``: the newest row per source, workload, configuration and phase
+    (merged databases may hold both `default` and fast-tier rows of a configuration)."""
+    return latest(measurements[(measurements["status"] == "ok") & (measurements["device"] == device)
+                               & baseline(measurements)], ("config_id", "source", "phase", "workload", "device"))
+
+
 def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
                   source: str = "isolated") -> pd.DataFrame:
     """Layer rows with their cost per call (median_s, summed over phases; missing when unmeasured or failed) and
     count x cost (total_s), from the baseline-placement measurements of one source and device."""
-    ok = latest(measurements[(measurements["status"] == "ok") & (measurements["source"] == source)
-                             & (measurements["device"] == device) & baseline(measurements)])
+    ok = _baseline_ok(measurements, device)
+    ok = ok[ok["source"] == source]
     keys = ["workload", "config_id"] if source == "insitu" else ["config_id"]
-    # one baseline row per phase, the newest (merged databases may hold `default` and fast-tier rows of a config)
-    ok = ok.sort_values("timestamp").drop_duplicates(keys + ["phase"], keep="last")
     out = layers.assign(workload=_workload_col(layers))
     cost = ok.groupby(keys, as_index=False).agg(median_s=("median_s", "sum"),
                                                 energy_j=("energy_j", lambda s: s.sum(min_count=1)))
@@ -101,9 +106,7 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
 
 def consistency(layers: pd.DataFrame, measurements: pd.DataFrame, device: str) -> pd.DataFrame:
     """Isolated vs in-situ per (workload, configuration, phase)."""
-    ok = latest(measurements[(measurements["status"] == "ok") & (measurements["device"] == device)
-                             & baseline(measurements)])
-    ok = ok.sort_values("timestamp").drop_duplicates(["source", "workload", "config_id", "phase"], keep="last")
+    ok = _baseline_ok(measurements, device)
     rel = (ok["iqr_s"] / ok["median_s"]).astype("Float64")
     ok = ok.assign(rel_iqr=rel)
     iso = ok[ok["source"] == "isolated"][["config_id", "phase", "median_s", "rel_iqr"]]

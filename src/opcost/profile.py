@@ -9,7 +9,7 @@ import pandas as pd
 
 from .energy import NoMeter, missing
 from .hostinfo import host_facts, llc_bytes, now
-from .placement import DEFAULT, Placement, Placer, matches, plan, usable_tiers
+from .placement import DEFAULT, Placement, Placer, aliased_input, matches, plan, storages, usable_tiers
 from .placement import Settings as PlacementSettings
 from .replay import ModelCache, build, input_bytes
 from .tables import MEASUREMENTS, SAMPLES, frame
@@ -61,21 +61,18 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
         with rep.context():
             return [(DEFAULT, None, phase, measure(fn, settings, device), energy(fn)) for phase, fn in rep.callables()]
     probe = build(row, models, device)
-    plans = plan(len(probe.inputs), bool(probe.params), [t.name for t in tiers], place_cfg.params,
-                 place_cfg.max_per_config)
     with probe.context():
-        alias = _aliased_input(probe.inputs, probe.outputs())
-    if alias is not None:  # in-place or view op: its output is an input's memory, so it sits on that input's tier
-        plans = list(dict.fromkeys(Placement(p.inputs, p.params, p.inputs[alias]) for p in plans))
-    elif device.startswith("cuda"):  # outputs can be bound to CPU tiers only: on GPUs they stay in device memory
-        plans = list(dict.fromkeys(Placement(p.inputs, p.params, tiers[0].name) for p in plans))
+        alias = aliased_input(probe.inputs, probe.outputs())
+    # outputs can be bound to CPU tiers only: on GPUs they stay in device memory (the fast tier)
+    plans = plan(len(probe.inputs), bool(probe.params), [t.name for t in tiers], place_cfg.params,
+                 place_cfg.max_per_config, alias, tiers[0].name if device.startswith("cuda") else None)
     out = []
     for k, plc in enumerate(plans):
         rep = None
         try:
             rep = build(row, models, device, plc, placer, pool=pool)
             with rep.context():
-                inputs = {t.untyped_storage().data_ptr() for t in rep.inputs}
+                inputs = storages(rep.inputs)
                 for t in rep.outputs():  # outputs land on their tier: the allocator reuses the bound memory
                     if t.untyped_storage().data_ptr() not in inputs:  # not a view of an input (already placed)
                         placer.bind_output(t, plc.out)
@@ -95,24 +92,10 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
     return out
 
 
-def _aliased_input(inputs, outputs) -> int | None:
-    """Index of the input whose memory the (first) output shares, if any."""
-    for o in outputs[:1]:
-        for i, t in enumerate(inputs):
-            if o.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
-                return i
-    return None
-
-
 def _verify(rep, placer) -> str:
     """Where the inputs, parameters and (a fresh call's) outputs really are, in the ``placement`` text form."""
-    def one(tensors):
-        found = sorted({placer.where(t) for t in tensors} - {"empty"})
-        return "+".join(found) if found else "empty"
-
-    outs = rep.outputs()
-    return str(Placement(tuple(placer.where(t) for t in rep.inputs), one(rep.params) if rep.params else None,
-                         one(outs)))
+    return str(Placement(tuple(placer.where(t) for t in rep.inputs),
+                         placer.where_all(rep.params) if rep.params else None, placer.where_all(rep.outputs())))
 
 
 def _rel_iqr(m) -> float:
@@ -214,7 +197,7 @@ def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | No
                  "status": failure or "failed: not measured", **missing(NoMeter()), "timestamp": now()}], []
     rows, samples = [], []
     for (plc, phase), (ver, m, e) in result.items():
-        baseline = plc == DEFAULT or set(Placement.parse(plc).tiers()) == {fast}
+        baseline = plc == DEFAULT or Placement.parse(plc).all_on(fast)
         if m is None:  # one placement failed; e holds the reason
             rows.append({**base, "phase": phase, "placement": plc, "placement_verified": None, "placement_ok": None,
                          "baseline": baseline, "status": e, **missing(NoMeter()), "timestamp": now()})

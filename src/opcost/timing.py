@@ -49,13 +49,18 @@ def median_ci(sorted_samples: np.ndarray, level: float = 0.95) -> tuple[float, f
     return float(sorted_samples[lo]), float(sorted_samples[max(lo, hi)])
 
 
+def within_sigma(samples: np.ndarray, k: float = 3.0) -> np.ndarray:
+    """The samples within k standard deviations of their mean (all of them when the deviation is 0)."""
+    mu, sd = float(np.mean(samples)), float(np.std(samples))
+    return samples[np.abs(samples - mu) <= k * sd] if sd > 0 else samples
+
+
 def trimmed_mean(samples: np.ndarray, k: float = 3.0) -> float:
     """Mean of the samples within k standard deviations of the mean (the seeds' 3-sigma trimmed mean)."""
     if len(samples) == 0:
         return math.nan
-    mu, sd = float(np.mean(samples)), float(np.std(samples))
-    kept = samples[np.abs(samples - mu) <= k * sd] if sd > 0 else samples
-    return float(np.mean(kept)) if len(kept) else mu
+    kept = within_sigma(samples, k)
+    return float(np.mean(kept)) if len(kept) else float(np.mean(samples))
 
 
 @dataclass

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ from .tables import (
     TRACE_OVERHEADS,
     frame,
 )
+from .timing import within_sigma
 
 MARKER = "opcost_iteration"
 HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
@@ -106,15 +106,11 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
                 step()
                 sync()
             prof.step()
+    from .io import atomic
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     suffix = ".json.gz" if path.name.endswith(".gz") else ".json"  # torch gzips when the name ends in .gz
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{suffix}")
-    try:
-        prof.export_chrome_trace(str(tmp))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic(path, lambda tmp: prof.export_chrome_trace(str(tmp)), suffix)
     return path
 
 
@@ -404,11 +400,6 @@ def overhead_samples(tt: TraceTables, calls: pd.DataFrame | None = None) -> pd.D
     return out.sort_values(["kind", "iteration", "op_id"], kind="stable", ignore_index=True)
 
 
-def _trimmed(x: np.ndarray, k: float = 3.0) -> np.ndarray:
-    mu, sd = float(np.mean(x)), float(np.std(x))
-    return x[np.abs(x - mu) <= k * sd] if sd > 0 else x
-
-
 def overheads(samples: pd.DataFrame) -> pd.DataFrame:
     """Per (op_type, kind): mean_s, std_s, n of the samples within 3 standard deviations of the mean, and outliers
     (samples dropped); plus op_type ``<all>`` pooling every op type of a kind (T1: without ``<end>``)."""
@@ -416,7 +407,7 @@ def overheads(samples: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (op_type, kind), g in pd.concat([samples, pooled]).groupby(["op_type", "kind"], sort=True):
         x = g["seconds"].dropna().to_numpy(dtype=float)
-        kept = _trimmed(x) if len(x) else x
+        kept = within_sigma(x) if len(x) else x
         rows.append({"op_type": op_type, "kind": kind, "mean_s": float(np.mean(kept)) if len(kept) else np.nan,
                      "std_s": float(np.std(kept)) if len(kept) else np.nan, "n": len(kept),
                      "outliers": len(x) - len(kept)})
