@@ -53,7 +53,7 @@ from .insitu import _clock
 from .placement import Placement, Placer, aliased_input, mbind, plan, storages, usable_tiers
 from .placement import Settings as PlacementSettings
 from .profile import matches_all
-from .replay import _map_tensors, _outputs, _place_params
+from .replay import _map_tensors, _outputs, _place_params, tensor_inputs
 from .tables import MEASUREMENTS, frame
 from .timing import Measurement, TimingSettings
 from .workload import Workload, workload_key
@@ -141,13 +141,8 @@ def _leaves(module: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in module.modules() if next(m.children(), None) is None]
 
 
-def _tensor_inputs(args, kwargs) -> list[torch.Tensor]:
-    """The call's tensor inputs in the order isolated replay counts them (args, then keyword values)."""
-    return _outputs(list(args)) + _outputs(list(kwargs.values()))
-
-
 def _map_inputs(args, kwargs, fn):
-    """(args, kwargs) with tensor k (same order as :func:`_tensor_inputs`) replaced by ``fn(k, tensor)``."""
+    """(args, kwargs) with tensor k (in :func:`opcost.replay.tensor_inputs` order) replaced by ``fn(k, tensor)``."""
     k = itertools.count()
     return _map_tensors(tuple(args), lambda t: fn(next(k), t)), _map_tensors(dict(kwargs), lambda t: fn(next(k), t))
 
@@ -159,7 +154,7 @@ def _probe(wl: Workload, count: int) -> list[tuple[int, bool, int | None]]:
 
     def pre(mod, args, kwargs):
         if depth[0] == 0:
-            inputs[0] = _tensor_inputs(args, kwargs)
+            inputs[0] = tensor_inputs(args, kwargs)
         depth[0] += 1
 
     def post(mod, args, out):

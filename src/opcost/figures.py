@@ -25,13 +25,18 @@ def _save(fig, path: Path) -> None:
     tmp.replace(path)
 
 
+def _top_or_other(df: pd.DataFrame, keys: list[str], value: str, top: int) -> tuple[pd.DataFrame, list[str]]:
+    """``df`` with op types outside the ``top`` that matter most to some workload (by share of that workload's own
+    total, not of the biggest workload) folded into `other`, and that top list."""
+    share = df[value] / df.groupby(keys)[value].transform("sum")
+    kept = share.groupby(df["op_type"]).max().nlargest(top).index.tolist()
+    return df.assign(op_type=df["op_type"].where(df["op_type"].isin(kept), "other")), kept
+
+
 def breakdown(costed: pd.DataFrame, predictions: pd.DataFrame, path: Path) -> None:
     """Per workload: predicted time by op type as a fraction of the measured end-to-end time."""
     per_type = costed.groupby(["model", "mode", "batch", "op_type"], as_index=False)["total_s"].sum()
-    # the op types that matter most to some workload (by share of its own predicted time), not to the biggest model
-    share = per_type["total_s"] / per_type.groupby(["model", "mode", "batch"])["total_s"].transform("sum")
-    top = share.groupby(per_type["op_type"]).max().nlargest(TOP_TYPES).index.tolist()
-    per_type["op_type"] = per_type["op_type"].where(per_type["op_type"].isin(top), "other")
+    per_type, top = _top_or_other(per_type, ["model", "mode", "batch"], "total_s", TOP_TYPES)
     pivot = per_type.pivot_table(index=["model", "mode", "batch"], columns="op_type", values="total_s",
                                  aggfunc="sum", fill_value=0.0)
     pred = predictions.set_index(["model", "mode", "batch"])["measured_s"]
@@ -237,7 +242,7 @@ def placement(measurements: pd.DataFrame, tiers: dict | None, path: Path) -> Non
     values = pivot.to_numpy(dtype=float)
     spread = max(0.05, float(np.nanmax(np.abs(values - 1.0))))
     im = ax.imshow(values, cmap="RdBu_r", aspect="auto", vmin=1.0 - spread, vmax=1.0 + spread)
-    for (i, j), v in np.ndenumerate(pivot.to_numpy(dtype=float)):
+    for (i, j), v in np.ndenumerate(values):
         if np.isfinite(v):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
     ax.set_xticks(range(pivot.shape[1]), pivot.columns, rotation=30, ha="right", fontsize=8)
@@ -314,9 +319,7 @@ def trace_breakdown(op_types: pd.DataFrame, iterations: pd.DataFrame, path: Path
         return
     gpu = op_types.groupby(_TRACE_KEY)["device_s"].transform(lambda s: s.notna().any())
     t = op_types.assign(t=op_types["device_s"].where(gpu, op_types["cpu_s"]).astype(float))
-    share = t["t"] / t.groupby(_TRACE_KEY)["t"].transform("sum")
-    keep = share.groupby(t["op_type"]).max().nlargest(top).index.tolist()
-    t["op_type"] = t["op_type"].where(t["op_type"].isin(keep), "other")
+    t, keep = _top_or_other(t, _TRACE_KEY, "t", top)
     pivot = t.pivot_table(index=_TRACE_KEY, columns="op_type", values="t", aggfunc="sum", fill_value=0.0)
     it = iterations.assign(idle=iterations["device_idle_s"].fillna(iterations["cpu_idle_s"]).astype(float),
                            span=iterations["span_s"].astype(float)).groupby(_TRACE_KEY)[["idle", "span"]].mean()

@@ -33,23 +33,25 @@ def measurement_order(configs: pd.DataFrame) -> pd.DataFrame:
 MAX_POOL = 64
 
 
-def pool_size(row: dict, cache: str, llc: int | None) -> int:
-    """Input copies a configuration rotates over: 1 for a warm cache; for a cold one enough copies to exceed twice
-    the last-level cache (at most :data:`MAX_POOL`; 1 where the inputs alone are larger)."""
+def _cold_pool(row: dict, cache: str, llc: int | None) -> tuple[int, str]:
+    """(input copies a configuration rotates over, its `cache` label). Warm: 1, `warm`. Cold: enough copies to
+    exceed twice the last-level cache, at most :data:`MAX_POOL` (1 where the inputs alone are larger), labelled
+    `cold:N`, or `cold-capped:N` when the cap left them smaller (small inputs may still hit in cache)."""
     if cache == "warm":
-        return 1
-    need = 2 * (llc or 32 * 1024 * 1024)
-    return int(min(MAX_POOL, max(1, -(-need // max(1, input_bytes(row))))))
+        return 1, "warm"
+    need, nbytes = 2 * (llc or 32 * 1024 * 1024), max(1, input_bytes(row))
+    n = int(min(MAX_POOL, max(1, -(-need // nbytes))))
+    return n, f"{'cold' if n * nbytes >= need or n == 1 else 'cold-capped'}:{n}"
+
+
+def pool_size(row: dict, cache: str, llc: int | None) -> int:
+    """Input copies a configuration rotates over (see :func:`_cold_pool`)."""
+    return _cold_pool(row, cache, llc)[0]
 
 
 def _cache_label(row: dict, cache: str, llc: int | None) -> str:
-    """`warm`, `cold:N` (N input copies together over twice the LLC), or `cold-capped:N` (the pool cap left them
-    smaller: small inputs may still hit in cache)."""
-    if cache == "warm":
-        return "warm"
-    n = pool_size(row, cache, llc)
-    enough = n * input_bytes(row) >= 2 * (llc or 32 * 1024 * 1024) or n == 1
-    return f"{'cold' if enough else 'cold-capped'}:{n}"
+    """The `cache` column of a configuration's rows (see :func:`_cold_pool`)."""
+    return _cold_pool(row, cache, llc)[1]
 
 
 def _measure_config(row: dict, models: ModelCache, device: str, settings: TimingSettings, energy, placer=None,
@@ -135,12 +137,15 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     last_round = max(0, remeasure)
     fast = tiers[0].name if tiers else None
     llc = llc_bytes()
+    pools: dict[str, tuple[int, str]] = {}  # config_id -> (input copies, cache label), worked out once
     for round_ in range(1 + last_round):
         t_round = time.perf_counter()
         for k, cid in enumerate(todo, 1):
             row = by_id[cid]
             attempts[cid] = attempts.get(cid, 0) + 1
-            pool = pool_size(row, cache, llc)
+            if cid not in pools:
+                pools[cid] = _cold_pool(row, cache, llc)
+            pool = pools[cid][0]
             try:
                 result = _measure_config(row, models, device, settings, energy, placer, tiers, placement, pool)
             except Exception as e:  # one bad configuration must not lose the others
@@ -165,9 +170,8 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                              f" (attempt {attempts[cid]})" if attempts[cid] > 1 else "", eta)
             still_noisy = cid in best and any(m is not None and m.noisy for _, m, _ in best[cid].values())
             if not still_noisy or round_ == last_round:
-                cache_state = _cache_label(row, cache, llc)
-                final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid], {**facts, "cache": cache_state},
-                                   fast)
+                final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid],
+                                   {**facts, "cache": pools[cid][1]}, fast)
                 if on_result is not None:
                     on_result(*final[cid])
         todo = [cid for cid in todo if cid not in final]

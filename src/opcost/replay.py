@@ -107,6 +107,11 @@ class ModelCache:
         return self._cache[name]
 
 
+def tensor_inputs(args, kwargs) -> list[torch.Tensor]:
+    """A call's tensor inputs in order: positional arguments, then keyword values (containers walked)."""
+    return _outputs(list(args)) + _outputs(list(kwargs.values()))
+
+
 def _map_tensors(obj, fn):
     if isinstance(obj, torch.Tensor):
         return fn(obj)
@@ -126,12 +131,6 @@ def _arguments(replay: dict, device: str, placement=None, placer=None) -> tuple[
     tiers = iter(placement.inputs)
     return _map_tensors(args, lambda t: placer.place(t, next(tiers))), \
         _map_tensors(kwargs, lambda t: placer.place(t, next(tiers)))
-
-
-def input_count(row: dict, device: str = "cpu") -> int:
-    """How many tensors configuration ``row`` takes as inputs (parameters excluded)."""
-    args, kwargs = _arguments(json.loads(row["replay"]), device)
-    return len(_outputs(args) + _outputs(list(kwargs.values())))
 
 
 def _place_params(module: torch.nn.Module, tier: str, placer) -> Callable[[], None]:
@@ -167,8 +166,7 @@ def _rotation(sets: list[tuple[list, dict]]) -> Callable[[], tuple[list, dict]]:
 
 def input_bytes(row: dict) -> int:
     """Bytes of the tensor inputs of configuration ``row`` (what a cold-cache pool must multiply)."""
-    args, kwargs = _arguments(json.loads(row["replay"]), "cpu")
-    return sum(t.untyped_storage().nbytes() for t in _outputs(args) + _outputs(list(kwargs.values())))
+    return sum(t.untyped_storage().nbytes() for t in tensor_inputs(*_arguments(json.loads(row["replay"]), "cpu")))
 
 
 def build(row: dict, models: ModelCache, device: str, placement=None, placer=None, pool: int = 1) -> Replay:
@@ -203,7 +201,7 @@ def build(row: dict, models: ModelCache, device: str, placement=None, placer=Non
         op = op_overload(row["op"])
         params = []
         mutated = [i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
-        leaves = [t for a, kw in sets for t in _outputs(a) + _outputs(list(kw.values())) if t.requires_grad]
+        leaves = [t for a, kw in sets for t in tensor_inputs(a, kw) if t.requires_grad]
         if training and mutated:
             def forward():
                 a, kw = next_set()
@@ -217,5 +215,4 @@ def build(row: dict, models: ModelCache, device: str, placement=None, placer=Non
         def zero():
             for t in leaves:
                 t.grad = None
-    inputs = _outputs(args) + _outputs(list(kwargs.values()))
-    return Replay(_phases(forward, zero, training), ctx, inputs, params, close)
+    return Replay(_phases(forward, zero, training), ctx, tensor_inputs(args, kwargs), params, close)

@@ -21,12 +21,17 @@ wildcard_constraints:
     n="[0-9]+",
 
 
+def per_workload(template):
+    """``template`` (with {model}, {mode}, {batch}) filled in for every configured workload."""
+    return [template.format(model=m, mode=mode, batch=b) for m, mode, b in WORKLOADS]
+
+
 def get_layer_tables(wildcards=None):
-    return [f"results/layers/{m}/{mode}_b{b}.parquet" for m, mode, b in WORKLOADS]
+    return per_workload("results/layers/{model}/{mode}_b{batch}.parquet")
 
 
 def get_e2e_tables(wildcards=None):
-    return [f"results/e2e/{m}/{mode}_b{b}.parquet" for m, mode, b in WORKLOADS]
+    return per_workload("results/e2e/{model}/{mode}_b{batch}.parquet")
 
 
 def get_previous_evaluation(wildcards):
@@ -71,18 +76,18 @@ def get_profile_chunks(wildcards=None):
 
 
 def get_insitu_tables(wildcards=None):
-    return [f"results/insitu/{m}/{mode}_b{b}.parquet" for m, mode, b in WORKLOADS]
+    return per_workload("results/insitu/{model}/{mode}_b{batch}.parquet")
 
 
 def get_insitu_e2e_tables(wildcards=None):
-    return [f"results/insitu/{m}/{mode}_b{b}.e2e.parquet" for m, mode, b in WORKLOADS]
+    return per_workload("results/insitu/{model}/{mode}_b{batch}.e2e.parquet")
 
 
 def get_trace_tables(part):
     """Input function: one trace analysis table (`op_types`, `overheads`, ...) per workload."""
 
     def inputs(wildcards=None):
-        return [f"results/trace/{m}/{mode}_b{b}.{part}.parquet" for m, mode, b in WORKLOADS]
+        return per_workload(f"results/trace/{{model}}/{{mode}}_b{{batch}}.{part}.parquet")
 
     return inputs
 
@@ -94,6 +99,6 @@ def get_coplace(kind):
         if not config["placement"]["simultaneous"]:
             return []
         ext = "parquet" if kind == "table" else "summary.json"
-        return [f"results/coplace/{m}/{mode}_b{b}.{ext}" for m, mode, b in WORKLOADS]
+        return per_workload(f"results/coplace/{{model}}/{{mode}}_b{{batch}}.{ext}")
 
     return inputs
