@@ -28,7 +28,8 @@ def main() -> None:
     ap.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mode", default="inference")
-    ap.add_argument("--cache", default="warm", choices=["warm", "cold"], help="isolated profiling cache state")
+    ap.add_argument("--cache", default="fresh", choices=["fresh", "rotation", "warm", "cold"],
+                    help="isolated profiling cache state (config profile.cache)")
     args = ap.parse_args()
     prepare(args.threads)
 

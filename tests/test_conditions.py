@@ -66,8 +66,10 @@ def test_profiling_records_the_cache_state():
 
     fast = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3, min_sample_s=0.0001)
     configs = pd.DataFrame([SELECT])
-    warm, _ = profile_configs(configs, {}, "cpu", "float32", fast)
+    fresh, _ = profile_configs(configs, {}, "cpu", "float32", fast)
+    warm, _ = profile_configs(configs, {}, "cpu", "float32", fast, cache="warm")
     cold, _ = profile_configs(configs, {}, "cpu", "float32", fast, cache="cold")
+    assert fresh["cache"].tolist() == ["fresh"] and fresh["calls_per_sample"].tolist() == [1]
     assert warm["cache"].tolist() == ["warm"]
     assert cold["cache"].tolist() == [_cache_label(SELECT, "cold", llc_bytes())]
     assert (cold["status"] == "ok").all()

@@ -128,7 +128,8 @@ def test_coplace_measures_every_placement_of_every_layer_in_few_rounds_and_resto
     configs = catalog(extract(wl))
     configs = configs[configs["scope"] == "module"]
     t0 = time.perf_counter()
-    iso, _ = profile_configs(configs, CONVNET, "cpu", "float32", FAST, remeasure=0, placement=settings)
+    iso, _ = profile_configs(configs, CONVNET, "cpu", "float32", FAST, remeasure=0, placement=settings,
+                             cache="warm")
     t_isolated = time.perf_counter() - t0
     print(f"co-placed {t_coplace:.2f} s in {summary['rounds']} rounds, isolated {t_isolated:.2f} s for {len(iso)} "
           f"(configuration, placement) pairs")

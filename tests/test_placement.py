@@ -108,18 +108,24 @@ def test_every_configuration_is_measured_under_each_placement_and_verified():
     meas, samples = profile_configs(configs, cfg["models"], "cpu", "float32", FAST,
                                     placement=Settings.from_config(cfg["placement"]))
     assert (meas["status"] == "ok").all(), meas["status"].tolist()
+    # the default cache state: each configuration's cost in rotation, placements back-to-back over cold pools
+    rotated = meas[meas["placement"] == "default"]
+    assert set(rotated["config_id"]) == set(configs["config_id"]) and (rotated["cache"] == "fresh").all()
+    assert rotated["baseline"].all() and rotated["placement_verified"].isna().all()
+    meas = meas[meas["placement"] != "default"]
+    assert meas["cache"].str.startswith("cold").all()
     linear = meas[meas["op_type"] == "Linear"]
     for cid, g in linear.groupby("config_id"):
-        # one input, fixed parameters, one output over two tiers: 4 placements, exactly one all-fast baseline
+        # one input, fixed parameters, one output over two tiers: 4 placements, exactly one all-fast reference
         assert sorted(g["placement"]) == sorted(["in:dram;w:dram;out:dram", "in:near;w:dram;out:near",
                                                  "in:near;w:dram;out:dram", "in:dram;w:dram;out:near"])
         assert g["baseline"].sum() == 1 and g.loc[g["baseline"], "placement"].item() == "in:dram;w:dram;out:dram"
     # both names map to node 0: every tensor is verified on the requested tier (it is found under both names)
     assert meas["placement_ok"].all(), meas[["placement", "placement_verified"]].to_string()
     assert meas["placement_verified"].str.contains("dram|near", regex=False).all()
-    assert set(samples["placement"]) == set(meas["placement"])
+    assert set(samples["placement"]) == set(meas["placement"]) | {"default"}
     keys = samples.groupby(["key", "placement", "phase"]).size()
-    assert len(keys) == len(meas)  # raw samples kept per placement
+    assert len(keys) == len(meas) + len(rotated)  # raw samples kept per placement
 
 
 def test_parameters_are_placed_and_put_back():

@@ -83,7 +83,7 @@ def test_noisy_configurations_are_remeasured_and_the_least_noisy_attempt_kept(mo
                             for i in range(3)])
     journal = []
     meas, _ = prof.profile_configs(configs, {}, "cpu", "float32", TimingSettings(), remeasure=2,
-                                   on_result=lambda rows, samples: journal.extend(rows))
+                                   on_result=lambda rows, samples: journal.extend(rows), cache="warm")
     assert calls["n"] == 4  # 3 configurations + 1 re-measurement of the noisy one
     assert (~meas["noisy"]).all() and sorted(meas["attempts"]) == [1, 1, 2]
     assert sorted(r["config_id"] for r in journal) == ["c0", "c1", "c2"]  # each journaled once, when final

@@ -10,6 +10,7 @@ import pandas as pd
 
 from .database import latest
 from .tables import CONSISTENCY, PREDICTIONS, frame
+from .timing import ROTATION_STATES
 from .workload import workload_key
 
 SOURCES = ("isolated", "insitu")
@@ -28,10 +29,16 @@ def baseline(measurements: pd.DataFrame) -> pd.Series:
 
 
 def _baseline_ok(measurements: pd.DataFrame, device: str) -> pd.DataFrame:
-    """The `ok` baseline-placement rows of ``device``: the newest row per source, workload, configuration and phase
-    (merged databases may hold both `default` and fast-tier rows of a configuration)."""
-    return latest(measurements[(measurements["status"] == "ok") & (measurements["device"] == device)
-                               & baseline(measurements)], ("config_id", "source", "phase", "workload", "device"))
+    """The `ok` baseline-placement rows of ``device``: one row per source, workload, configuration and phase; a
+    row measured in rotation (cache `fresh`/`rotation`: the state inside a model) before a back-to-back one (the
+    all-fast-tier reference of placement measurements), then the newest (merged databases may hold both `default`
+    and fast-tier rows of a configuration)."""
+    ok = measurements[(measurements["status"] == "ok") & (measurements["device"] == device)
+                      & baseline(measurements)]
+    rotated = ok["cache"].isin(ROTATION_STATES) if "cache" in ok else pd.Series(False, index=ok.index)
+    ranked = ok.assign(timestamp=rotated.astype(int).astype(str) + ok["timestamp"].astype(str))
+    chosen = latest(ranked, ("config_id", "source", "phase", "workload", "device"))
+    return ok.loc[chosen.index]
 
 
 def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,

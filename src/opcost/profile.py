@@ -5,17 +5,26 @@ import logging
 import time
 import zlib
 
+import numpy as np
 import pandas as pd
 
 from .energy import NoMeter, missing
 from .hostinfo import host_facts, llc_bytes, now
 from .placement import DEFAULT, Placement, Placer, aliased_input, matches, plan, storages, usable_tiers
 from .placement import Settings as PlacementSettings
-from .replay import ModelCache, build, input_bytes
+from .replay import ModelCache, build, input_bytes, mode_context, refresher
 from .tables import MEASUREMENTS, SAMPLES, frame
-from .timing import TimingSettings, measure
+from .timing import ROTATION_STATES, Measurement, RotationError, TimingSettings, measure, measure_rotation
 
 log = logging.getLogger(__name__)
+
+
+def cache_state(cache: str, device: str) -> str:
+    """Config `profile.cache` resolved: `auto` is `fresh` on CPUs and `warm` on GPUs (back-to-back calls between
+    CUDA events, the established GPU method; rotation on GPUs times each call with its own events)."""
+    if cache == "auto":
+        return "warm" if str(device).startswith("cuda") else "fresh"
+    return cache
 
 
 def chunk_of(config_id: str, chunks: int) -> int:
@@ -31,6 +40,7 @@ def measurement_order(configs: pd.DataFrame) -> pd.DataFrame:
 
 
 MAX_POOL = 64
+MAX_ROTATION = 256  # configurations rotated together (all their replays are alive at once)
 
 
 def _cold_pool(row: dict, cache: str, llc: int | None) -> tuple[int, str]:
@@ -106,17 +116,28 @@ def _rel_iqr(m) -> float:
 
 def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype: str,
                     settings: TimingSettings, remeasure: int = 1, on_result=None, energy=None,
-                    placement: PlacementSettings | None = None, cache: str = "warm"
+                    placement: PlacementSettings | None = None, cache: str = "fresh"
                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
     rows, `samples` rows).
 
-    Configurations flagged noisy are measured again, up to ``remeasure`` more times, after all the others (at
-    another moment of the machine's life); per placement and phase the attempt with the lowest IQR/median is kept
-    and ``attempts`` records how many were made. A configuration that cannot be replayed gets a row with status
-    ``failed: ...`` and the others go on. ``on_result(rows, samples)`` is called once per finished configuration
-    (the journal hook). ``energy(fn)`` returns the energy columns of a phase (default: missing, meter none).
-    ``cache``: ``warm`` (inputs reused) or ``cold`` (inputs rotate over a pool larger than the last-level cache)."""
+    ``cache`` is the state a call finds the machine in. ``fresh`` (default) and ``rotation``: configurations are
+    timed in rotation, one call at a time (:func:`opcost.timing.measure_rotation`), so weights, code and the
+    thread pool are as other operators left them, as in a model; with ``fresh`` each call's inputs are rewritten
+    just before it (untimed), as its producer would have written them. ``warm`` (inputs reused) and ``cold``
+    (inputs rotate over a pool larger than the last-level cache): each configuration alone, back-to-back calls.
+    Placements other than the default (two or more usable tiers) are always measured back-to-back, each against
+    its all-fast-tier reference measured the same way (``cold`` pools in the rotation states).
+
+    Configurations flagged noisy are measured again, up to ``remeasure`` more times (blocked: after all the others,
+    at another moment of the machine's life; rotation: in another rotation of the same group, timing only them);
+    per placement and phase the least noisy attempt is kept and ``attempts`` records how many were made. A
+    configuration that cannot be replayed gets a row with status ``failed: ...`` and the others go on.
+    ``on_result(rows, samples)`` is called once per finished configuration (the journal hook). ``energy(fn)``
+    returns the energy columns of a phase (default: missing, meter none)."""
+    if cache in ROTATION_STATES:
+        return _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy,
+                                 placement, cache)
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
     tiers, skipped = usable_tiers(placement, device) if placement.enabled else ([], {})
@@ -127,7 +148,7 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
         log.warning("placement: no configured tier is usable here; measuring the default placement only")
     models = ModelCache(models_cfg, device, dtype)
     facts = host_facts(device)
-    best: dict[str, dict] = {}  # config_id -> {(placement, phase): (verified, Measurement, energy columns)}
+    best: dict[str, dict] = {}  # config_id -> {(placement, phase): (verified, Measurement, energy, cache label)}
     attempts: dict[str, int] = {}
     failed: dict[str, str] = {}
     ordered = measurement_order(configs).to_dict("records")
@@ -158,7 +179,7 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                 for plc, ver, ph, m, e in result:  # m is None: this placement failed (e: the reason)
                     prev = old.get((plc, ph))
                     if prev is None or prev[1] is None or (m is not None and _rel_iqr(m) < _rel_iqr(prev[1])):
-                        old[(plc, ph)] = (ver, m, e)
+                        old[(plc, ph)] = (ver, m, e, pools[cid][1])
                 eta = (time.perf_counter() - t_round) / k * (len(todo) - k)
                 for plc, ver, ph, m, _ in result:
                     if m is None:
@@ -168,10 +189,9 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                              m.rel_ci, " NOISY" if m.noisy else "",
                              "" if ver is None or matches_all(plc, ver) else f" PLACEMENT MISMATCH ({ver})",
                              f" (attempt {attempts[cid]})" if attempts[cid] > 1 else "", eta)
-            still_noisy = cid in best and any(m is not None and m.noisy for _, m, _ in best[cid].values())
+            still_noisy = cid in best and any(m is not None and m.noisy for _, m, _, _ in best[cid].values())
             if not still_noisy or round_ == last_round:
-                final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid],
-                                   {**facts, "cache": pools[cid][1]}, fast)
+                final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid], facts, fast)
                 if on_result is not None:
                     on_result(*final[cid])
         todo = [cid for cid in todo if cid not in final]
@@ -192,15 +212,21 @@ def matches_all(requested: str, verified: str) -> bool:
     return all(v == "empty" or matches(r, part) for r, v in pairs for part in v.split("+"))
 
 
+NO_STATS = dict.fromkeys(Measurement(np.array([]), 1, 0.0).stats())  # the statistics columns of a failed row
+
+
 def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | None):
+    """Rows and samples of one configuration; ``result``: {(placement, phase): (verified, Measurement or None,
+    energy columns or the failure, cache label)}."""
     base = {"config_id": row["config_id"], "op_type": row["op_type"], "mode": row["mode"], "source": "isolated",
-            "workload": None, "attempts": attempts, **facts}
+            "workload": None, "attempts": attempts, **facts, "cache": None, **NO_STATS}
     if result is None:
         return [{**base, "phase": "forward", "placement": DEFAULT, "placement_verified": None, "placement_ok": None,
                  "baseline": True,
                  "status": failure or "failed: not measured", **missing(NoMeter()), "timestamp": now()}], []
     rows, samples = [], []
-    for (plc, phase), (ver, m, e) in result.items():
+    for (plc, phase), (ver, m, e, label) in result.items():
+        base["cache"] = label
         baseline = plc == DEFAULT or Placement.parse(plc).all_on(fast)
         if m is None:  # one placement failed; e holds the reason
             rows.append({**base, "phase": phase, "placement": plc, "placement_verified": None, "placement_ok": None,
@@ -214,3 +240,128 @@ def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | No
         samples += [{"key": row["config_id"], "source": "isolated", "placement": plc, "phase": phase, "i": i,
                      "seconds": float(x)} for i, x in enumerate(m.samples)]
     return rows, samples
+
+
+def _rotation_groups(configs: pd.DataFrame, size: int = MAX_ROTATION) -> list[list[dict]]:
+    """Configurations in measurement order, split by mode (one autograd context per rotation) into groups of at
+    most ``size``."""
+    rows = measurement_order(configs).to_dict("records")
+    groups = []
+    for mode in sorted({r["mode"] for r in rows}):
+        same = [r for r in rows if r["mode"] == mode]
+        groups += [same[i:i + size] for i in range(0, len(same), size)]
+    return groups
+
+
+def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingSettings, energy, fresh: bool,
+            remeasure: int, seed: int) -> tuple[dict, dict, dict]:
+    """Time one group of same-mode configurations in rotation. Returns ({config_id: {(DEFAULT, phase): (None,
+    Measurement, energy columns)}}, {config_id: failure}, {config_id: attempts}). A configuration whose replay
+    fails (when built, on a first call, or inside the rotation) is reported failed and the rotation goes on
+    without it."""
+    failed: dict[str, str] = {}
+    reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
+    members = []  # (config_id, phase, fn, prepare)
+    try:
+        for row in rows:
+            try:
+                reps.append((row, build(row, models, device)))
+            except Exception as e:
+                failed[row["config_id"]] = f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
+                log.warning("%s %s %s", row["config_id"], row["op_type"], failed[row["config_id"]])
+        with mode_context(rows[0]["mode"]):
+            for row, rep in reps:
+                cid = row["config_id"]
+                try:
+                    prep = refresher(rep.inputs) if fresh else None
+                    mine = []
+                    for phase, fn in rep.callables():
+                        fn()  # a failing configuration fails here, not inside the rotation
+                        mine.append((cid, phase, fn, prep))
+                    members += mine
+                except Exception as e:
+                    failed[cid] = f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
+                    log.warning("%s %s %s", cid, row["op_type"], failed[cid])
+            results: dict[str, dict] = {}
+            attempts: dict[str, int] = {}
+            noisy: set = set()  # (config_id, phase) still to re-measure; empty on the first attempt
+            for attempt in range(1 + max(0, remeasure)):
+                while True:
+                    targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy] if attempt else None
+                    try:
+                        ms = measure_rotation([m[2] for m in members], settings, device, [m[3] for m in members],
+                                              seed=seed + attempt, targets=targets)
+                        break
+                    except RotationError as e:
+                        cid = members[e.index][0]
+                        why = f"failed: {type(e.error).__name__}: {e.error}".splitlines()[0][:300]
+                        log.warning("%s failed inside the rotation (%s); rotating again without it", cid, why)
+                        if cid not in results:  # a re-measurement that fails keeps the first attempt
+                            failed[cid] = why
+                        members = [m for m in members if m[0] != cid]
+                        noisy = {k for k in noisy if k[0] != cid}
+                for (cid, phase, _, _), m in zip(members, ms):
+                    if attempt and (cid, phase) not in noisy:
+                        continue
+                    attempts[cid] = attempt + 1
+                    prev = results.get(cid, {}).get((DEFAULT, phase))
+                    if prev is None or m.rel_ci < prev[1].rel_ci:
+                        results.setdefault(cid, {})[(DEFAULT, phase)] = (None, m, missing(NoMeter()))
+                noisy = {(cid, ph) for cid, r in results.items() for (_, ph), (_, m, _) in r.items() if m.noisy}
+                if not noisy or attempt == remeasure:
+                    break
+                log.info("re-measuring %d noisy configuration phases in another rotation of the group", len(noisy))
+            for cid, phase, fn, _ in members:  # energy: back-to-back trials, where a meter exists
+                if (DEFAULT, phase) not in results.get(cid, {}):
+                    continue
+                ver, m, _ = results[cid][(DEFAULT, phase)]
+                results[cid][(DEFAULT, phase)] = (ver, m, energy(fn))
+    finally:
+        for _, rep in reversed(reps):  # parameters shared between configurations are restored in reverse
+            rep.close()
+    return results, failed, attempts
+
+
+def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy, placement, cache):
+    """:func:`profile_configs` for the rotation cache states."""
+    energy = energy or (lambda fn: missing(NoMeter()))
+    placement = placement or PlacementSettings()
+    tiers, skipped = usable_tiers(placement, device) if placement.enabled else ([], {})
+    for why in skipped.values():
+        log.warning("placement skipped: %s", why)
+    placer = Placer(tiers, device) if len(tiers) > 1 else None
+    if placement.enabled and len(tiers) < 2:
+        log.warning("placement: %d usable tier(s): measuring the default placement only", len(tiers))
+    models = ModelCache(models_cfg, device, dtype)
+    facts = host_facts(device)
+    llc = llc_bytes()
+    fast = tiers[0].name if tiers else None
+    rows, samples = [], []
+    groups = _rotation_groups(configs)
+    t0, done = time.perf_counter(), 0
+    for g, group in enumerate(groups):
+        results, failed, attempts = _rotate(group, models, device, settings, energy, cache == "fresh", remeasure,
+                                            seed=g)
+        for row in group:
+            cid = row["config_id"]
+            result = {k: (ver, m, e, cache) for k, (ver, m, e) in results.get(cid, {}).items()}
+            for (_, phase), (_, m, _, _) in result.items():
+                log.info("%s %-14s %-8s median %.3g ms n=%d rel_ci=%.3f%s", cid, row["op_type"], phase,
+                         m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "")
+            if placer is not None and cid not in failed:
+                pool, label = _cold_pool(row, "cold", llc)
+                try:
+                    for plc, ver, ph, m, e in _measure_config(row, models, device, settings, energy, placer, tiers,
+                                                              placement, pool):
+                        result[(plc, ph)] = (ver, m, e, label)
+                except Exception as e:
+                    log.warning("%s %s placements failed: %s", cid, row["op_type"], e)
+            out = _rows(row, result or None, failed.get(cid), attempts.get(cid, 1), facts, fast)
+            rows += out[0]
+            samples += out[1]
+            if on_result is not None:
+                on_result(*out)
+        done += len(group)
+        log.info("rotation group %d/%d: %d configurations in %.1f s (ETA %.0f s)", g + 1, len(groups), len(group),
+                 time.perf_counter() - t0, (time.perf_counter() - t0) / done * (len(configs) - done))
+    return frame(MEASUREMENTS, rows), frame(SAMPLES, samples)

@@ -129,7 +129,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     ``chunk``; resumes from its journal."""
     from .journal import Journal, settings_key
     from .loop import LoopSettings, new_op_types
-    from .profile import chunk_of, profile_configs
+    from .profile import cache_state, chunk_of, profile_configs
     from .timing import TimingSettings
 
     _prepare(config)
@@ -146,7 +146,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     settings = TimingSettings.from_config(config["profile"]["timing"])
     placement = PlacementSettings.from_config(config["placement"])
     key = settings_key(settings, config["device"], config["dtype"], config["threads"], config["profile"]["remeasure"],
-                       placement, config["profile"]["cache"], config["affinity"])
+                       placement, cache_state(config["profile"]["cache"], config["device"]), config["affinity"])
     journal = Journal(Path(journal_dir) / f"profile_iter{iteration}_chunk{chunk}_{key}.jsonl")
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
     done = {r["config_id"] for r in done_rows}
@@ -156,7 +156,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     meas, samples = profile_configs(mine[~mine["config_id"].isin(done)], config["models"], config["device"],
                                     config["dtype"], settings, remeasure=int(config["profile"]["remeasure"]),
                                     on_result=journal.append, energy=energy, placement=placement,
-                                    cache=config["profile"]["cache"])
+                                    cache=cache_state(config["profile"]["cache"], config["device"]))
     energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples], ignore_index=True)

@@ -7,15 +7,24 @@ median (order statistics, distribution-free) is computed and sampling stops once
 ``target_rel_ci`` of the median and at least ``min_samples`` were taken, or when ``max_seconds`` is spent.
 
 On CUDA the block of calls is timed between CUDA events; on CPU with ``time.perf_counter``.
+
+:func:`measure_rotation` times several callables in rotation instead: every round calls each once, in a fresh
+pseudo-random order, and times each call alone. A call then finds caches, branch predictors and the thread pool in
+the state other operators left them, as inside a model, instead of the state its own previous call left them (a
+back-to-back loop keeps the operator's weights, code and data hot, and under-states what it costs in a model).
 """
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
+
+
+ROTATION_STATES = ("fresh", "rotation")  # `cache` states measured by measure_rotation (see opcost.profile)
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ class TimingSettings:
     min_sample_s: float = 0.001
     block: int = 10
     noisy_iqr: float = 0.10
+    abs_ci_s: float = 2e-7
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "TimingSettings":
@@ -71,6 +81,7 @@ class Measurement:
     calls_per_sample: int
     wall_s: float
     settings: TimingSettings = field(default_factory=TimingSettings)
+    rotation: bool = False  # samples are single calls taken in rotation (see measure_rotation)
 
     @property
     def n(self) -> int:
@@ -101,8 +112,24 @@ class Measurement:
         return (hi - lo) / 2 / self.median if self.n and self.median > 0 else math.inf
 
     @property
+    def precise(self) -> bool:
+        """The median's 95% CI is within the relative target, or narrower than the absolute floor ``abs_ci_s``
+        (timer resolution and per-call overhead: a sub-microsecond operator cannot be known better)."""
+        if not self.n:
+            return False
+        lo, hi = self.ci
+        return self.rel_ci <= self.settings.target_rel_ci or (hi - lo) / 2 <= self.settings.abs_ci_s
+
+    @property
     def noisy(self) -> bool:
-        return bool(self.n and self.median > 0 and self.iqr / self.median > self.settings.noisy_iqr)
+        """Blocked samples (averages of many calls): IQR/median above ``noisy_iqr`` (the machine disturbed the
+        measurement). Single-call samples (rotation) vary by nature: noisy when the median missed its precision
+        target."""
+        if not self.n or not self.median > 0:
+            return False
+        if self.rotation:
+            return not self.precise
+        return self.iqr / self.median > self.settings.noisy_iqr
 
     def stats(self) -> dict:
         lo, hi = self.ci
@@ -156,9 +183,76 @@ def measure(fn: Callable[[], object], settings: TimingSettings = TimingSettings(
         for _ in range(settings.block):
             samples.append(clock.time_block(fn, cps) / cps)
         m = Measurement(np.asarray(samples), cps, time.perf_counter() - t_start, settings)
-        if m.n >= settings.min_samples and m.rel_ci <= settings.target_rel_ci:
+        if m.n >= settings.min_samples and m.precise:
             break
         if m.n >= settings.max_samples or time.perf_counter() - t_start >= settings.max_seconds:
             break
     m.wall_s = time.perf_counter() - t_start
     return m
+
+
+class RotationError(RuntimeError):
+    """A callable of a rotation raised: ``index`` says which (the others can be measured without it)."""
+
+    def __init__(self, index: int, error: BaseException):
+        super().__init__(f"callable {index}: {type(error).__name__}: {error}")
+        self.index, self.error = index, error
+
+
+def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettings = TimingSettings(),
+                     device: str = "cpu", prepare: Sequence[Callable[[], object] | None] | None = None, clock=None,
+                     seed: int = 0, targets: Sequence[int] | None = None) -> list[Measurement]:
+    """Time ``fns`` in rotation (see module docstring): a round calls each once, in an order shuffled per round
+    (seeded: reproducible), timing each call alone; ``prepare[i]``, if given, runs untimed just before call i (e.g.
+    rewrite its inputs, as their producer would have just before it in a model). Warm-up: at least
+    ``warmup_calls`` rounds and ``warmup_s``. Then rounds in blocks of ``block``; stops when every callable in
+    ``targets`` (default: all) has ``min_samples`` and a precise median (:attr:`Measurement.precise`), after
+    ``max_samples`` rounds, or when ``max_seconds`` x the number of callables is spent. Every callable stays in
+    the rotation until the end, so each keeps the same neighbours. Returns one Measurement per callable
+    (``calls_per_sample`` 1, ``wall_s`` the rotation's wall time divided among the callables); raises
+    :class:`RotationError` naming the callable that failed."""
+    if clock is None:
+        clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
+    n = len(fns)
+    if n == 0:
+        return []
+    prepare = list(prepare) if prepare is not None else [None] * n
+    targets = list(range(n)) if targets is None else list(targets)
+    order = list(range(n))
+    rng = random.Random(seed)
+    samples: list[list[float]] = [[] for _ in range(n)]
+    t_start = time.perf_counter()
+    cap = settings.max_seconds * n
+
+    def one_round(record: bool) -> None:
+        rng.shuffle(order)
+        for i in order:
+            if prepare[i] is not None:
+                prepare[i]()
+            try:
+                t = clock.time_block(fns[i], 1)
+            except Exception as e:
+                raise RotationError(i, e) from e
+            if record:
+                samples[i].append(t)
+
+    rounds = 0
+    while rounds < max(1, settings.warmup_calls) or time.perf_counter() - t_start < settings.warmup_s:
+        one_round(False)
+        rounds += 1
+        if time.perf_counter() - t_start > cap / 2:
+            break
+    rounds = 0
+    while True:
+        for _ in range(settings.block):
+            one_round(True)
+        rounds += settings.block
+        ms = [Measurement(np.asarray(x), 1, 0.0, settings, rotation=True) for x in samples]
+        if rounds >= settings.min_samples and all(ms[i].precise for i in targets):
+            break
+        if rounds >= settings.max_samples or time.perf_counter() - t_start >= cap:
+            break
+    wall = time.perf_counter() - t_start
+    for m in ms:
+        m.wall_s = wall / n
+    return ms
