@@ -5,11 +5,12 @@ every configuration in situ, measure end to end again. The isolated prediction i
 two dedicated end-to-end medians (taken before and after the operator measurements, so slow drift of the machine is
 visible in the table and favours neither side); the in-situ prediction against the end-to-end time of the unobserved
 iterations interleaved with its timed ones (same minutes, same machine state). Each source is also shown
-overhead-aware (`+ov`): plus the CPU overhead modelled from a Kineto trace of the workload (calls per top-level op
-type x mean gap T1, plus the tail gap; opcost.trace). Prints the error table and one SUMMARY line.
+overhead-aware (`+ov`): plus the CPU overhead modelled from Kineto traces of the workload and of its operators
+replayed in model order (calls per top-level op type x (mean gap T1 in the model - mean gap T1r in the replay), plus
+the tail gap's difference; opcost.trace). Prints the error table and one SUMMARY line.
 
     python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--batches 1 8] [--threads 2]
-                                             [--cache warm|cold]
+                                             [--cache fresh|rotation|warm|cold]
 """
 from __future__ import annotations
 
@@ -55,8 +56,9 @@ def main() -> None:
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
             path = tr.record(wl, f"/tmp/opcost_bench_{model}_b{batch}.json.gz", iterations=10, warmup=3)
-            dilation = tr.profiler_dilation("/tmp/opcost_bench_calibration.json.gz")
-            parts = tr.summarize(tr.parse(path), model, args.mode, batch, "cpu", dilation)
+            replay = tr.record(tr.replay_runner(wl, cfg["models"]),
+                               f"/tmp/opcost_bench_{model}_b{batch}.replay.json.gz", iterations=10, warmup=3)
+            parts = tr.summarize(tr.parse(path), model, args.mode, batch, "cpu", replay=tr.parse(replay))
             overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
             e2e = e_before.assign(median_s=(e_before["median_s"] + e_after["median_s"]) / 2)
             pred = predict(layers, pd.concat([iso, ins], ignore_index=True),
@@ -69,7 +71,6 @@ def main() -> None:
                          "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
                          "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
                          "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
-                         "dilation_us": dilation * 1e6,
                          "err_isolated": float(by.loc["isolated", "error"]),
                          "err_isolated_ov": float(by.loc["isolated+overhead", "error"]),
                          "err_insitu": float(by.loc["insitu", "error"]),

@@ -73,3 +73,28 @@ def test_profiling_records_the_cache_state():
     assert warm["cache"].tolist() == ["warm"]
     assert cold["cache"].tolist() == [_cache_label(SELECT, "cold", llc_bytes())]
     assert (cold["status"] == "ok").all()
+
+
+def test_rotation_context_configurations_rotate_but_are_not_recorded(monkeypatch):
+    import pandas as pd
+
+    from opcost import profile as prof
+    from opcost.timing import TimingSettings
+
+    seen = []
+    real = prof.measure_rotation
+
+    def spy(fns, settings, device, prepare, seed, targets):
+        seen.append((len(fns), list(targets)))
+        return real(fns, settings, device, prepare, seed=seed, targets=targets)
+
+    monkeypatch.setattr(prof, "measure_rotation", spy)
+    fast = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3)
+    add = {**SELECT, "config_id": "y", "op": "aten.add.Tensor", "op_type": "add",
+           "replay": json.dumps({"args": [{"T": [64, 1024], "dtype": "float32", "stride": [1024, 1]}, 2.0]})}
+    broken = {**SELECT, "config_id": "z", "op": "aten.select.int", "replay": json.dumps({"args": []})}
+    meas, samples = prof.profile_configs(pd.DataFrame([SELECT]), {}, "cpu", "float32", fast,
+                                         context=pd.DataFrame([add, broken]))
+    assert meas["config_id"].tolist() == ["x"] and set(samples["key"]) == {"x"}
+    assert (meas["status"] == "ok").all()  # a failing context configuration is only left out
+    assert seen[0] == (2, [0])  # both rotated, only the configuration itself decides when to stop

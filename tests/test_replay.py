@@ -9,7 +9,7 @@ from opcost.database import catalog
 from opcost.extract import extract
 from opcost.models import load_model
 from opcost.profile import chunk_of, profile_configs
-from opcost.replay import ModelCache, build
+from opcost.replay import ModelCache, build, op_overload, python_binding, refresher
 from opcost.timing import TimingSettings
 from opcost.workload import make_workload
 
@@ -71,3 +71,28 @@ def test_inplace_functional_op_replays_in_training(configs):
 def test_chunks_partition_configurations(configs):
     parts = [set(configs.loc[configs["config_id"].map(lambda c: chunk_of(c, 3)) == k, "config_id"]) for k in range(3)]
     assert set().union(*parts) == set(configs["config_id"]) and sum(map(len, parts)) == len(configs)
+
+
+def test_functional_ops_replay_through_the_python_binding_a_model_calls():
+    x = torch.randn(4, 6)
+    view = python_binding(op_overload("aten.view.default"), [x, [2, 12]], {})
+    assert view is torch.Tensor.view and torch.equal(view(x, [2, 12]), x.view(2, 12))
+    cat = python_binding(op_overload("aten.cat.default"), [[x, x], 1], {})
+    assert cat is torch.cat and cat([x, x], 1).shape == (4, 12)
+    # no public binding returns the same result: the overload itself
+    index = op_overload("aten.index.Tensor")
+    assert python_binding(index, [x, [torch.tensor([0, 2])]], {}) is index
+
+
+def test_refresher_rewrites_inputs_in_place_with_their_own_values():
+    x = torch.randn(8, requires_grad=True)
+    idx, flags = torch.tensor([3, 1]), torch.tensor([True, False])
+    before = [t.detach().clone() for t in (x, idx, flags)]
+    y = (x * 2).sum()  # a graph holding x: a version bump would break its backward
+    refresh = refresher([x, idx, flags, torch.empty(0)])
+    with torch.inference_mode():
+        refresh()
+    assert all(torch.equal(a, b.detach()) for a, b in zip(before, (x, idx, flags)))
+    y.backward()
+    assert torch.equal(x.grad, torch.full((8,), 2.0))
+    assert refresher([torch.empty(0)]) is None

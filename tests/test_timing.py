@@ -4,7 +4,8 @@ import itertools
 import numpy as np
 import pytest
 
-from opcost.timing import Measurement, TimingSettings, measure, median_ci, trimmed_mean
+from opcost.timing import (Measurement, RotationError, TimingSettings, measure, measure_rotation, median_ci,
+                           trimmed_mean)
 
 
 def test_median_ci_order_statistics():
@@ -53,6 +54,67 @@ def test_adaptive_stop_hits_cap_on_noisy_operator():
     m = measure(lambda: None, s, clock=clock)
     assert m.n == 200  # stopped by the cap, not by the target
     assert m.rel_ci > 0.01 and m.noisy
+
+
+class PerCallableClock:
+    """Scripted per-call durations for each callable of a rotation (the callable returns its name); records the
+    order of the calls."""
+
+    def __init__(self, scripts: dict):
+        self.scripts = {k: iter(v) for k, v in scripts.items()}
+        self.calls: list[str] = []
+
+    def time_block(self, fn, calls):
+        assert calls == 1
+        name = fn()
+        self.calls.append(name)
+        return next(self.scripts[name])
+
+
+ROT = TimingSettings(target_rel_ci=0.01, min_samples=10, max_samples=60, warmup_s=0, warmup_calls=1, block=10,
+                     max_seconds=60)
+
+
+def test_rotation_calls_each_callable_once_per_round_in_shuffled_orders():
+    events = []
+    clock = PerCallableClock({k: itertools.repeat(1e-3) for k in "abc"})
+    fns = [lambda k=k: events.append(k) or k for k in "abc"]
+    prepare = [lambda k=k: events.append("prep-" + k) for k in "abc"]
+    ms = measure_rotation(fns, ROT, clock=clock, prepare=prepare, seed=1)
+    rounds = [clock.calls[i:i + 3] for i in range(0, len(clock.calls), 3)]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)  # once per round
+    assert len({tuple(r) for r in rounds}) > 1  # the order changes between rounds
+    assert all(events[i] == "prep-" + events[i + 1] for i in range(0, len(events), 2))  # prepare just before
+    assert [m.n for m in ms] == [10, 10, 10] and len(rounds) == 11  # 1 warm-up round, then one block: precise
+    assert all(m.calls_per_sample == 1 and m.median == 1e-3 and not m.noisy for m in ms)
+
+
+def test_rotation_stops_at_the_cap_and_flags_the_imprecise_callable():
+    rng = np.random.default_rng(0)
+    clock = PerCallableClock({"stable": itertools.repeat(2e-3), "noisy": iter(rng.choice([1e-3, 3e-3], 1000))})
+    stable, noisy = measure_rotation([lambda: "stable", lambda: "noisy"], ROT, clock=clock)
+    assert stable.n == noisy.n == ROT.max_samples  # one imprecise member keeps the whole rotation going
+    assert not stable.noisy and noisy.noisy and noisy.rel_ci > ROT.target_rel_ci
+    # only the members named as targets decide when to stop
+    clock = PerCallableClock({"stable": itertools.repeat(2e-3), "noisy": iter(rng.choice([1e-3, 3e-3], 1000))})
+    stable, noisy = measure_rotation([lambda: "stable", lambda: "noisy"], ROT, clock=clock, targets=[0])
+    assert stable.n == noisy.n == 10
+
+
+def test_precision_floor_for_submicrosecond_callables():
+    tiny = Measurement(np.array([1e-8, 3e-8] * 20), 1, 0.0, ROT, rotation=True)
+    assert tiny.rel_ci > ROT.target_rel_ci and tiny.precise and not tiny.noisy  # CI half-width 10 ns < 200 ns
+    loose = Measurement(np.array([1e-3, 3e-3] * 20), 1, 0.0, ROT, rotation=True)
+    assert not loose.precise and loose.noisy
+
+
+def test_rotation_names_the_failing_callable():
+    def boom():
+        raise ValueError("bad shape")
+
+    with pytest.raises(RotationError) as e:
+        measure_rotation([lambda: None, boom], ROT)
+    assert e.value.index == 1 and "bad shape" in str(e.value)
 
 
 def test_real_clock_times_a_real_callable():

@@ -346,3 +346,40 @@ def test_profiler_dilation_is_measured_and_subtracted_from_gaps(tmp_path):
     model = trace.OverheadModel.from_tables(stats, types)
     assert model.t1["aten::add"] == pytest.approx(3e-6) and model.tail == pytest.approx(7e-6)
     assert model.gap_s({"aten::add": 10}) == pytest.approx(10 * 3e-6 + 7e-6)
+
+
+def test_replay_trace_holds_the_model_ops_and_gives_the_gaps_isolated_costs_include(tmp_path):
+    from opcost.config import validate
+    from opcost.models import load_model
+
+    models = validate({"models": {"mlp": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}}})["models"]
+    wl = make_workload(load_model("mlp", models["mlp"]), 4, "inference")
+    model_tt = trace.parse(trace.record(wl, tmp_path / "model.json.gz", iterations=3, warmup=1))
+    replay_tt = trace.parse(trace.record(trace.replay_runner(wl, models), tmp_path / "replay.json.gz",
+                                         iterations=3, warmup=1))
+
+    def ops(tt):
+        calls = trace.op_calls(tt)
+        return calls[calls["iteration"] == 0]["op_type"].tolist()
+
+    # the replay issues the model's top-level ops (leaf modules, functional relu and +=, flatten) in its order
+    assert ops(replay_tt) == ops(model_tt) and "aten::add_" in ops(model_tt)
+    stats = trace.summarize(model_tt, "mlp", "inference", 4, "cpu", replay=replay_tt)["trace_overheads"]
+    t1 = stats[stats["kind"] == "T1"]
+    t1r = stats[stats["kind"] == trace.REPLAY_KIND]
+    assert set(t1r["op_type"]) == set(t1["op_type"]) and (t1r["mean_s"] > 0).all()
+    with pytest.raises(OpcostError, match="inference"):
+        trace.replay_runner(make_workload(load_model("mlp", models["mlp"]), 4, "training"), models)
+
+
+def test_replay_gaps_are_subtracted_instead_of_the_profiler_cost():
+    stats = pd.DataFrame({"op_type": ["aten::add", trace.ALL_TYPES, trace.END, trace.PROFILER,
+                                      "aten::add", trace.ALL_TYPES, trace.END],
+                          "kind": ["T1"] * 4 + [trace.REPLAY_KIND] * 3,
+                          "mean_s": [5e-6, 5e-6, 9e-6, 2e-6, 3.5e-6, 3e-6, 1e-6]})
+    types = pd.DataFrame({"op_type": ["aten::add"], "calls": [10.0], "cpu_s": [1e-4], "device_s": [None],
+                          "launches": [0.0]})
+    model = trace.OverheadModel.from_tables(stats, types)
+    assert model.t1["aten::add"] == pytest.approx(1.5e-6) and model.t1_default == pytest.approx(2e-6)
+    assert model.tail == pytest.approx(8e-6)
+    assert model.gap_s({"aten::add": 10, "aten::mul": 1}) == pytest.approx(10 * 1.5e-6 + 2e-6 + 8e-6)

@@ -116,8 +116,8 @@ def _rel_iqr(m) -> float:
 
 def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype: str,
                     settings: TimingSettings, remeasure: int = 1, on_result=None, energy=None,
-                    placement: PlacementSettings | None = None, cache: str = "fresh"
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    placement: PlacementSettings | None = None, cache: str = "fresh",
+                    context: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
     rows, `samples` rows).
 
@@ -134,10 +134,12 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     per placement and phase the least noisy attempt is kept and ``attempts`` records how many were made. A
     configuration that cannot be replayed gets a row with status ``failed: ...`` and the others go on.
     ``on_result(rows, samples)`` is called once per finished configuration (the journal hook). ``energy(fn)``
-    returns the energy columns of a phase (default: missing, meter none)."""
+    returns the energy columns of a phase (default: missing, meter none). ``context``: configurations that rotate
+    with them untimed and unrecorded (the coverage loop passes the types profiled in earlier iterations, so that a
+    new type rotates among the operators it runs between in the model, not only among its own kind)."""
     if cache in ROTATION_STATES:
         return _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy,
-                                 placement, cache)
+                                 placement, cache, context)
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
     tiers, skipped = usable_tiers(placement, device) if placement.enabled else ([], {})
@@ -242,28 +244,35 @@ def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | No
     return rows, samples
 
 
-def _rotation_groups(configs: pd.DataFrame, size: int = MAX_ROTATION) -> list[list[dict]]:
-    """Configurations in measurement order, split by mode (one autograd context per rotation) into groups of at
-    most ``size``."""
+def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
+                     size: int = MAX_ROTATION) -> list[tuple[list[dict], list[dict]]]:
+    """(configurations, context configurations) per rotation: configurations in measurement order, split by mode
+    (one autograd context per rotation) into groups of at most ``size``; each group gets the context
+    configurations of its mode (not among the configurations) up to ``size`` members in all."""
     rows = measurement_order(configs).to_dict("records")
+    ctx = [] if context is None or context.empty else measurement_order(context).to_dict("records")
+    ids = {r["config_id"] for r in rows}
     groups = []
     for mode in sorted({r["mode"] for r in rows}):
         same = [r for r in rows if r["mode"] == mode]
-        groups += [same[i:i + size] for i in range(0, len(same), size)]
+        extra = [r for r in ctx if r["mode"] == mode and r["config_id"] not in ids]
+        groups += [(same[i:i + size], extra[:size - len(same[i:i + size])]) for i in range(0, len(same), size)]
     return groups
 
 
 def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingSettings, energy, fresh: bool,
-            remeasure: int, seed: int) -> tuple[dict, dict, dict]:
-    """Time one group of same-mode configurations in rotation. Returns ({config_id: {(DEFAULT, phase): (None,
-    Measurement, energy columns)}}, {config_id: failure}, {config_id: attempts}). A configuration whose replay
-    fails (when built, on a first call, or inside the rotation) is reported failed and the rotation goes on
-    without it."""
+            remeasure: int, seed: int, context: list[dict] = ()) -> tuple[dict, dict, dict]:
+    """Time one group of same-mode configurations in rotation (with ``context`` configurations rotating untimed).
+    Returns ({config_id: {(DEFAULT, phase): (None, Measurement, energy columns)}}, {config_id: failure},
+    {config_id: attempts}). A configuration whose replay fails (when built, on a first call, or inside the
+    rotation) is reported failed and the rotation goes on without it; a failing context configuration is left
+    out."""
     failed: dict[str, str] = {}
+    timed = {r["config_id"] for r in rows}
     reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
     members = []  # (config_id, phase, fn, prepare)
     try:
-        for row in rows:
+        for row in list(rows) + list(context):
             try:
                 reps.append((row, build(row, models, device)))
             except Exception as e:
@@ -286,8 +295,11 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
             attempts: dict[str, int] = {}
             noisy: set = set()  # (config_id, phase) still to re-measure; empty on the first attempt
             for attempt in range(1 + max(0, remeasure)):
+                if not any(m[0] in timed for m in members):
+                    break
                 while True:
-                    targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy] if attempt else None
+                    targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy or (
+                        not attempt and m[0] in timed)]
                     try:
                         ms = measure_rotation([m[2] for m in members], settings, device, [m[3] for m in members],
                                               seed=seed + attempt, targets=targets)
@@ -301,7 +313,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                         members = [m for m in members if m[0] != cid]
                         noisy = {k for k in noisy if k[0] != cid}
                 for (cid, phase, _, _), m in zip(members, ms):
-                    if attempt and (cid, phase) not in noisy:
+                    if cid not in timed or (attempt and (cid, phase) not in noisy):
                         continue
                     attempts[cid] = attempt + 1
                     prev = results.get(cid, {}).get((DEFAULT, phase))
@@ -312,7 +324,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                     break
                 log.info("re-measuring %d noisy configuration phases in another rotation of the group", len(noisy))
             for cid, phase, fn, _ in members:  # energy: back-to-back trials, where a meter exists
-                if (DEFAULT, phase) not in results.get(cid, {}):
+                if cid not in timed or (DEFAULT, phase) not in results.get(cid, {}):
                     continue
                 ver, m, _ = results[cid][(DEFAULT, phase)]
                 results[cid][(DEFAULT, phase)] = (ver, m, energy(fn))
@@ -322,7 +334,8 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
     return results, failed, attempts
 
 
-def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy, placement, cache):
+def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy, placement, cache,
+                      context=None):
     """:func:`profile_configs` for the rotation cache states."""
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
@@ -337,11 +350,14 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, o
     llc = llc_bytes()
     fast = tiers[0].name if tiers else None
     rows, samples = [], []
-    groups = _rotation_groups(configs)
+    groups = _rotation_groups(configs, context)
     t0, done = time.perf_counter(), 0
-    for g, group in enumerate(groups):
+    for g, (group, ctx) in enumerate(groups):
+        if ctx:
+            log.info("rotation group %d: %d configurations, %d more rotating untimed as context", g + 1, len(group),
+                     len(ctx))
         results, failed, attempts = _rotate(group, models, device, settings, energy, cache == "fresh", remeasure,
-                                            seed=g)
+                                            seed=g, context=ctx)
         for row in group:
             cid = row["config_id"]
             result = {k: (ver, m, e, cache) for k, (ver, m, e) in results.get(cid, {}).items()}

@@ -134,11 +134,14 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
 
     _prepare(config)
     configs = io.read_parquet(configs_path, tables.CONFIGS)
+    previous = io.read_json(previous_evaluation)
     types = new_op_types(iteration, LoopSettings.from_config(config["loop"]), sorted(set(configs["op_type"])),
-                         io.read_json(previous_evaluation))
+                         previous)
     chunks = int(config["profile"]["chunks"])
-    mine = configs[configs["op_type"].isin(types)
-                   & (configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk))]
+    in_chunk = configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk)
+    mine = configs[configs["op_type"].isin(types) & in_chunk]
+    # rotation context: the chunk's types profiled in earlier iterations, between which the new ones run in models
+    context = configs[configs["op_type"].isin(previous["profiled_op_types"] if previous else []) & in_chunk]
     log.info("iteration %d, chunk %d/%d: %d of %d configurations (op types: %s)", iteration, chunk, chunks,
              len(mine), len(configs), ", ".join(types))
     from .placement import Settings as PlacementSettings
@@ -156,7 +159,8 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     meas, samples = profile_configs(mine[~mine["config_id"].isin(done)], config["models"], config["device"],
                                     config["dtype"], settings, remeasure=int(config["profile"]["remeasure"]),
                                     on_result=journal.append, energy=energy, placement=placement,
-                                    cache=cache_state(config["profile"]["cache"], config["device"]))
+                                    cache=cache_state(config["profile"]["cache"], config["device"]),
+                                    context=context)
     energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples], ignore_index=True)
@@ -216,13 +220,20 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
     tr.record(wl, out_trace, iterations=int(settings["iterations"]), warmup=int(settings["warmup"]),
               device=config["device"])
     tt = tr.parse(out_trace)
-    dilation = None
-    if not config["device"].startswith("cuda"):  # CPU: gaps are host time, the profiler's bookkeeping among them
-        calib = Path(out_trace).with_name(f".{Path(out_trace).name}.calibration.json.gz")
+    dilation, replay = None, None
+    side = Path(out_trace).with_name(f".{Path(out_trace).name}")  # side files, removed after parsing
+    if mode == "inference":  # the gaps isolated costs already include: the replayed operators' own trace
+        path = side.with_name(side.name + ".replay.json.gz")
+        tr.record(tr.replay_runner(wl, config["models"], config["device"], config["dtype"]), path,
+                  iterations=int(settings["iterations"]), warmup=int(settings["warmup"]), device=config["device"])
+        replay = tr.parse(path)
+        path.unlink(missing_ok=True)
+    elif not config["device"].startswith("cuda"):  # CPU: gaps are host time, the profiler's bookkeeping among them
+        calib = side.with_name(side.name + ".calibration.json.gz")
         dilation = tr.profiler_dilation(calib)
         calib.unlink(missing_ok=True)
         log.info("profiler cost per top-level call (calibrated, subtracted from gaps): %.2f us", dilation * 1e6)
-    parts = tr.summarize(tt, model, mode, batch, config["device"], dilation)
+    parts = tr.summarize(tt, model, mode, batch, config["device"], dilation, replay)
     for part in TRACE_PARTS:
         io.write_parquet(parts[f"trace_{part}"], out_tables[part], getattr(tables, f"TRACE_{part.upper()}"))
     check = tr.trace_prediction(tt)

@@ -64,7 +64,8 @@ _STATS = (
     _c("iqr_s", "Float64", "inter-quartile range of the samples, seconds"),
     _c("ci_low_s", "Float64", "lower end of the 95% confidence interval of the median (order statistics), seconds"),
     _c("ci_high_s", "Float64", "upper end of the 95% confidence interval of the median, seconds"),
-    _c("n", "Int64", "number of samples (each sample averages `calls_per_sample` back-to-back calls)"),
+    _c("n", "Int64", "number of samples (each sample averages `calls_per_sample` back-to-back calls; rotation and "
+                     "in-situ samples are single calls)"),
     _c("calls_per_sample", "Int64", "back-to-back calls timed together in one sample"),
     _c("noisy", "boolean", "IQR/median above the configured noise threshold (after re-measuring)"),
     _c("attempts", "Int64", "measurements made (noisy isolated configurations are re-measured later; the "
@@ -146,7 +147,10 @@ MEASUREMENTS = Table(
                                       "not dropped; missing where not verified"),
         _c("baseline", "boolean", "`default` placement, or every tensor on the fast (first configured) tier: "
                                   "the rows predictions and the coverage loop use"),
-        _c("cache", "string", "isolated rows: `warm` (the same inputs every call), `cold:N` (inputs rotate over N "
+        _c("cache", "string", "isolated rows: `fresh` (timed in rotation with the job's other configurations, one "
+                              "call at a time, inputs rewritten just before each call), `rotation` (the same "
+                              "without the rewrite), `warm` (back-to-back calls, the same inputs every call), "
+                              "`cold:N` (back-to-back, inputs rotate over N "
                               "copies, together larger than twice the last-level cache) or `cold-capped:N` (the "
                               "64-copy cap left the pool smaller); missing for in-situ rows"),
     ) + _STATS + _ENERGY,
@@ -366,7 +370,9 @@ TRACE_OVERHEADS = Table(
         _c("op_type", "string", "as in `trace_overhead_samples`, or `<all>`: every op type pooled (without "
                                 "`<end>`), or `<profiler>` (kind T1, CPU traces): the profiler's own cost per "
                                 "top-level call, calibrated in the same job and subtracted from T1 in predictions"),
-        _c("kind", "string", "T1 ... T5"),
+        _c("kind", "string", "T1 ... T5, or `T1r`: T1 in the trace of the workload's operator configurations "
+                             "replayed as isolated profiling calls them, in the model's order (inference): the "
+                             "part of each gap isolated costs already include"),
         _c("mean_s", "Float64", "mean of the kept samples, seconds"),
         _c("std_s", "Float64", "standard deviation of the kept samples, seconds"),
         _c("n", "Int64", "kept samples"),

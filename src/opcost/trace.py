@@ -33,6 +33,13 @@ CPU-only traces have T1 only. Statistics (:func:`overheads`) drop samples beyond
 Overhead-aware prediction (:class:`OverheadModel`, :func:`predict`): an iteration costs, per top-level call, its
 modelled gap T1 plus its cost, plus the ``<end>`` gap; on GPU the cost of a call is ``max(host side, device time)``
 with host side ``T2 + L*T4 + (L-1)*T5 + T3`` for L launches per call (a per-op critical-path approximation).
+
+What to add to *isolated* costs: an isolated call is timed through the same Python entry points as in the model
+(module ``__call__``, the Python binding), so part of every gap T1 is already inside the isolated cost. The
+replay trace (:func:`replay_runner`: the workload's operator configurations replayed one after the other in the
+model's call order, each as the profiler calls it) has exactly that part as its gaps, ``T1r``. The glue the model
+adds per call of an op type is then ``T1 - T1r``: container modules, the parent's ``forward`` code. Both traces
+carry the same profiler bookkeeping per top-level call, which cancels in the difference.
 """
 from __future__ import annotations
 
@@ -71,6 +78,7 @@ LAUNCH_NAMES = frozenset({
 END = "<end>"  # pseudo op type: the gap from an iteration's last op (or kernel) to its end
 ALL_TYPES = "<all>"  # pooled statistics over every op type (T1: without <end>)
 PROFILER = "<profiler>"  # the profiler's own cost per top-level call, calibrated (see profiler_dilation)
+REPLAY_KIND = "T1r"  # T1 statistics of the replay trace (see module docstring)
 _STEP = re.compile(r"ProfilerStep#\d+$")
 
 
@@ -140,6 +148,32 @@ def profiler_dilation(path, calls: int = 2000, repeats: int = 7, record_shapes: 
     record(loop, path, iterations=repeats, warmup=1, record_shapes=record_shapes)
     traced = float(iterations(parse(path))["span_s"].median())
     return max(0.0, (traced - float(np.median(plain))) / calls)
+
+
+def replay_runner(wl, models_cfg: dict, device: str = "cpu", dtype: str = "float32") -> Callable[[], None]:
+    """One iteration of ``wl``'s operator configurations replayed in the model's call order, each call exactly as
+    isolated profiling makes it (:func:`opcost.replay.build`, its own synthesized inputs): a model without the
+    glue between its operators. Inference workloads only (a training iteration's backward has no per-call replay)."""
+    import torch
+
+    from .extract import extract, record_calls
+    from .replay import ModelCache, build
+
+    if wl.mode != "inference":
+        raise OpcostError(f"model {wl.model.name}", "replay traces cover inference workloads only")
+    layers = extract(wl)
+    sequence = record_calls(wl).config_ids(wl.mode)
+    rows = {r["config_id"]: r for r in layers.drop_duplicates("config_id").to_dict("records")}
+    cache = ModelCache(models_cfg, device, dtype)
+    fns = {cid: build(rows[cid], cache, device).phases["forward"] for cid in set(sequence)}
+    calls = [fns[cid] for cid in sequence]
+
+    def run():
+        with torch.inference_mode():
+            for fn in calls:
+                fn()
+
+    return run
 
 
 # ---------------------------------------------------------------------------------------------------- parsing
@@ -530,7 +564,9 @@ class OverheadModel:
 
     ``t1``: op type -> mean gap before a call; ``t1_default``: the pooled mean (for op types the trace lacks);
     ``tail``: the ``<end>`` gap per iteration (gaps net of the calibrated profiler cost per call, a
-    ``<profiler>`` T1 row of the statistics, where present); ``host``: op type -> host-side time per call on GPU
+    ``<profiler>`` T1 row of the statistics, where present; where the statistics have replay rows, kind ``T1r``,
+    every gap is instead net of the replay's gap before the same op type, or of its pooled gap: the glue that
+    isolated costs lack, see the module docstring); ``host``: op type -> host-side time per call on GPU
     (``T2 + L*T4 + (L-1)*T5 + T3`` for L >= 1 launches per call, else the op's mean CPU time); ``gpu``: whether
     the trace has device activity (then :func:`predict` takes the per-call maximum of host and device time)."""
 
@@ -551,7 +587,13 @@ class OverheadModel:
         """From a `trace_overheads` and a `trace_op_types` frame of one workload (extra columns are ignored)."""
         mean = {(t, k): v for t, k, v in zip(stats["op_type"], stats["kind"], stats["mean_s"]) if pd.notna(v)}
         dilation = float(mean.pop((PROFILER, "T1"), 0.0))  # the profiler's own cost in each gap
-        mean = {(t, k): max(0.0, v - dilation) if k == "T1" else v for (t, k), v in mean.items()}
+        replay = {t: v for (t, k), v in mean.items() if k == REPLAY_KIND}
+        if replay:  # net of what isolated calls already include (the profiler's cost cancels too)
+            pooled = replay.get(ALL_TYPES, 0.0)
+            mean = {(t, k): v - replay.get(t, pooled) if k == "T1" else v for (t, k), v in mean.items()
+                    if k != REPLAY_KIND}
+        else:
+            mean = {(t, k): max(0.0, v - dilation) if k == "T1" else v for (t, k), v in mean.items()}
         t1 = {t: v for (t, k), v in mean.items() if k == "T1" and t not in (END, ALL_TYPES)}
         gpu = bool(types["device_s"].notna().any()) if len(types) else False
         host = {}
@@ -612,10 +654,11 @@ def trace_prediction(tt: TraceTables) -> dict:
 
 
 def summarize(tt: TraceTables, model: str, mode: str, batch: int, device: str | None = None,
-              dilation: float | None = None) -> dict:
+              dilation: float | None = None, replay: TraceTables | None = None) -> dict:
     """The per-workload trace tables, keyed by table name, ready for :func:`opcost.io.write_parquet`:
     `trace_op_types`, `trace_iterations`, `trace_op_kernels`, `trace_overheads`, `trace_overhead_samples`;
-    ``dilation`` (from :func:`profiler_dilation`) becomes the ``<profiler>`` row of `trace_overheads`."""
+    ``dilation`` (from :func:`profiler_dilation`) becomes the ``<profiler>`` row of `trace_overheads`; the T1
+    statistics of ``replay`` (the trace of :func:`replay_runner`) become its ``T1r`` rows."""
     key = {"model": model, "mode": mode, "batch": batch,
            "device": device or ("cuda" if tt.has_device else "cpu")}
     calls = op_calls(tt)
@@ -624,6 +667,9 @@ def summarize(tt: TraceTables, model: str, mode: str, batch: int, device: str | 
     if dilation is not None:
         stats = pd.concat([stats, pd.DataFrame([{"op_type": PROFILER, "kind": "T1", "mean_s": dilation,
                                                  "std_s": np.nan, "n": 1, "outliers": 0}])], ignore_index=True)
+    if replay is not None:
+        r = overheads(overhead_samples(replay))
+        stats = pd.concat([stats, r[r["kind"] == "T1"].assign(kind=REPLAY_KIND)], ignore_index=True)
     parts = {TRACE_OP_TYPES: op_types(tt, calls), TRACE_ITERATIONS: iterations(tt, calls),
              TRACE_OP_KERNELS: op_kernels(tt), TRACE_OVERHEADS: stats, TRACE_OVERHEAD_SAMPLES: samples}
     return {t.name: frame(t, df.assign(**key)) for t, df in parts.items()}
