@@ -34,7 +34,7 @@ def _snakemake(args, cwd):
 
 def test_kill_9_mid_profiling_then_resume(tmp_path):
     cfg = yaml.safe_load(TINY.read_text())
-    cfg["profile"] = {"chunks": 1, "remeasure": 0,
+    cfg["profile"] = {"chunks": 1, "remeasure": 0, "rotation_size": 2,
                       "timing": {"max_seconds": 0.3, "target_rel_ci": 0.0001, "min_samples": 5, "warmup_s": 0.0}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     args = ["--configfile", "c.yaml", "--cores", "1", "results/db/measurements.parquet"]
@@ -66,7 +66,7 @@ def test_kill_9_mid_profiling_then_resume(tmp_path):
     log = (tmp_path / "logs" / "profile" / "iter0_chunk0.log").read_text()
     assert "already measured, resuming" in log, out[-2000:]
     meas = pd.read_parquet(tmp_path / "results" / "db" / "measurements.parquet")
-    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward") & meas["baseline"]]
+    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward") & (meas["placement"] == "default")]
     assert sorted(iso["config_id"]) == sorted(configs["config_id"])  # complete, and no duplicates
     kept = iso.set_index("config_id")["median_s"]
     assert all(kept[cid] == med for cid, med in before.items())  # journaled work was not re-measured

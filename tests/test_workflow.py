@@ -29,8 +29,9 @@ def test_database_holds_every_configuration_once(tiny_run):
     db = tiny_run / "results" / "db"
     configs = pd.read_parquet(db / "configs.parquet")
     meas = pd.read_parquet(db / "measurements.parquet")
-    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward") & meas["baseline"]]
+    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward") & (meas["placement"] == "default")]
     assert sorted(iso["config_id"]) == sorted(configs["config_id"])  # each measured exactly once over the chunks
+    assert (iso["cache"] == "fresh").all() and (iso["calls_per_sample"] == 1).all()  # in rotation (cpu default)
     ins = meas[(meas["source"] == "insitu") & (meas["phase"] == "forward")]
     assert set(ins["config_id"]) == set(configs["config_id"])  # in-situ covers every configuration too
     assert set(meas.loc[meas["phase"] == "backward", "mode"]) == {"training"}
@@ -47,6 +48,9 @@ def test_placements_are_measured_verified_and_a_missing_tier_skipped(tiny_run):
     assert tiers["usable"] == ["dram", "dram_b"] and "NUMA node 63 not present" in tiers["skipped"]["absent"]
     meas = pd.read_parquet(tiny_run / "results" / "db" / "measurements.parquet")
     iso = meas[meas["source"] == "isolated"]
+    assert (iso.groupby(["config_id", "phase"])["placement"].agg(lambda p: (p == "default").sum()) == 1).all()
+    iso = iso[iso["placement"] != "default"]  # the rotation row aside: the placements, back-to-back
+    assert iso["cache"].str.startswith("cold").all()
     per_config = iso.groupby(["config_id", "phase"])["placement"].nunique()
     assert (per_config == 2).all()  # max_per_config: all on dram, all on dram_b
     assert iso["placement_ok"].all() and not iso["placement"].str.contains("absent").any()
@@ -58,7 +62,7 @@ def test_placements_are_measured_verified_and_a_missing_tier_skipped(tiny_run):
 def test_simultaneous_placement_profiling_covers_every_placement(tiny_run):
     meas = pd.read_parquet(tiny_run / "results" / "db" / "measurements.parquet")
     co = meas[meas["source"] == "coplace"]
-    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward")]
+    iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward") & (meas["placement"] != "default")]
     assert len(co) and co["placement_ok"].all() and (co["status"] == "ok").all()
     modules = set(pd.read_parquet(tiny_run / "results" / "db" / "configs.parquet").query(
         "scope == 'module' and mode == 'inference'")["config_id"])
@@ -78,13 +82,15 @@ def test_traces_are_recorded_analysed_and_feed_the_overhead_aware_prediction(tin
     iters = pd.read_parquet(trace_dir / "inference_b2.iterations.parquet")
     assert len(iters) == 3 and (iters["cpu_idle_s"] > 0).all()  # tiny.yaml: trace.iterations 3
     ov = pd.read_parquet(trace_dir / "inference_b2.overheads.parquet")
-    assert set(ov["kind"]) == {"T1"}  # a CPU trace has gaps between ops, no launches
+    assert set(ov["kind"]) == {"T1", "T1r"}  # a CPU trace has gaps between ops, no launches; + the replay's gaps
+    training = pd.read_parquet(tiny_run / "results" / "trace" / "tiny_dlrm" / "training_b2.overheads.parquet")
+    assert set(training["kind"]) == {"T1"} and "<profiler>" in set(training["op_type"])  # no replay: calibrated
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet").set_index(
         ["model", "mode", "batch", "source"])
     for source in ("isolated", "insitu"):
         plain = pred.loc[("mlp", "inference", 2, source)]
         with_ov = pred.loc[("mlp", "inference", 2, f"{source}+overhead")]
-        assert with_ov["overhead_s"] > 0 and pd.isna(plain["overhead_s"])
+        assert pd.notna(with_ov["overhead_s"]) and pd.isna(plain["overhead_s"])  # signed: T1 - T1r
         assert with_ov["predicted_s"] == pytest.approx(plain["predicted_s"] + with_ov["overhead_s"])
 
 

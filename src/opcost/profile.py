@@ -40,7 +40,7 @@ def measurement_order(configs: pd.DataFrame) -> pd.DataFrame:
 
 
 MAX_POOL = 64
-MAX_ROTATION = 256  # configurations rotated together (all their replays are alive at once)
+MAX_ROTATION = 128  # default configurations per rotation (all their replays are alive at once; journaled together)
 
 
 def _cold_pool(row: dict, cache: str, llc: int | None) -> tuple[int, str]:
@@ -117,7 +117,8 @@ def _rel_iqr(m) -> float:
 def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype: str,
                     settings: TimingSettings, remeasure: int = 1, on_result=None, energy=None,
                     placement: PlacementSettings | None = None, cache: str = "fresh",
-                    context: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    context: pd.DataFrame | None = None, rotation_size: int = MAX_ROTATION
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
     rows, `samples` rows).
 
@@ -136,10 +137,12 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     ``on_result(rows, samples)`` is called once per finished configuration (the journal hook). ``energy(fn)``
     returns the energy columns of a phase (default: missing, meter none). ``context``: configurations that rotate
     with them untimed and unrecorded (the coverage loop passes the types profiled in earlier iterations, so that a
-    new type rotates among the operators it runs between in the model, not only among its own kind)."""
+    new type rotates among the operators it runs between in the model, not only among its own kind).
+    ``rotation_size``: at most this many configurations (context included) per rotation; a rotation's
+    configurations are journaled together when it ends."""
     if cache in ROTATION_STATES:
         return _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy,
-                                 placement, cache, context)
+                                 placement, cache, context, rotation_size)
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
     tiers, skipped = usable_tiers(placement, device) if placement.enabled else ([], {})
@@ -335,7 +338,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
 
 
 def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy, placement, cache,
-                      context=None):
+                      context=None, rotation_size=MAX_ROTATION):
     """:func:`profile_configs` for the rotation cache states."""
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
@@ -350,7 +353,7 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, o
     llc = llc_bytes()
     fast = tiers[0].name if tiers else None
     rows, samples = [], []
-    groups = _rotation_groups(configs, context)
+    groups = _rotation_groups(configs, context, rotation_size)
     t0, done = time.perf_counter(), 0
     for g, (group, ctx) in enumerate(groups):
         if ctx:

@@ -149,7 +149,8 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     settings = TimingSettings.from_config(config["profile"]["timing"])
     placement = PlacementSettings.from_config(config["placement"])
     key = settings_key(settings, config["device"], config["dtype"], config["threads"], config["profile"]["remeasure"],
-                       placement, cache_state(config["profile"]["cache"], config["device"]), config["affinity"])
+                       placement, cache_state(config["profile"]["cache"], config["device"]), config["affinity"],
+                       config["profile"]["rotation_size"])
     journal = Journal(Path(journal_dir) / f"profile_iter{iteration}_chunk{chunk}_{key}.jsonl")
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
     done = {r["config_id"] for r in done_rows}
@@ -160,7 +161,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
                                     config["dtype"], settings, remeasure=int(config["profile"]["remeasure"]),
                                     on_result=journal.append, energy=energy, placement=placement,
                                     cache=cache_state(config["profile"]["cache"], config["device"]),
-                                    context=context)
+                                    context=context, rotation_size=int(config["profile"]["rotation_size"]))
     energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples], ignore_index=True)

@@ -146,7 +146,9 @@ MEASUREMENTS = Table(
         _c("placement_ok", "boolean", "every tensor verified on its requested tier; false rows are flagged, "
                                       "not dropped; missing where not verified"),
         _c("baseline", "boolean", "`default` placement, or every tensor on the fast (first configured) tier: "
-                                  "the rows predictions and the coverage loop use"),
+                                  "the rows predictions and the coverage loop use (where a configuration has both a "
+                                  "rotation row, cache `fresh`/`rotation`, and a back-to-back all-fast-tier "
+                                  "reference of its placements, they use the rotation row)"),
         _c("cache", "string", "isolated rows: `fresh` (timed in rotation with the job's other configurations, one "
                               "call at a time, inputs rewritten just before each call), `rotation` (the same "
                               "without the rewrite), `warm` (back-to-back calls, the same inputs every call), "
