@@ -3,8 +3,9 @@
 For each model and batch (inference): extract, measure end to end, profile every configuration in isolation, time
 every configuration in situ, measure end to end again. The isolated prediction is checked against the mean of the
 two dedicated end-to-end medians (taken before and after the operator measurements, so slow drift of the machine is
-visible in the table and favours neither side); the in-situ prediction against the end-to-end time of the unobserved
-iterations interleaved with its timed ones (same minutes, same machine state). Each source is also shown
+visible in the table and favours neither side), and also against the interleaved end-to-end time below (colder
+iterations: they alternate with instrumented ones); the in-situ prediction against the end-to-end time of the
+unobserved iterations interleaved with its timed ones (same minutes, same machine state). Each source is also shown
 overhead-aware (`+ov`): plus the CPU overhead modelled from Kineto traces of the workload and of its operators
 replayed in model order (calls per top-level op type x (mean gap T1 in the model - mean gap T1r in the replay), plus
 the tail gap's difference; opcost.trace). Prints the error table and one SUMMARY line.
@@ -72,6 +73,8 @@ def main() -> None:
                          "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
                          "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
                          "err_isolated": float(by.loc["isolated", "error"]),
+                         "err_isolated_vs_interleaved": float(by.loc["isolated", "predicted_s"]
+                                                              / e2e_interleaved["median_s"].iloc[0] - 1),
                          "err_isolated_ov": float(by.loc["isolated+overhead", "error"]),
                          "err_insitu": float(by.loc["insitu", "error"]),
                          "err_insitu_ov": float(by.loc["insitu+overhead", "error"])})
@@ -80,7 +83,8 @@ def main() -> None:
     table = pd.DataFrame(rows)
     print()
     print(table.to_string(index=False, float_format="%.3f"))
-    errs = {c: table[f"err_{c}"].abs() for c in ("isolated", "isolated_ov", "insitu", "insitu_ov")}
+    errs = {c: table[f"err_{c}"].abs() for c in ("isolated", "isolated_ov", "insitu", "insitu_ov",
+                                                 "isolated_vs_interleaved")}
     drift = ((table["e2e_after_ms"] - table["e2e_before_ms"]) / table["e2e_before_ms"]).abs()
     stats = {}
     for c, e in errs.items():

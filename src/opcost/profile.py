@@ -94,7 +94,7 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
             if k == 0:  # the all-fast placement: the configuration itself fails
                 raise
             log.warning("%s %s placement %s failed: %s", row["config_id"], row["op_type"], plc, e)
-            out.append((str(plc), None, "forward", None, f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]))
+            out.append((str(plc), None, "forward", None, _failure(e)))
             continue  # the other placements, the baseline among them, are kept
         finally:
             if rep is not None:
@@ -108,6 +108,11 @@ def _verify(rep, placer) -> str:
     """Where the inputs, parameters and (a fresh call's) outputs really are, in the ``placement`` text form."""
     return str(Placement(tuple(placer.where(t) for t in rep.inputs),
                          placer.where_all(rep.params) if rep.params else None, placer.where_all(rep.outputs())))
+
+
+def _failure(e: BaseException) -> str:
+    """The `status` of a failed measurement: one line naming the error."""
+    return f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
 
 
 def _rel_iqr(m) -> float:
@@ -176,7 +181,7 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                 result = _measure_config(row, models, device, settings, energy, placer, tiers, placement, pool)
             except Exception as e:  # one bad configuration must not lose the others
                 log.warning("[%d/%d] %s %s failed: %s", k, len(todo), cid, row["op_type"], e)
-                failed[cid] = f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
+                failed[cid] = _failure(e)
                 result = None
             if result is not None:
                 failed.pop(cid, None)
@@ -263,6 +268,25 @@ def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
     return groups
 
 
+def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
+    """(config_id, phase, callable, prepare) per phase of each replay (call inside its autograd context); each
+    callable is called once here, so that a failing configuration fails here (recorded in ``failed``), not inside
+    the rotation."""
+    members = []
+    for row, rep in reps:
+        try:
+            prep = refresher(rep.inputs) if fresh else None
+            mine = []
+            for phase, fn in rep.callables():
+                fn()
+                mine.append((row["config_id"], phase, fn, prep))
+            members += mine
+        except Exception as e:
+            failed[row["config_id"]] = _failure(e)
+            log.warning("%s %s %s", row["config_id"], row["op_type"], failed[row["config_id"]])
+    return members
+
+
 def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingSettings, energy, fresh: bool,
             remeasure: int, seed: int, context: list[dict] = ()) -> tuple[dict, dict, dict]:
     """Time one group of same-mode configurations in rotation (with ``context`` configurations rotating untimed).
@@ -273,27 +297,15 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
     failed: dict[str, str] = {}
     timed = {r["config_id"] for r in rows}
     reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
-    members = []  # (config_id, phase, fn, prepare)
     try:
         for row in list(rows) + list(context):
             try:
                 reps.append((row, build(row, models, device)))
             except Exception as e:
-                failed[row["config_id"]] = f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
+                failed[row["config_id"]] = _failure(e)
                 log.warning("%s %s %s", row["config_id"], row["op_type"], failed[row["config_id"]])
         with mode_context(rows[0]["mode"]):
-            for row, rep in reps:
-                cid = row["config_id"]
-                try:
-                    prep = refresher(rep.inputs) if fresh else None
-                    mine = []
-                    for phase, fn in rep.callables():
-                        fn()  # a failing configuration fails here, not inside the rotation
-                        mine.append((cid, phase, fn, prep))
-                    members += mine
-                except Exception as e:
-                    failed[cid] = f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
-                    log.warning("%s %s %s", cid, row["op_type"], failed[cid])
+            members = _members(reps, fresh, failed)
             results: dict[str, dict] = {}
             attempts: dict[str, int] = {}
             noisy: set = set()  # (config_id, phase) still to re-measure; empty on the first attempt
@@ -309,7 +321,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                         break
                     except RotationError as e:
                         cid = members[e.index][0]
-                        why = f"failed: {type(e.error).__name__}: {e.error}".splitlines()[0][:300]
+                        why = _failure(e.error)
                         log.warning("%s failed inside the rotation (%s); rotating again without it", cid, why)
                         if cid not in results:  # a re-measurement that fails keeps the first attempt
                             failed[cid] = why
