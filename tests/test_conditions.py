@@ -98,3 +98,21 @@ def test_rotation_context_configurations_rotate_but_are_not_recorded(monkeypatch
     assert meas["config_id"].tolist() == ["x"] and set(samples["key"]) == {"x"}
     assert (meas["status"] == "ok").all()  # a failing context configuration is only left out
     assert seen[0] == (2, [0])  # both rotated, only the configuration itself decides when to stop
+
+
+def test_configurations_rotate_with_their_own_workload_and_its_context():
+    import pandas as pd
+
+    from opcost.profile import _rotation_groups
+
+    def cfg(cid, workload, mode="inference"):
+        return {"config_id": cid, "mode": mode, "workload": workload}
+
+    configs = pd.DataFrame([cfg("a1", "m/inference/b1"), cfg("a2", "m/inference/b1"), cfg("b1", "m/inference/b8"),
+                            cfg("t1", "m/training/b1", "training")])
+    context = pd.DataFrame([cfg("c1", "m/inference/b1"), cfg("c8", "m/inference/b8"), cfg("a2", "m/inference/b1")])
+    groups = {tuple(sorted(r["config_id"] for r in g)): sorted(r["config_id"] for r in c)
+              for g, c in _rotation_groups(configs, context)}
+    assert groups == {("a1", "a2"): ["c1"], ("b1",): ["c8"], ("t1",): []}
+    small = _rotation_groups(configs, context, size=2)  # at most 2 members per rotation, context included
+    assert all(len(g) + len(c) <= 2 for g, c in small) and sum(len(g) for g, _ in small) == 4

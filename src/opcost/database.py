@@ -9,6 +9,7 @@ import pandas as pd
 from . import io
 from .errors import OpcostError
 from .tables import CONFIGS, E2E, LAYERS, MEASUREMENTS, frame
+from .workload import workload_key
 
 
 def catalog(layers: pd.DataFrame) -> pd.DataFrame:
@@ -17,7 +18,8 @@ def catalog(layers: pd.DataFrame) -> pd.DataFrame:
         return frame(CONFIGS, [])
     models = layers.groupby("config_id")["model"].agg(lambda s: json.dumps(sorted(set(s))))
     first = layers.drop_duplicates("config_id", keep="first").set_index("config_id")
-    out = first.assign(models=models).reset_index()
+    out = first.assign(models=models, workload=[workload_key(m, mo, b) for m, mo, b in
+                                                zip(first["model"], first["mode"], first["batch"])]).reset_index()
     return frame(CONFIGS, out[CONFIGS.names])
 
 

@@ -254,16 +254,22 @@ def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | No
 
 def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
                      size: int = MAX_ROTATION) -> list[tuple[list[dict], list[dict]]]:
-    """(configurations, context configurations) per rotation: configurations in measurement order, split by mode
-    (one autograd context per rotation) into groups of at most ``size``; each group gets the context
-    configurations of its mode (not among the configurations) up to ``size`` members in all."""
+    """(configurations, context configurations) per rotation. Configurations rotate with the others of their
+    workload (column `workload`: the state an operator finds depends on its neighbours, and a batch-1 operator
+    among batch-8 ones would find caches far colder than in its model), in measurement order, in groups of at most
+    ``size``; each group gets the context configurations of its workload (not among the configurations) up to
+    ``size`` members in all. Without a `workload` column (older catalogues), by mode."""
+    def key(r):
+        w = r.get("workload")
+        return (r["mode"], w if isinstance(w, str) else "")
+
     rows = measurement_order(configs).to_dict("records")
     ctx = [] if context is None or context.empty else measurement_order(context).to_dict("records")
     ids = {r["config_id"] for r in rows}
     groups = []
-    for mode in sorted({r["mode"] for r in rows}):
-        same = [r for r in rows if r["mode"] == mode]
-        extra = [r for r in ctx if r["mode"] == mode and r["config_id"] not in ids]
+    for k in sorted({key(r) for r in rows}):
+        same = [r for r in rows if key(r) == k]
+        extra = [r for r in ctx if key(r) == k and r["config_id"] not in ids]
         groups += [(same[i:i + size], extra[:size - len(same[i:i + size])]) for i in range(0, len(same), size)]
     return groups
 

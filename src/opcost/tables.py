@@ -120,6 +120,8 @@ CONFIGS = Table(
         _c("inputs", "string", "as in `layers`"),
         _c("replay", "string", "as in `layers` (from the first workload that has the configuration)"),
         _c("models", "string", "JSON list of the models that use the configuration"),
+        _c("workload", "string", "the first workload (`model/mode/b{batch}`) that has the configuration: "
+                                 "profiling rotates it among that workload's other configurations"),
     ),
 )
 
