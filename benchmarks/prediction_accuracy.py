@@ -11,7 +11,7 @@ replayed in model order (calls per top-level op type x (mean gap T1 in the model
 the tail gap's difference; opcost.trace). Prints the error table and one SUMMARY line.
 
     python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--batches 1 8] [--threads 2]
-                                             [--cache fresh|rotation|warm|cold]
+                                             [--cache fresh|rotation|warm|cold] [--order model|shuffled]
 """
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ def main() -> None:
     ap.add_argument("--mode", default="inference")
     ap.add_argument("--cache", default="fresh", choices=["fresh", "rotation", "warm", "cold"],
                     help="isolated profiling cache state (config profile.cache)")
+    ap.add_argument("--order", default="model", choices=["model", "shuffled"],
+                    help="rotation order (config profile.order)")
     args = ap.parse_args()
     prepare(args.threads)
 
@@ -53,7 +55,8 @@ def main() -> None:
         for batch in args.batches:
             wl, layers, configs = workload_configs(model, batch, args.mode)
             e_before, _ = measure_e2e(wl, e2e_settings, "cpu")
-            iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings, cache=args.cache)
+            iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings, cache=args.cache,
+                                     order=args.order)
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
             path = tr.record(wl, f"/tmp/opcost_bench_{model}_b{batch}.json.gz", iterations=10, warmup=3)

@@ -84,9 +84,9 @@ def test_rotation_context_configurations_rotate_but_are_not_recorded(monkeypatch
     seen = []
     real = prof.measure_rotation
 
-    def spy(fns, settings, device, prepare, seed, targets):
-        seen.append((len(fns), list(targets)))
-        return real(fns, settings, device, prepare, seed=seed, targets=targets)
+    def spy(fns, settings, device, prepare, seed, targets, shuffle):
+        seen.append((len(fns), list(targets), shuffle))
+        return real(fns, settings, device, prepare, seed=seed, targets=targets, shuffle=shuffle)
 
     monkeypatch.setattr(prof, "measure_rotation", spy)
     fast = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3)
@@ -97,7 +97,8 @@ def test_rotation_context_configurations_rotate_but_are_not_recorded(monkeypatch
                                          context=pd.DataFrame([add, broken]))
     assert meas["config_id"].tolist() == ["x"] and set(samples["key"]) == {"x"}
     assert (meas["status"] == "ok").all()  # a failing context configuration is only left out
-    assert seen[0] == (2, [0])  # both rotated, only the configuration itself decides when to stop
+    # both rotated (in call order, the default), only the configuration itself decides when to stop
+    assert seen[0] == (2, [0], False)
 
 
 def test_configurations_rotate_with_their_own_workload_and_its_context():

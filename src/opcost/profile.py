@@ -122,8 +122,8 @@ def _rel_iqr(m) -> float:
 def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype: str,
                     settings: TimingSettings, remeasure: int = 1, on_result=None, energy=None,
                     placement: PlacementSettings | None = None, cache: str = "fresh",
-                    context: pd.DataFrame | None = None, rotation_size: int = MAX_ROTATION
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    context: pd.DataFrame | None = None, rotation_size: int = MAX_ROTATION,
+                    order: str = "model") -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
     rows, `samples` rows).
 
@@ -144,10 +144,12 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     with them untimed and unrecorded (the coverage loop passes the types profiled in earlier iterations, so that a
     new type rotates among the operators it runs between in the model, not only among its own kind).
     ``rotation_size``: at most this many configurations (context included) per rotation; a rotation's
-    configurations are journaled together when it ends."""
+    configurations are journaled together when it ends. ``order``: a rotation's rounds in the workload's call order
+    (``model``: each operator follows its predecessor in the model, a round is one iteration with repeated calls
+    collapsed) or in an order shuffled every round (``shuffled``)."""
     if cache in ROTATION_STATES:
         return _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy,
-                                 placement, cache, context, rotation_size)
+                                 placement, cache, context, rotation_size, order)
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
     tiers, skipped = usable_tiers(placement, device) if placement.enabled else ([], {})
@@ -252,6 +254,12 @@ def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | No
     return rows, samples
 
 
+def _first_call(row: dict) -> int:
+    """A configuration's position in its workload's call order (column `order`; 0 where unknown)."""
+    o = row.get("order")
+    return int(o) if isinstance(o, (int, np.integer)) else 0
+
+
 def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
                      size: int = MAX_ROTATION) -> list[tuple[list[dict], list[dict]]]:
     """(configurations, context configurations) per rotation. Configurations rotate with the others of their
@@ -270,7 +278,9 @@ def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
     for k in sorted({key(r) for r in rows}):
         same = [r for r in rows if key(r) == k]
         extra = [r for r in ctx if key(r) == k and r["config_id"] not in ids]
-        groups += [(same[i:i + size], extra[:size - len(same[i:i + size])]) for i in range(0, len(same), size)]
+        for i in range(0, len(same), size):
+            part = same[i:i + size]
+            groups.append((part, extra[:size - len(part)]))
     return groups
 
 
@@ -294,7 +304,7 @@ def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
 
 
 def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingSettings, energy, fresh: bool,
-            remeasure: int, seed: int, context: list[dict] = ()) -> tuple[dict, dict, dict]:
+            remeasure: int, seed: int, context: list[dict] = (), shuffle: bool = True) -> tuple[dict, dict, dict]:
     """Time one group of same-mode configurations in rotation (with ``context`` configurations rotating untimed).
     Returns ({config_id: {(DEFAULT, phase): (None, Measurement, energy columns)}}, {config_id: failure},
     {config_id: attempts}). A configuration whose replay fails (when built, on a first call, or inside the
@@ -304,7 +314,8 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
     timed = {r["config_id"] for r in rows}
     reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
     try:
-        for row in list(rows) + list(context):
+        members_rows = list(rows) + list(context)
+        for row in members_rows if shuffle else sorted(members_rows, key=_first_call):
             try:
                 reps.append((row, build(row, models, device)))
             except Exception as e:
@@ -323,7 +334,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                         not attempt and m[0] in timed)]
                     try:
                         ms = measure_rotation([m[2] for m in members], settings, device, [m[3] for m in members],
-                                              seed=seed + attempt, targets=targets)
+                                              seed=seed + attempt, targets=targets, shuffle=shuffle)
                         break
                     except RotationError as e:
                         cid = members[e.index][0]
@@ -356,7 +367,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
 
 
 def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy, placement, cache,
-                      context=None, rotation_size=MAX_ROTATION):
+                      context=None, rotation_size=MAX_ROTATION, order="model"):
     """:func:`profile_configs` for the rotation cache states."""
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
@@ -378,7 +389,7 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, o
             log.info("rotation group %d: %d configurations, %d more rotating untimed as context", g + 1, len(group),
                      len(ctx))
         results, failed, attempts = _rotate(group, models, device, settings, energy, cache == "fresh", remeasure,
-                                            seed=g, context=ctx)
+                                            seed=g, context=ctx, shuffle=order != "model")
         for row in group:
             cid = row["config_id"]
             result = {k: (ver, m, e, cache) for k, (ver, m, e) in results.get(cid, {}).items()}

@@ -150,7 +150,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     placement = PlacementSettings.from_config(config["placement"])
     key = settings_key(settings, config["device"], config["dtype"], config["threads"], config["profile"]["remeasure"],
                        placement, cache_state(config["profile"]["cache"], config["device"]), config["affinity"],
-                       config["profile"]["rotation_size"])
+                       config["profile"]["rotation_size"], config["profile"]["order"])
     journal = Journal(Path(journal_dir) / f"profile_iter{iteration}_chunk{chunk}_{key}.jsonl")
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
     done = {r["config_id"] for r in done_rows}
@@ -161,7 +161,8 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
                                     config["dtype"], settings, remeasure=int(config["profile"]["remeasure"]),
                                     on_result=journal.append, energy=energy, placement=placement,
                                     cache=cache_state(config["profile"]["cache"], config["device"]),
-                                    context=context, rotation_size=int(config["profile"]["rotation_size"]))
+                                    context=context, rotation_size=int(config["profile"]["rotation_size"]),
+                                    order=config["profile"]["order"])
     energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples], ignore_index=True)

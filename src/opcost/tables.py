@@ -122,6 +122,7 @@ CONFIGS = Table(
         _c("models", "string", "JSON list of the models that use the configuration"),
         _c("workload", "string", "the first workload (`model/mode/b{batch}`) that has the configuration: "
                                  "profiling rotates it among that workload's other configurations"),
+        _c("order", "Int64", "as in `layers`, in `workload`"),
     ),
 )
 

@@ -8,10 +8,11 @@ median (order statistics, distribution-free) is computed and sampling stops once
 
 On CUDA the block of calls is timed between CUDA events; on CPU with ``time.perf_counter``.
 
-:func:`measure_rotation` times several callables in rotation instead: every round calls each once, in a fresh
-pseudo-random order, and times each call alone. A call then finds caches, branch predictors and the thread pool in
-the state other operators left them, as inside a model, instead of the state its own previous call left them (a
-back-to-back loop keeps the operator's weights, code and data hot, and under-states what it costs in a model).
+:func:`measure_rotation` times several callables in rotation instead: every round calls each once, in a given
+order (a model's call order) or one shuffled per round, and times each call alone. A call then finds caches,
+branch predictors and the thread pool in the state other operators left them, as inside a model, instead of the
+state its own previous call left them (a back-to-back loop keeps the operator's weights, code and data hot, and
+under-states what it costs in a model).
 """
 from __future__ import annotations
 
@@ -201,7 +202,8 @@ class RotationError(RuntimeError):
 
 def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettings = TimingSettings(),
                      device: str = "cpu", prepare: Sequence[Callable[[], object] | None] | None = None, clock=None,
-                     seed: int = 0, targets: Sequence[int] | None = None) -> list[Measurement]:
+                     seed: int = 0, targets: Sequence[int] | None = None, shuffle: bool = True
+                     ) -> list[Measurement]:
     """Time ``fns`` in rotation (see module docstring): a round calls each once, in an order shuffled per round
     (seeded: reproducible), timing each call alone; ``prepare[i]``, if given, runs untimed just before call i (e.g.
     rewrite its inputs, as their producer would have just before it in a model). Warm-up: at least
@@ -210,7 +212,8 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     ``max_samples`` rounds, or when ``max_seconds`` x the number of callables is spent. Every callable stays in
     the rotation until the end, so each keeps the same neighbours. Returns one Measurement per callable
     (``calls_per_sample`` 1, ``wall_s`` the rotation's wall time divided among the callables); raises
-    :class:`RotationError` naming the callable that failed."""
+    :class:`RotationError` naming the callable that failed. ``shuffle=False``: every round in the given order (e.g.
+    the model's call order, so that each operator follows its predecessor in the model)."""
     if clock is None:
         clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
     n = len(fns)
@@ -225,7 +228,8 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     cap = settings.max_seconds * n
 
     def one_round(record: bool) -> None:
-        rng.shuffle(order)
+        if shuffle:
+            rng.shuffle(order)
         for i in order:
             if prepare[i] is not None:
                 prepare[i]()
