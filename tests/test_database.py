@@ -71,3 +71,21 @@ def test_a_database_from_an_older_opcost_still_reads_and_merges(tiny_run, tmp_pa
     pd.DataFrame({"nonsense": [1]}).to_parquet(bad)
     with pytest.raises(OpcostError, match="bad.parquet: table measurements: extra columns"):
         io.read_parquet(bad, tables.MEASUREMENTS)
+
+
+def test_predictions_prefer_the_rotation_row_over_the_back_to_back_reference():
+    from opcost import tables
+    from opcost.predict import costed_layers
+
+    def row(cache, placement, seconds, ts):
+        return {**dict.fromkeys(tables.MEASUREMENTS.names), "config_id": "c", "op_type": "Linear",
+                "mode": "inference", "source": "isolated", "phase": "forward", "status": "ok", "device": "cpu",
+                "placement": placement, "baseline": True, "cache": cache, "median_s": seconds, "timestamp": ts}
+
+    meas = tables.frame(tables.MEASUREMENTS, [row("fresh", "default", 2.0, "2026-01-01T00:00:00"),
+                                              row("cold:4", "in:dram;w:dram;out:dram", 1.0, "2026-01-02T00:00:00")])
+    layers = tables.frame(tables.LAYERS, [{**dict.fromkeys(tables.LAYERS.names), "model": "m", "batch": 1,
+                                           "mode": "inference", "config_id": "c", "count": 3}])
+    assert costed_layers(layers, meas, "cpu")["total_s"].tolist() == [6.0]  # the rotation row, though older
+    older = meas.assign(cache="warm")  # without a rotation row: the newest baseline row
+    assert costed_layers(layers, older, "cpu")["total_s"].tolist() == [3.0]

@@ -35,10 +35,10 @@ def _baseline_ok(measurements: pd.DataFrame, device: str) -> pd.DataFrame:
     and fast-tier rows of a configuration)."""
     ok = measurements[(measurements["status"] == "ok") & (measurements["device"] == device)
                       & baseline(measurements)]
-    rotated = ok["cache"].isin(ROTATION_STATES) if "cache" in ok else pd.Series(False, index=ok.index)
-    ranked = ok.assign(timestamp=rotated.astype(int).astype(str) + ok["timestamp"].astype(str))
-    chosen = latest(ranked, ("config_id", "source", "phase", "workload", "device"))
-    return ok.loc[chosen.index]
+    rotated = ok["cache"].isin(ROTATION_STATES).fillna(False) if "cache" in ok else False
+    ranked = ok.assign(_rotated=rotated).sort_values(["_rotated", "timestamp"])
+    return ranked.drop_duplicates(["config_id", "source", "phase", "workload", "device"], keep="last").drop(
+        columns="_rotated")
 
 
 def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
