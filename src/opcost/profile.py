@@ -141,8 +141,9 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     configuration that cannot be replayed gets a row with status ``failed: ...`` and the others go on.
     ``on_result(rows, samples)`` is called once per finished configuration (the journal hook). ``energy(fn)``
     returns the energy columns of a phase (default: missing, meter none). ``context``: configurations that rotate
-    with them untimed and unrecorded (the coverage loop passes the types profiled in earlier iterations, so that a
-    new type rotates among the operators it runs between in the model, not only among its own kind).
+    with them untimed and unrecorded, each with the configurations of its own workload (the profile stage passes
+    all others: a chunk's or a loop iteration's configurations then run between the operators they follow in the
+    model, not only among their own kind).
     ``rotation_size``: at most this many configurations (context included) per rotation; a rotation's
     configurations are journaled together when it ends. ``order``: a rotation's rounds in the workload's call order
     (``model``: each operator follows its predecessor in the model, a round is one iteration with repeated calls

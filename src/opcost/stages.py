@@ -140,8 +140,9 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     chunks = int(config["profile"]["chunks"])
     in_chunk = configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk)
     mine = configs[configs["op_type"].isin(types) & in_chunk]
-    # rotation context: the chunk's types profiled in earlier iterations, between which the new ones run in models
-    context = configs[configs["op_type"].isin(previous["profiled_op_types"] if previous else []) & in_chunk]
+    # rotation context: every other configuration (rotations are per workload: the workload's other operators, of
+    # every type and chunk, run untimed between the timed ones, as in the model)
+    context = configs[~configs["config_id"].isin(mine["config_id"])]
     log.info("iteration %d, chunk %d/%d: %d of %d configurations (op types: %s)", iteration, chunk, chunks,
              len(mine), len(configs), ", ".join(types))
     from .placement import Settings as PlacementSettings
