@@ -114,7 +114,7 @@ def consistency(cons: pd.DataFrame, path: Path) -> None:
         ax.hist((cons["insitu_rel_iqr"].astype(float) * 100).clip(upper=50), bins=bins, alpha=0.6,
                 label="in-situ (single calls across iterations)")
         ax.hist((cons["isolated_rel_iqr"].astype(float) * 100).clip(upper=50), bins=bins, alpha=0.6,
-                label="isolated (blocks of calls)")
+                label="isolated (single calls in rotation, or blocks of calls)")
     ax.set_xlabel("IQR / median within one configuration (%)")
     ax.set_ylabel("configurations")
     ax.set_title("Variation within one configuration", fontsize=10)
