@@ -26,12 +26,16 @@ def catalog(layers: pd.DataFrame) -> pd.DataFrame:
 MEASUREMENT_KEY = ("config_id", "source", "phase", "workload", "device", "placement")
 
 
-def latest(measurements: pd.DataFrame, keys=MEASUREMENT_KEY) -> pd.DataFrame:
-    """The most recent row per key (a re-measurement supersedes the earlier one)."""
+def latest(measurements: pd.DataFrame, keys=MEASUREMENT_KEY, preferred: pd.Series | None = None) -> pd.DataFrame:
+    """The most recent row per key (a re-measurement supersedes the earlier one); with ``preferred`` (a boolean
+    Series on the rows), a preferred row before any other, then the most recent."""
     if measurements.empty:
         return measurements
     keys = [k for k in keys if k in measurements.columns]
-    return measurements.sort_values("timestamp").drop_duplicates(keys, keep="last")
+    if preferred is None:
+        return measurements.sort_values("timestamp").drop_duplicates(keys, keep="last")
+    ranked = measurements.assign(_preferred=preferred).sort_values(["_preferred", "timestamp"])
+    return ranked.drop_duplicates(keys, keep="last").drop(columns="_preferred")
 
 
 DB_TABLES = {"configs": CONFIGS, "layers": LAYERS, "measurements": MEASUREMENTS, "e2e": E2E}

@@ -268,9 +268,10 @@ def _attribute_backward(rec: _Recorder, loss: torch.Tensor, backward: list[Count
     return unattributed[0]
 
 
-def extract(workload: Workload) -> pd.DataFrame:
-    """The deduplicated operator configurations of one workload (columns :data:`opcost.tables.LAYERS`)."""
-    cap = record_calls(workload)
+def extract(workload: Workload, capture: Capture | None = None) -> pd.DataFrame:
+    """The deduplicated operator configurations of one workload (columns :data:`opcost.tables.LAYERS`), from
+    ``capture`` (:func:`record_calls` of the workload; recorded here when not given)."""
+    cap = capture or record_calls(workload)
     groups: dict[str, dict] = {}
     for call, bwd, cid in zip(cap.calls, cap.backward, cap.config_ids(workload.mode)):
         g = groups.get(cid)

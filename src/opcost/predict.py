@@ -35,10 +35,8 @@ def _baseline_ok(measurements: pd.DataFrame, device: str) -> pd.DataFrame:
     and fast-tier rows of a configuration)."""
     ok = measurements[(measurements["status"] == "ok") & (measurements["device"] == device)
                       & baseline(measurements)]
-    rotated = ok["cache"].isin(ROTATION_STATES).fillna(False) if "cache" in ok else False
-    ranked = ok.assign(_rotated=rotated).sort_values(["_rotated", "timestamp"])
-    return ranked.drop_duplicates(["config_id", "source", "phase", "workload", "device"], keep="last").drop(
-        columns="_rotated")
+    rotated = ok["cache"].isin(ROTATION_STATES).fillna(False) if "cache" in ok else None
+    return latest(ok, ("config_id", "source", "phase", "workload", "device"), preferred=rotated)
 
 
 def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,

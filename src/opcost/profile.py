@@ -110,6 +110,17 @@ def _verify(rep, placer) -> str:
                          placer.where_all(rep.params) if rep.params else None, placer.where_all(rep.outputs())))
 
 
+def _placement_tiers(placement: PlacementSettings, device: str, needed: int) -> tuple[list, Placer | None]:
+    """(the configured tiers usable on this host, a Placer over them or None where fewer than ``needed``); skipped
+    tiers, and a placement measuring the default placement only, are logged."""
+    tiers, skipped = usable_tiers(placement, device) if placement.enabled else ([], {})
+    for why in skipped.values():
+        log.warning("placement skipped: %s", why)
+    if placement.enabled and len(tiers) < needed:
+        log.warning("placement: %d usable tier(s) here; measuring the default placement only", len(tiers))
+    return tiers, Placer(tiers, device) if len(tiers) >= needed else None
+
+
 def _failure(e: BaseException) -> str:
     """The `status` of a failed measurement: one line naming the error."""
     return f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
@@ -148,17 +159,12 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     configurations are journaled together when it ends. ``order``: a rotation's rounds in the workload's call order
     (``model``: each operator follows its predecessor in the model, a round is one iteration with repeated calls
     collapsed) or in an order shuffled every round (``shuffled``)."""
+    energy = energy or (lambda fn: missing(NoMeter()))
+    placement = placement or PlacementSettings()
     if cache in ROTATION_STATES:
         return _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy,
                                  placement, cache, context, rotation_size, order)
-    energy = energy or (lambda fn: missing(NoMeter()))
-    placement = placement or PlacementSettings()
-    tiers, skipped = usable_tiers(placement, device) if placement.enabled else ([], {})
-    for why in skipped.values():
-        log.warning("placement skipped: %s", why)
-    placer = Placer(tiers, device) if tiers else None
-    if placement.enabled and not tiers:
-        log.warning("placement: no configured tier is usable here; measuring the default placement only")
+    tiers, placer = _placement_tiers(placement, device, needed=1)
     models = ModelCache(models_cfg, device, dtype)
     facts = host_facts(device)
     best: dict[str, dict] = {}  # config_id -> {(placement, phase): (verified, Measurement, energy, cache label)}
@@ -369,15 +375,9 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
 
 def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy, placement, cache,
                       context=None, rotation_size=MAX_ROTATION, order="model"):
-    """:func:`profile_configs` for the rotation cache states."""
-    energy = energy or (lambda fn: missing(NoMeter()))
-    placement = placement or PlacementSettings()
-    tiers, skipped = usable_tiers(placement, device) if placement.enabled else ([], {})
-    for why in skipped.values():
-        log.warning("placement skipped: %s", why)
-    placer = Placer(tiers, device) if len(tiers) > 1 else None
-    if placement.enabled and len(tiers) < 2:
-        log.warning("placement: %d usable tier(s): measuring the default placement only", len(tiers))
+    """:func:`profile_configs` for the rotation cache states (placements only where two tiers are usable: the
+    rotation row is the default placement's measurement)."""
+    tiers, placer = _placement_tiers(placement, device, needed=2)
     models = ModelCache(models_cfg, device, dtype)
     facts = host_facts(device)
     llc = llc_bytes()

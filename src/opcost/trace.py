@@ -161,8 +161,9 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu", dtype: str = "float
 
     if wl.mode != "inference":
         raise OpcostError(f"model {wl.model.name}", "replay traces cover inference workloads only")
-    layers = extract(wl)
-    sequence = record_calls(wl).config_ids(wl.mode)
+    capture = record_calls(wl)
+    layers = extract(wl, capture)
+    sequence = capture.config_ids(wl.mode)
     rows = {r["config_id"]: r for r in layers.drop_duplicates("config_id").to_dict("records")}
     cache = ModelCache(models_cfg, device, dtype)
     fns = {cid: build(rows[cid], cache, device).phases["forward"] for cid in set(sequence)}
