@@ -84,21 +84,24 @@ def test_rotation_context_configurations_rotate_but_are_not_recorded(monkeypatch
     seen = []
     real = prof.measure_rotation
 
-    def spy(fns, settings, device, prepare, seed, targets, shuffle):
-        seen.append((len(fns), list(targets), shuffle))
-        return real(fns, settings, device, prepare, seed=seed, targets=targets, shuffle=shuffle)
+    def spy(fns, settings, device, prepare, seed, targets, shuffle, sequence):
+        seen.append((len(fns), list(targets), shuffle, sequence))
+        return real(fns, settings, device, prepare, seed=seed, targets=targets, shuffle=shuffle, sequence=sequence)
 
     monkeypatch.setattr(prof, "measure_rotation", spy)
     fast = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3)
-    add = {**SELECT, "config_id": "y", "op": "aten.add.Tensor", "op_type": "add",
+    add = {**SELECT, "config_id": "y", "op": "aten.add.Tensor", "op_type": "add", "positions": "[0, 2, 4]",
            "replay": json.dumps({"args": [{"T": [64, 1024], "dtype": "float32", "stride": [1024, 1]}, 2.0]})}
-    broken = {**SELECT, "config_id": "z", "op": "aten.select.int", "replay": json.dumps({"args": []})}
-    meas, samples = prof.profile_configs(pd.DataFrame([SELECT]), {}, "cpu", "float32", fast,
+    broken = {**SELECT, "config_id": "z", "op": "aten.select.int", "replay": json.dumps({"args": []}),
+              "positions": "[5]"}
+    select = {**SELECT, "positions": "[1, 3]"}
+    meas, samples = prof.profile_configs(pd.DataFrame([select]), {}, "cpu", "float32", fast,
                                          context=pd.DataFrame([add, broken]))
     assert meas["config_id"].tolist() == ["x"] and set(samples["key"]) == {"x"}
     assert (meas["status"] == "ok").all()  # a failing context configuration is only left out
     # both rotated (in call order, the default), only the configuration itself decides when to stop
-    assert seen[0] == (2, [0], False)
+    assert seen[0][:3] == (2, [0], False)
+    assert seen[0][3] == [1, 0, 1, 0, 1]  # a round is the call sequence: add, select, add, select, add
 
 
 def test_configurations_rotate_with_their_own_workload_and_its_context():

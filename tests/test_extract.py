@@ -65,6 +65,19 @@ def test_tiny_bert_inference_counts():
     assert attn_api == {"multi_head_attention_forward"}
 
 
+def test_positions_give_the_iteration_call_sequence(resnet18_inference):
+    df = resnet18_inference
+    pos = [json.loads(p) for p in df["positions"]]
+    assert [len(p) for p in pos] == df["count"].tolist()
+    flat = sorted(x for p in pos for x in p)
+    assert flat == list(range(len(flat)))  # every recorded call exactly once
+    assert [p[0] for p in pos] == sorted(p[0] for p in pos)  # `order` ranks configurations by first call
+    first = df.set_index("op_type")
+    assert json.loads(first.loc["Conv2d"].iloc[0]["positions"])[0] == 0  # conv1 is the first call
+    relu = df[df["op_type"] == "ReLU"].sort_values("count").iloc[-1]
+    assert relu["count"] > 1 and len(set(json.loads(relu["positions"]))) == relu["count"]
+
+
 def test_tiny_dlrm_inference_counts():
     df = extract(make_workload(load_model("tiny_dlrm", {}), 4, "inference"))
     assert counts(df, "module") == {"EmbeddingBag": 8, "Linear": 4, "ReLU": 3}

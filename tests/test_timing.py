@@ -89,6 +89,17 @@ def test_rotation_calls_each_callable_once_per_round_in_shuffled_orders():
     assert all(m.calls_per_sample == 1 and m.median == 1e-3 and not m.noisy for m in ms)
 
 
+def test_rotation_follows_a_call_sequence_with_repeats():
+    clock = PerCallableClock({k: itertools.repeat(t) for k, t in zip("abc", (1e-3, 2e-3, 3e-3))})
+    seq = [0, 1, 1, 2, 1]  # b called three times per round, twice in a row, as a model may call it
+    a, b, c = measure_rotation([lambda k=k: k for k in "abc"], ROT, clock=clock, sequence=seq, shuffle=False)
+    assert clock.calls[:10] == list("abbcb" * 2)  # every round exactly the sequence
+    assert a.n == c.n == 10 and b.n == 30  # the stop rule counts rounds; each call is one sample
+    assert (a.median, b.median, c.median) == (1e-3, 2e-3, 3e-3)
+    with pytest.raises(ValueError, match="every callable"):
+        measure_rotation([lambda: "a", lambda: "b"], ROT, clock=clock, sequence=[0, 0])
+
+
 def test_rotation_stops_at_the_cap_and_flags_the_imprecise_callable():
     rng = np.random.default_rng(0)
     clock = PerCallableClock({"stable": itertools.repeat(2e-3), "noisy": iter(rng.choice([1e-3, 3e-3], 1000))})

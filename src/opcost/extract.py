@@ -273,11 +273,11 @@ def extract(workload: Workload, capture: Capture | None = None) -> pd.DataFrame:
     ``capture`` (:func:`record_calls` of the workload; recorded here when not given)."""
     cap = capture or record_calls(workload)
     groups: dict[str, dict] = {}
-    for call, bwd, cid in zip(cap.calls, cap.backward, cap.config_ids(workload.mode)):
+    for pos, (call, bwd, cid) in enumerate(zip(cap.calls, cap.backward, cap.config_ids(workload.mode))):
         g = groups.get(cid)
         if g is None:
-            g = groups[cid] = {"call": call, "count": 0, "paths": [], "apis": Counter(), "backward": Counter()}
-        g["count"] += 1
+            g = groups[cid] = {"call": call, "positions": [], "paths": [], "apis": Counter(), "backward": Counter()}
+        g["positions"].append(pos)
         if call.path not in g["paths"]:
             g["paths"].append(call.path)
         if call.api:
@@ -290,7 +290,7 @@ def extract(workload: Workload, capture: Capture | None = None) -> pd.DataFrame:
             "model": workload.model.name, "batch": workload.batch, "mode": workload.mode,
             "config_id": cid, "op": c.op, "op_type": c.op_type, "scope": c.scope,
             "api": g["apis"].most_common(1)[0][0] if g["apis"] else None,
-            "count": g["count"], "order": order,
+            "count": len(g["positions"]), "order": order, "positions": json.dumps(g["positions"]),
             "params": canonical_json(c.params), "inputs": canonical_json(strip_replay(c.inputs)),
             "outputs": canonical_json(strip_replay(c.outputs)),
             "module_paths": json.dumps(g["paths"]),

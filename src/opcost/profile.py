@@ -1,6 +1,7 @@
 """Isolated profiling: each operator configuration timed alone, by the timing core, on the configured device."""
 from __future__ import annotations
 
+import json
 import logging
 import time
 import zlib
@@ -157,8 +158,9 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     model, not only among their own kind).
     ``rotation_size``: at most this many configurations (context included) per rotation; a rotation's
     configurations are journaled together when it ends. ``order``: a rotation's rounds in the workload's call order
-    (``model``: each operator follows its predecessor in the model, a round is one iteration with repeated calls
-    collapsed) or in an order shuffled every round (``shuffled``)."""
+    (``model``: a round is one iteration's call sequence, column `positions`, restricted to the rotation's
+    configurations: each operator follows its predecessor in the model and is called as often as the model calls
+    it) or each configuration once in an order shuffled every round (``shuffled``)."""
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
     if cache in ROTATION_STATES:
@@ -267,6 +269,23 @@ def _first_call(row: dict) -> int:
     return int(o) if isinstance(o, (int, np.integer)) else 0
 
 
+def _positions(row: dict) -> list[int]:
+    """The positions of a configuration's calls in its workload's call sequence (column `positions`; the first
+    call's rank alone in older catalogues)."""
+    p = row.get("positions")
+    return [int(x) for x in json.loads(p)] if isinstance(p, str) else [_first_call(row)]
+
+
+def _sequence(members: list[tuple], positions: dict[str, list[int]]) -> list[int]:
+    """One model iteration as indices into ``members`` ((config_id, phase, ...) tuples): every call position of
+    every member's configuration, in call order, each configuration's phases together."""
+    by_config: dict[str, list[int]] = {}
+    for i, m in enumerate(members):
+        by_config.setdefault(m[0], []).append(i)
+    calls = sorted((p, cid) for cid in by_config for p in positions[cid])
+    return [i for _, cid in calls for i in by_config[cid]]
+
+
 def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
                      size: int = MAX_ROTATION) -> list[tuple[list[dict], list[dict]]]:
     """(configurations, context configurations) per rotation. Configurations rotate with the others of their
@@ -319,6 +338,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
     out."""
     failed: dict[str, str] = {}
     timed = {r["config_id"] for r in rows}
+    positions = {r["config_id"]: _positions(r) for r in list(rows) + list(context)}
     reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
     try:
         members_rows = list(rows) + list(context)
@@ -339,9 +359,11 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                 while True:
                     targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy or (
                         not attempt and m[0] in timed)]
+                    sequence = None if shuffle else _sequence(members, positions)
                     try:
                         ms = measure_rotation([m[2] for m in members], settings, device, [m[3] for m in members],
-                                              seed=seed + attempt, targets=targets, shuffle=shuffle)
+                                              seed=seed + attempt, targets=targets, shuffle=shuffle,
+                                              sequence=sequence)
                         break
                     except RotationError as e:
                         cid = members[e.index][0]

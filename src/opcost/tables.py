@@ -93,7 +93,10 @@ LAYERS = Table(
         _c("api", "string", "Python-level call that issued a functional op (`flatten`, `add_` for `+=`, "
                             "`multi_head_attention_forward`); missing for modules"),
         _c("count", "Int64", "calls per iteration"),
-        _c("order", "Int64", "position of the configuration's first call in the iteration"),
+        _c("order", "Int64", "rank of the configuration's first call among the workload's configurations"),
+        _c("positions", "string", "JSON list of the positions of the configuration's calls among all the "
+                                  "iteration's recorded calls (0-based; profiling replays the iteration's call "
+                                  "sequence from them)"),
         _c("params", "string", "JSON: module constructor parameters read from the module, or the aten op's "
                                "arguments with tensors as specs"),
         _c("inputs", "string", "JSON list of input tensor specs `{T: shape, dtype, stride, grad}`"),
@@ -123,6 +126,7 @@ CONFIGS = Table(
         _c("workload", "string", "the first workload (`model/mode/b{batch}`) that has the configuration: "
                                  "profiling rotates it among that workload's other configurations"),
         _c("order", "Int64", "as in `layers`, in `workload`"),
+        _c("positions", "string", "as in `layers`, in `workload`"),
     ),
 )
 

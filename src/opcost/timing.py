@@ -202,8 +202,8 @@ class RotationError(RuntimeError):
 
 def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettings = TimingSettings(),
                      device: str = "cpu", prepare: Sequence[Callable[[], object] | None] | None = None, clock=None,
-                     seed: int = 0, targets: Sequence[int] | None = None, shuffle: bool = True
-                     ) -> list[Measurement]:
+                     seed: int = 0, targets: Sequence[int] | None = None, shuffle: bool = True,
+                     sequence: Sequence[int] | None = None) -> list[Measurement]:
     """Time ``fns`` in rotation (see module docstring): a round calls each once, in an order shuffled per round
     (seeded: reproducible), timing each call alone; ``prepare[i]``, if given, runs untimed just before call i (e.g.
     rewrite its inputs, as their producer would have just before it in a model). Warm-up: at least
@@ -213,7 +213,10 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     the rotation until the end, so each keeps the same neighbours. Returns one Measurement per callable
     (``calls_per_sample`` 1, ``wall_s`` the rotation's wall time divided among the callables); raises
     :class:`RotationError` naming the callable that failed. ``shuffle=False``: every round in the given order (e.g.
-    the model's call order, so that each operator follows its predecessor in the model)."""
+    the model's call order, so that each operator follows its predecessor in the model). ``sequence``: the
+    callables' indices a round calls, in order, with repeats (a model iteration's call sequence: an operator called
+    8 times in a row is timed 8 times in a row, as the model calls it); each call is one sample of its callable,
+    and the stop rule counts rounds. Every callable must appear in it."""
     if clock is None:
         clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
     n = len(fns)
@@ -221,7 +224,9 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
         return []
     prepare = list(prepare) if prepare is not None else [None] * n
     targets = list(range(n)) if targets is None else list(targets)
-    order = list(range(n))
+    order = list(range(n)) if sequence is None else [int(i) for i in sequence]
+    if sorted(set(order)) != list(range(n)):
+        raise ValueError("sequence must call every callable (indices 0..n-1)")
     rng = random.Random(seed)
     samples: list[list[float]] = [[] for _ in range(n)]
     t_start = time.perf_counter()
