@@ -84,15 +84,33 @@ def test_functional_ops_replay_through_the_python_binding_a_model_calls():
     assert python_binding(index, [x, [torch.tensor([0, 2])]], {}) is index
 
 
-def test_refresher_rewrites_inputs_in_place_with_their_own_values():
-    x = torch.randn(8, requires_grad=True)
-    idx, flags = torch.tensor([3, 1]), torch.tensor([True, False])
-    before = [t.detach().clone() for t in (x, idx, flags)]
+def test_refresher_rewrites_large_inputs_in_place_with_their_own_values():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from opcost.replay import PARALLEL_NUMEL
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append((str(func.overloadpacket), args[0].numel() if args else 0))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(PARALLEL_NUMEL, requires_grad=True)
+    idx = torch.randint(0, 9, (PARALLEL_NUMEL + 1,))
+    flags = torch.rand(2 * PARALLEL_NUMEL) < 0.5
+    small = torch.randn(PARALLEL_NUMEL - 1)
+    before = [t.detach().clone() for t in (x, idx, flags, small)]
     y = (x * 2).sum()  # a graph holding x: a version bump would break its backward
-    refresh = refresher([x, idx, flags, torch.empty(0)])
-    with torch.inference_mode():
+    refresh = refresher([x, idx, flags, small, torch.empty(0)])
+    with torch.inference_mode(), Ops() as ops:
         refresh()
-    assert all(torch.equal(a, b.detach()) for a, b in zip(before, (x, idx, flags)))
+    # each large tensor rewritten once by a (parallel) in-place kernel; the small one left alone
+    assert sorted(ops.seen) == sorted([("aten.mul_", PARALLEL_NUMEL), ("aten.bitwise_or_", PARALLEL_NUMEL + 1),
+                                       ("aten.bitwise_or_", 2 * PARALLEL_NUMEL)])
+    assert all(torch.equal(a, b.detach()) for a, b in zip(before, (x, idx, flags, small)))
     y.backward()
-    assert torch.equal(x.grad, torch.full((8,), 2.0))
-    assert refresher([torch.empty(0)]) is None
+    assert torch.equal(x.grad, torch.full((PARALLEL_NUMEL,), 2.0))
+    assert refresher([small, torch.empty(0)]) is None

@@ -2,6 +2,7 @@
 import gzip
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -82,7 +83,7 @@ def test_cpu_overheads_have_t1_only(cpu_trace):
     assert set(samples["kind"]) == {"T1"}
     stats = trace.overheads(samples).set_index(["op_type", "kind"])
     assert stats.loc[("aten::linear", "T1"), "n"] + stats.loc[("aten::linear", "T1"), "outliers"] == 2 * ITERATIONS
-    assert stats.loc[(trace.END, "T1"), "n"] == ITERATIONS
+    assert stats.loc[(trace.END, "T1"), "n"] + stats.loc[(trace.END, "T1"), "outliers"] == ITERATIONS
     assert stats.loc[(trace.ALL_TYPES, "T1"), "n"] + stats.loc[(trace.ALL_TYPES, "T1"), "outliers"] == 3 * ITERATIONS
     assert (stats["mean_s"] > 0).all()
 
@@ -195,6 +196,31 @@ def test_synthetic_overheads_are_exact(gpu_trace):
     stats = trace.overheads(s).set_index(["op_type", "kind"])
     assert stats.loc[("aten::linear", "T4"), "mean_s"] == pytest.approx(5.5e-6)
     assert stats.loc[(trace.ALL_TYPES, "T4"), "n"] == 6
+
+
+def test_outliers_are_what_differs_from_the_same_call_in_other_iterations():
+    import pandas as pd
+
+    from opcost.timing import within_sigma
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for it in range(10):  # two linear calls per iteration: glue 1 us before the first, 5 us before the second
+        for pos, (op_type, base) in enumerate((("aten::linear", 1e-6), ("aten::relu", 2e-6), ("aten::linear", 5e-6))):
+            rows.append({"iteration": it, "op_id": 100 * it + pos, "op_type": op_type, "kind": "T1",
+                         "seconds": base * (1 + 0.05 * rng.standard_normal())})
+        rows.append({"iteration": it, "op_id": pd.NA, "op_type": trace.END, "kind": "T1",
+                     "seconds": 168e-6 if it == 3 else 9e-6 * (1 + 0.05 * rng.standard_normal())})
+    s = pd.DataFrame(rows).astype({"op_id": "Int64"})
+    mask = trace.outliers(s)
+    assert mask.sum() == 1 and s[mask]["seconds"].tolist() == [168e-6]  # the interrupted iteration's tail only
+    tail = s[s["op_type"] == trace.END]["seconds"].to_numpy()
+    assert len(within_sigma(tail)) == 10  # 3 sigma of 10 samples cannot drop it
+    stats = trace.overheads(s).set_index(["op_type", "kind"])
+    assert stats.loc[(trace.END, "T1"), "mean_s"] == pytest.approx(9e-6, rel=0.05)
+    assert stats.loc[(trace.END, "T1"), "outliers"] == 1
+    lin = stats.loc[("aten::linear", "T1")]  # the 5 us gaps are the second call's glue, not outliers
+    assert lin["n"] == 20 and lin["outliers"] == 0 and lin["mean_s"] == pytest.approx(3e-6, rel=0.05)
 
 
 def test_synthetic_device_time_idle_and_op_kernels(gpu_trace):

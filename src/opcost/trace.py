@@ -27,8 +27,9 @@ model training on GPUs" (HiPC 2022):
 * T3: from its last launch's end to the op's end;  T4: each launch's duration;
 * T5: from one launch's end to the next launch's start within one top-level op.
 
-CPU-only traces have T1 only. Statistics (:func:`overheads`) drop samples beyond 3 standard deviations of the mean
-(one pass, the rule of ``trimmed_mean_s`` in the timing tables) and report mean, std and count of the rest.
+CPU-only traces have T1 only. Statistics (:func:`overheads`) drop the samples that differ from the same call's
+samples in the other iterations by more than 3 robust standard deviations (:func:`outliers`) and report mean, std
+and count of the rest.
 
 Overhead-aware prediction (:class:`OverheadModel`, :func:`predict`): an iteration costs, per top-level call, its
 modelled gap T1 plus its cost, plus the ``<end>`` gap; on GPU the cost of a call is ``max(host side, device time)``
@@ -64,7 +65,6 @@ from .tables import (
     TRACE_OVERHEADS,
     frame,
 )
-from .timing import within_sigma
 
 MARKER = "opcost_iteration"
 HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
@@ -435,14 +435,40 @@ def overhead_samples(tt: TraceTables, calls: pd.DataFrame | None = None) -> pd.D
     return out.sort_values(["kind", "iteration", "op_id"], kind="stable", ignore_index=True)
 
 
+def outliers(samples: pd.DataFrame, k: float = 3.0) -> np.ndarray:
+    """Boolean mask of the samples (an `overhead_samples` frame) more than ``k`` robust standard deviations
+    (1.4826 x the median absolute deviation) from the median of the same sample in the other iterations: same kind,
+    same call position in its iteration (rank of the top-level op; ``<end>`` last) and same rank within the op
+    (T4/T5). An iteration repeats the same calls, so what differs from the other iterations at one position is an
+    interruption (a preemption, the profiler flushing a buffer), while gaps that differ between positions (the
+    code before a particular call) are kept. A 3-sigma rule on the pooled samples cannot do this: one outlier among
+    n <= 10 iterations is never beyond 3 standard deviations of the mean (the largest possible z is
+    (n - 1) / sqrt(n))."""
+    if samples.empty:
+        return np.zeros(0, dtype=bool)
+    s = samples.reset_index(drop=True)
+    op = pd.to_numeric(s["op_id"], errors="coerce").astype(float).fillna(np.inf)
+    it = pd.to_numeric(s["iteration"], errors="coerce").astype(float).fillna(-1)
+    rank = op.groupby([s["kind"], it]).rank(method="dense")
+    within = pd.Series(0, index=s.index).groupby([s["kind"], it, op]).cumcount()
+    x = pd.to_numeric(s["seconds"], errors="coerce").astype(float)
+    keys = [s["kind"], rank, within]
+    dev = (x - x.groupby(keys).transform("median")).abs()
+    mad = dev.groupby(keys).transform("median")
+    return ((dev > k * 1.4826 * mad) & (mad > 0)).to_numpy()
+
+
 def overheads(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per (op_type, kind): mean_s, std_s, n of the samples within 3 standard deviations of the mean, and outliers
-    (samples dropped); plus op_type ``<all>`` pooling every op type of a kind (T1: without ``<end>``)."""
+    """Per (op_type, kind): mean_s, std_s, n of the samples that are not :func:`outliers`, and outliers (samples
+    dropped); plus op_type ``<all>`` pooling every op type of a kind (T1: without ``<end>``)."""
+    samples = samples.reset_index(drop=True)
+    samples = samples.assign(_outlier=outliers(samples))
     pooled = samples[samples["op_type"] != END].assign(op_type=ALL_TYPES)
     rows = []
     for (op_type, kind), g in pd.concat([samples, pooled]).groupby(["op_type", "kind"], sort=True):
-        x = g["seconds"].dropna().to_numpy(dtype=float)
-        kept = within_sigma(x) if len(x) else x
+        g = g[g["seconds"].notna()]
+        x = g["seconds"].to_numpy(dtype=float)
+        kept = x[~g["_outlier"].to_numpy(dtype=bool)]
         rows.append({"op_type": op_type, "kind": kind, "mean_s": float(np.mean(kept)) if len(kept) else np.nan,
                      "std_s": float(np.std(kept)) if len(kept) else np.nan, "n": len(kept),
                      "outliers": len(x) - len(kept)})
