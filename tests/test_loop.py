@@ -67,6 +67,12 @@ def test_ranking_prefers_the_type_with_most_unattributed_time():
     # B: 2 calls x 2 s = 4 s unattributed > C: 3 s
     assert ev["workloads"][0]["coverage"] == pytest.approx(1 / 8) and ev["next_op_types"] == ["B"]
     assert ev["unattributed_by_op_type"] == {"B": 4.0, "C": 3.0} and not ev["done"]
+    # the trace's modelled overhead (glue between operators) counts as attributed time
+    ev = evaluate(0, ["A"], layers, meas, e2e, LoopSettings(("A",), 0.9, 5, 1), "cpu",
+                  overhead={("m", 1, "inference"): 6.5})
+    w = ev["workloads"][0]
+    assert w["overhead_s"] == 6.5 and w["coverage"] == pytest.approx((1 + 6.5) / 8)
+    assert ev["done"] and ev["stop_reason"] == "target reached"
 
 
 def test_significant_list_is_the_fewest_types_reaching_the_target():
@@ -74,3 +80,5 @@ def test_significant_list_is_the_fewest_types_reaching_the_target():
          {"measured_s": 1.0, "by_op_type": {"C": 0.95, "A": 0.01}}]
     assert significant(w, 0.9) == ["A", "B", "C"]
     assert significant(w, 0.5) == ["A", "C"]
+    w[0]["overhead_s"] = 3.0  # 3 s of modelled overhead: A (6 s) reaches 90% of 10 s with it
+    assert significant(w, 0.9) == ["A", "C"]

@@ -142,8 +142,9 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     ``cache`` is the state a call finds the machine in. ``fresh`` (default) and ``rotation``: configurations are
     timed in rotation, one call at a time (:func:`opcost.timing.measure_rotation`), so weights, code and the
     thread pool are as other operators left them, as in a model; with ``fresh`` each call's inputs are rewritten
-    just before it (untimed, :func:`opcost.replay.refresher`), as its producer would have written them. ``warm`` (inputs reused) and ``cold``
-    (inputs rotate over a pool larger than the last-level cache): each configuration alone, back-to-back calls.
+    just before it (untimed, :func:`opcost.replay.refresher`), as its producer would have written them. ``warm``
+    (inputs reused) and ``cold`` (inputs rotate over a pool larger than the last-level cache): each configuration
+    alone, back-to-back calls.
     Placements other than the default (two or more usable tiers) are always measured back-to-back, each against
     its all-fast-tier reference measured the same way (``cold`` pools in the rotation states).
 

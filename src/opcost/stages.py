@@ -252,15 +252,24 @@ def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2
     io.write_parquet(io.read_many(e2e_paths, tables.E2E), out_e2e, tables.E2E)
 
 
+def _overhead(overhead_paths, op_type_paths) -> dict | None:
+    """Modelled overhead per workload from its trace tables (:func:`opcost.predict.trace_overhead`); None without."""
+    from .predict import trace_overhead
+
+    if not overhead_paths:
+        return None
+    return trace_overhead(io.read_many(overhead_paths, tables.TRACE_OVERHEADS),
+                          io.read_many(op_type_paths, tables.TRACE_OP_TYPES))
+
+
 def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_tsv, out_consistency,
              overhead_paths=(), op_type_paths=()) -> pd.DataFrame:
-    from .predict import consistency, predict, trace_overhead
+    from .predict import consistency, predict
 
     layers = io.read_many(layer_paths, tables.LAYERS)
     meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
-    overhead = trace_overhead(io.read_many(overhead_paths, tables.TRACE_OVERHEADS),
-                              io.read_many(op_type_paths, tables.TRACE_OP_TYPES)) if overhead_paths else None
-    pred = predict(layers, meas, io.read_parquet(e2e_path, tables.E2E), config["device"], overhead=overhead)
+    pred = predict(layers, meas, io.read_parquet(e2e_path, tables.E2E), config["device"],
+                   overhead=_overhead(overhead_paths, op_type_paths))
     io.write_parquet(pred, out, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
     io.write_parquet(consistency(layers, meas, config["device"]), out_consistency, tables.CONSISTENCY)
@@ -271,7 +280,7 @@ def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_ts
 
 
 def evaluate(config: dict, iteration: int, configs_path, previous_evaluation, layer_paths, measurement_paths,
-             e2e_paths, out) -> dict:
+             e2e_paths, out, overhead_paths=(), op_type_paths=()) -> dict:
     from .loop import LoopSettings, evaluate as run, op_types_for, summary_text
 
     settings = LoopSettings.from_config(config["loop"])
@@ -279,7 +288,7 @@ def evaluate(config: dict, iteration: int, configs_path, previous_evaluation, la
     profiled = op_types_for(iteration, settings, sorted(set(configs["op_type"])), io.read_json(previous_evaluation))
     ev = run(iteration, profiled, io.read_many(layer_paths, tables.LAYERS),
              io.read_many(measurement_paths, tables.MEASUREMENTS), io.read_many(e2e_paths, tables.E2E), settings,
-             config["device"])
+             config["device"], _overhead(overhead_paths, op_type_paths))
     io.write_json(ev, out)
     log.info("%s", summary_text([ev]))
     log.info("next operator types: %s", ", ".join(ev["next_op_types"]) or "none")

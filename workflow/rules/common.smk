@@ -51,6 +51,8 @@ def get_evaluate_inputs(wildcards):
         "e2e": get_e2e_tables(),
         "insitu": get_insitu_tables(),
         "profiles": profile_chunks_upto(n),
+        "overheads": get_trace_tables("overheads")(),
+        "op_types": get_trace_tables("op_types")(),
     }
     if n > 0:
         inputs["previous"] = f"results/loop/iter{n - 1}/evaluation.json"
