@@ -24,14 +24,16 @@ def _evaluations(work):
 
 
 def test_loop_adds_types_until_target(tmp_path):
-    cfg = _config(tmp_path, initial_op_types=["sigmoid"], target=0.3, add_per_iteration=2, max_iterations=8)
+    # operators only: the loop's mechanics, independent of how much glue the trace models
+    cfg = _config(tmp_path, initial_op_types=["sigmoid"], target=0.3, add_per_iteration=2, max_iterations=8,
+                  overhead=False)
     snakemake("--configfile", cfg, "--cores", "1", cwd=tmp_path)
     evs = _evaluations(tmp_path)
     assert len(evs) >= 2 and evs[-1]["stop_reason"] == "target reached"
     assert evs[0]["profiled_op_types"] == ["sigmoid"] and evs[0]["next_op_types"]
     for a, b in zip(evs, evs[1:]):  # each iteration adds the types the previous one chose
         assert b["profiled_op_types"] == a["profiled_op_types"] + a["next_op_types"]
-    assert all(w["coverage"] >= 0.3 for w in evs[-1]["workloads"])
+    assert all(w["coverage"] >= 0.3 and w["overhead_s"] is None for w in evs[-1]["workloads"])
     meas = pd.read_parquet(tmp_path / "results" / "db" / "measurements.parquet")
     iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward")]
     # earlier iterations' measurements are reused, never repeated

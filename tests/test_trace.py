@@ -221,6 +221,7 @@ def test_outliers_are_what_differs_from_the_same_call_in_other_iterations():
     assert stats.loc[(trace.END, "T1"), "outliers"] == 1
     lin = stats.loc[("aten::linear", "T1")]  # the 5 us gaps are the second call's glue, not outliers
     assert lin["n"] == 20 and lin["outliers"] == 0 and lin["mean_s"] == pytest.approx(3e-6, rel=0.05)
+    assert not trace.outliers(s[s["iteration"] < 4]).any()  # 4 iterations: too few to call one an outlier
 
 
 def test_synthetic_device_time_idle_and_op_kernels(gpu_trace):

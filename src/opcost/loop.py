@@ -3,7 +3,8 @@
 Iteration ``n`` has a set of profiled operator types. For each workload, *coverage* is the fraction of its measured
 end-to-end time that Σ count × isolated cost over configurations of profiled types accounts for, plus the CPU
 overhead its trace models between operators (:func:`opcost.predict.trace_overhead`, where the workload has a trace:
-Python glue no operator type can account for; 12-17% of tiny_bert at batch 1 here) (and, where an energy meter
+Python glue no operator type can account for; 12-17% of tiny_bert at batch 1 here; config ``loop.overhead``) (and,
+where an energy meter
 exists, ``energy_coverage`` the same for joules, operators only; the stopping rule uses time). A workload is
 below target while coverage < ``target``. The next iteration adds the ``add_per_iteration`` unprofiled types with the
 largest *unattributed time* (Σ count × in-situ cost, which exists for every configuration of every workload after
@@ -28,11 +29,12 @@ class LoopSettings:
     target: float = 0.9
     max_iterations: int = 5
     add_per_iteration: int = 2
+    overhead: bool = True  # count the trace-modelled overhead between operators as attributed
 
     @classmethod
     def from_config(cls, cfg: dict) -> "LoopSettings":
         return cls(tuple(cfg.get("initial_op_types") or ()), float(cfg["target"]), int(cfg["max_iterations"]),
-                   int(cfg["add_per_iteration"]))
+                   int(cfg["add_per_iteration"]), bool(cfg.get("overhead", True)))
 
 
 def op_types_for(iteration: int, settings: LoopSettings, all_types: list[str], previous: dict | None) -> list[str]:
@@ -65,7 +67,7 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
     for (model, batch, mode), g in iso.groupby(["model", "batch", "mode"], sort=True):
         m = measured.get((model, int(batch), mode))
         in_profiled = g["op_type"].isin(profiled)
-        ov = (overhead or {}).get((model, int(batch), mode))
+        ov = (overhead or {}).get((model, int(batch), mode)) if settings.overhead else None
         attributed = float(g.loc[in_profiled & g["median_s"].notna(), "total_s"].sum()) + (ov or 0.0)
         all_measured = bool(g["median_s"].notna().all())
         gi = ins[(ins["model"] == model) & (ins["batch"] == batch) & (ins["mode"] == mode)]

@@ -375,7 +375,7 @@ TRACE_OVERHEADS = Table(
     "trace_overheads", "results/trace/{model}/{mode}_b{batch}.overheads.parquet",
     "Statistics of `trace_overhead_samples` per op type and kind, after dropping outliers: samples more than 3 "
     "robust standard deviations (1.4826 x MAD) from the median of the same call position over the iterations "
-    "(`opcost.trace.outliers`).",
+    "(positions recorded in at least 5 iterations; `opcost.trace.outliers`).",
     _TRACE_KEY + (
         _c("op_type", "string", "as in `trace_overhead_samples`, or `<all>`: every op type pooled (without "
                                 "`<end>`), or `<profiler>` (kind T1, CPU traces): the profiler's own cost per "

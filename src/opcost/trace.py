@@ -435,7 +435,7 @@ def overhead_samples(tt: TraceTables, calls: pd.DataFrame | None = None) -> pd.D
     return out.sort_values(["kind", "iteration", "op_id"], kind="stable", ignore_index=True)
 
 
-def outliers(samples: pd.DataFrame, k: float = 3.0) -> np.ndarray:
+def outliers(samples: pd.DataFrame, k: float = 3.0, min_iterations: int = 5) -> np.ndarray:
     """Boolean mask of the samples (an `overhead_samples` frame) more than ``k`` robust standard deviations
     (1.4826 x the median absolute deviation) from the median of the same sample in the other iterations: same kind,
     same call position in its iteration (rank of the top-level op; ``<end>`` last) and same rank within the op
@@ -443,7 +443,8 @@ def outliers(samples: pd.DataFrame, k: float = 3.0) -> np.ndarray:
     interruption (a preemption, the profiler flushing a buffer), while gaps that differ between positions (the
     code before a particular call) are kept. A 3-sigma rule on the pooled samples cannot do this: one outlier among
     n <= 10 iterations is never beyond 3 standard deviations of the mean (the largest possible z is
-    (n - 1) / sqrt(n))."""
+    (n - 1) / sqrt(n)). Positions with fewer than ``min_iterations`` samples keep them all: the median absolute
+    deviation of 3 or 4 samples is too unsteady to call any of them an outlier."""
     if samples.empty:
         return np.zeros(0, dtype=bool)
     s = samples.reset_index(drop=True)
@@ -455,7 +456,8 @@ def outliers(samples: pd.DataFrame, k: float = 3.0) -> np.ndarray:
     keys = [s["kind"], rank, within]
     dev = (x - x.groupby(keys).transform("median")).abs()
     mad = dev.groupby(keys).transform("median")
-    return ((dev > k * 1.4826 * mad) & (mad > 0)).to_numpy()
+    enough = x.groupby(keys).transform("count") >= min_iterations
+    return ((dev > k * 1.4826 * mad) & (mad > 0) & enough).to_numpy()
 
 
 def overheads(samples: pd.DataFrame) -> pd.DataFrame:
