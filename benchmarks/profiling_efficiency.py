@@ -4,7 +4,8 @@ For the operator configurations of resnet18 and mobilenet_v3_small (inference), 
 by each tool, same threads, same callables (opcost's replay of the configuration):
 
 * opcost: the default isolated method (`profile.cache: fresh`, `profile.order: model`): all configurations of the
-  model in one rotation in its call order (`opcost.timing.measure_rotation`, inputs rewritten before each call),
+  model in one rotation, each round the model's call sequence with its repeats (`opcost.timing.measure_rotation`,
+  large inputs rewritten before each call),
   default profile settings (95% CI of each
   median within 2% or 0.2 us, cap 1 s per configuration); its wall time is divided among the configurations;
 * opcost blocked: `opcost.timing.measure`, back-to-back calls per configuration (`profile.cache: warm`);
@@ -39,7 +40,7 @@ def main() -> None:
     from torch.utils.benchmark import Timer
 
     from opcost.config import validate
-    from opcost.profile import measurement_order
+    from opcost.profile import _positions, _sequence, measurement_order
     from opcost.replay import ModelCache, build, refresher
     from opcost.timing import TimingSettings, measure, measure_rotation
 
@@ -69,9 +70,11 @@ def main() -> None:
         reps = [(row["config_id"], build(row, cache, "cpu")) for row in configs.to_dict("records")]
         with torch.inference_mode():
             calls = [(cid, fn, refresher(rep.inputs)) for cid, rep in reps for _, fn in rep.callables()]
+            sequence = _sequence(calls, {r["config_id"]: _positions(r) for r in configs.to_dict("records")})
             for rnd in (1, 2):
                 t0 = time.perf_counter()
-                ms = measure_rotation([c[1] for c in calls], settings, prepare=[c[2] for c in calls], shuffle=False)
+                ms = measure_rotation([c[1] for c in calls], settings, prepare=[c[2] for c in calls], shuffle=False,
+                                      sequence=sequence)
                 wall = (time.perf_counter() - t0) / len(calls)
                 rows += [{"model": model, "config_id": cid, "tool": "opcost", "round": rnd, "median_s": m.median,
                           "wall_s": wall} for (cid, _, _), m in zip(calls, ms)]
