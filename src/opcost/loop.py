@@ -2,10 +2,10 @@
 
 Iteration ``n`` has a set of profiled operator types. For each workload, *coverage* is the fraction of its measured
 end-to-end time that Σ count × isolated cost over configurations of profiled types accounts for, plus the CPU
-overhead its trace models between operators (:func:`opcost.predict.trace_overhead`, where the workload has a trace:
-Python glue no operator type can account for; 12-17% of tiny_bert at batch 1 here; config ``loop.overhead``) (and,
-where an energy meter
-exists, ``energy_coverage`` the same for joules, operators only; the stopping rule uses time). A workload is
+overhead its trace models between operators (:func:`opcost.predict.trace_overhead`, where the workload has a trace
+and config ``loop.overhead`` is on: Python glue no operator type can account for, 14-16% of tiny_bert at batch 1
+here). Where an energy meter exists, ``energy_coverage`` is the same for joules, operators only; the stopping rule
+uses time. A workload is
 below target while coverage < ``target``. The next iteration adds the ``add_per_iteration`` unprofiled types with the
 largest *unattributed time* (Σ count × in-situ cost, which exists for every configuration of every workload after
 one in-situ pass) summed over the workloads still below target. The loop stops when every workload reaches the
