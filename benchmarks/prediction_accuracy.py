@@ -6,9 +6,9 @@ two dedicated end-to-end medians (taken before and after the operator measuremen
 visible in the table and favours neither side), and also against the interleaved end-to-end time below (colder
 iterations: they alternate with instrumented ones); the in-situ prediction against the end-to-end time of the
 unobserved iterations interleaved with its timed ones (same minutes, same machine state). Each source is also shown
-overhead-aware (`+ov`): plus the CPU overhead modelled from Kineto traces of the workload and of its operators
-replayed in model order (calls per top-level op type x (mean gap T1 in the model - mean gap T1r in the replay), plus
-the tail gap's difference; opcost.trace). Prints the error table and one SUMMARY line.
+overhead-aware (`+ov`): plus the CPU overhead modelled from one Kineto trace in which the workload's iterations
+alternate with its operators replayed in model order (calls per top-level op type x (mean gap T1 in the model - mean
+gap T1r in the replay), plus the tail gap's difference; opcost.trace). Prints the error table and one SUMMARY line.
 
     python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--batches 1 8] [--threads 2]
                                              [--cache fresh|rotation|warm|cold] [--order model|shuffled]
@@ -59,10 +59,9 @@ def main() -> None:
                                      order=args.order)
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
-            path = tr.record(wl, f"/tmp/opcost_bench_{model}_b{batch}.json.gz", iterations=10, warmup=3)
-            replay = tr.record(tr.replay_runner(wl, cfg["models"]),
-                               f"/tmp/opcost_bench_{model}_b{batch}.replay.json.gz", iterations=10, warmup=3)
-            parts = tr.summarize(tr.parse(path), model, args.mode, batch, "cpu", replay=tr.parse(replay))
+            tt = tr.parse(tr.record(wl, f"/tmp/opcost_bench_{model}_b{batch}.json.gz", iterations=10, warmup=3,
+                                    paired=tr.replay_runner(wl, cfg["models"])))
+            parts = tr.summarize(tt, model, args.mode, batch, "cpu", replay=tt.with_marker(tr.REPLAY_MARKER))
             overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
             e2e = e_before.assign(median_s=(e_before["median_s"] + e_after["median_s"]) / 2)
             pred = predict(layers, pd.concat([iso, ins], ignore_index=True),

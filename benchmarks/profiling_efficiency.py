@@ -15,6 +15,11 @@ by each tool, same threads, same callables (opcost's replay of the configuration
 Prints wall seconds per configuration and the p90 over configurations of |Δmedian|/median between a tool's two runs
 (reproducibility), then one SUMMARY line with opcost's wall time relative to the better baseline.
 
+The machine's own drift is shown beside it: before each run's rotation the model's end-to-end iteration is timed
+(opcost's e2e settings), and `p90_rel_diff_vs_e2e` is the same p90 for median / that run's e2e median. A tool whose
+spread is the model's own (the machine ran the model slower too) has a small one; on a shared host the e2e time of
+one model moves by 10-20% between runs minutes apart.
+
     python benchmarks/profiling_efficiency.py [--models resnet18] [--batch 1] [--threads 2] [--limit N]
 """
 from __future__ import annotations
@@ -40,12 +45,14 @@ def main() -> None:
     from torch.utils.benchmark import Timer
 
     from opcost.config import validate
+    from opcost.e2e import measure_e2e
     from opcost.profile import _positions, _sequence, measurement_order
     from opcost.replay import ModelCache, build, refresher
     from opcost.timing import TimingSettings, measure, measure_rotation
 
     cfg = validate({"models": {m: {} for m in args.models}})
     settings = TimingSettings.from_config(cfg["profile"]["timing"])
+    e2e_settings = TimingSettings.from_config(cfg["e2e"]["timing"])
     cache = ModelCache(cfg["models"], "cpu", "float32")
 
     def opcost_blocked(fn):
@@ -60,9 +67,9 @@ def main() -> None:
         return t.blocked_autorange(min_run_time=1.0).median
 
     tools = {"opcost_blocked": opcost_blocked, "torch_adaptive": adaptive, "torch_blocked": blocked}
-    rows = []
+    rows, e2e = [], {}
     for model in args.models:
-        _, _, configs = workload_configs(model, args.batch)
+        wl, _, configs = workload_configs(model, args.batch)
         configs = measurement_order(configs)
         if args.limit:
             configs = configs.head(args.limit)
@@ -72,6 +79,8 @@ def main() -> None:
             calls = [(cid, fn, refresher(rep.inputs)) for cid, rep in reps for _, fn in rep.callables()]
             sequence = _sequence(calls, {r["config_id"]: _positions(r) for r in configs.to_dict("records")})
             for rnd in (1, 2):
+                e2e[(model, rnd)] = float(measure_e2e(wl, e2e_settings, "cpu")[0]["median_s"].iloc[0])
+                print(f"{model} run {rnd}: e2e {e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
                 t0 = time.perf_counter()
                 ms = measure_rotation([c[1] for c in calls], settings, prepare=[c[2] for c in calls], shuffle=False,
                                       sequence=sequence)
@@ -85,21 +94,31 @@ def main() -> None:
                         rows.append({"model": model, "config_id": cid, "tool": name, "round": rnd,
                                      "median_s": med, "wall_s": time.perf_counter() - t0})
     df = pd.DataFrame(rows)
-    wide = df.pivot_table(index=["config_id", "tool"], columns="round", values="median_s")
-    wide["rel_diff"] = (wide[1] - wide[2]).abs() / wide[[1, 2]].mean(axis=1)
+    df["vs_e2e"] = df["median_s"] / [e2e[(m, r)] for m, r in zip(df["model"], df["round"])]
+
+    def rel_diff(col: str) -> pd.Series:
+        wide = df.pivot_table(index=["config_id", "tool"], columns="round", values=col)
+        return ((wide[1] - wide[2]).abs() / wide[[1, 2]].mean(axis=1)).groupby("tool")
+
     out = pd.DataFrame({
         "wall_s_per_config": df.groupby("tool")["wall_s"].sum() / df.groupby("tool")["config_id"].nunique() / 2,
-        "p90_rel_diff": wide.groupby("tool")["rel_diff"].apply(p90),
-        "median_rel_diff": wide.groupby("tool")["rel_diff"].median(),
+        "p90_rel_diff": rel_diff("median_s").apply(p90),
+        "median_rel_diff": rel_diff("median_s").median(),
+        "p90_rel_diff_vs_e2e": rel_diff("vs_e2e").apply(p90),
     })
+    drift = {m: abs(e2e[(m, 2)] - e2e[(m, 1)]) / ((e2e[(m, 1)] + e2e[(m, 2)]) / 2) for m in args.models}
     print(f"{df['config_id'].nunique()} configurations, {args.threads} threads, batch {args.batch}")
     print(out.to_string(float_format="%.4f"))
+    print("e2e |Δ|/mean between the runs: " + ", ".join(f"{m} {d:.1%}" for m, d in drift.items()))
     best = min(("torch_adaptive", "torch_blocked"), key=lambda t: out.loc[t, "wall_s_per_config"])
     summary(configs=int(df["config_id"].nunique()), best_baseline=best,
             opcost_wall_ratio=float(out.loc["opcost", "wall_s_per_config"] / out.loc[best, "wall_s_per_config"]),
             opcost_p90=float(out.loc["opcost", "p90_rel_diff"]), baseline_p90=float(out.loc[best, "p90_rel_diff"]),
             blocked_p90=float(out.loc["torch_blocked", "p90_rel_diff"]),
-            opcost_blocked_p90=float(out.loc["opcost_blocked", "p90_rel_diff"]))
+            opcost_blocked_p90=float(out.loc["opcost_blocked", "p90_rel_diff"]),
+            opcost_p90_vs_e2e=float(out.loc["opcost", "p90_rel_diff_vs_e2e"]),
+            baseline_p90_vs_e2e=float(out.loc[best, "p90_rel_diff_vs_e2e"]),
+            max_e2e_drift=float(max(drift.values())))
 
 
 if __name__ == "__main__":

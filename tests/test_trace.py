@@ -381,16 +381,23 @@ def test_replay_trace_holds_the_model_ops_and_gives_the_gaps_isolated_costs_incl
 
     models = validate({"models": {"mlp": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}}})["models"]
     wl = make_workload(load_model("mlp", models["mlp"]), 4, "inference")
-    model_tt = trace.parse(trace.record(wl, tmp_path / "model.json.gz", iterations=3, warmup=1))
-    replay_tt = trace.parse(trace.record(trace.replay_runner(wl, models), tmp_path / "replay.json.gz",
-                                         iterations=3, warmup=1))
+    path = trace.record(wl, tmp_path / "model.json.gz", iterations=4, warmup=1,
+                        paired=trace.replay_runner(wl, models))
+    model_tt = trace.parse(path)
+    replay_tt = model_tt.with_marker(trace.REPLAY_MARKER)
 
-    def ops(tt):
+    def ops(tt, it=0):
         calls = trace.op_calls(tt)
-        return calls[calls["iteration"] == 0]["op_type"].tolist()
+        return calls[calls["iteration"] == it]["op_type"].tolist()
 
+    # one profiler session, the two kinds of iteration alternating (replay after the model's iteration, then
+    # before it), each read through its own marker; every event belongs to at most one of them
+    assert model_tt.n_iterations == replay_tt.n_iterations == 4
+    m, r = model_tt.markers["ts_us"].to_numpy(), replay_tt.markers["ts_us"].to_numpy()
+    assert list(r > m) == [True, False, True, False]
+    assert not (model_tt.events["iteration"].notna() & replay_tt.events["iteration"].notna()).any()
     # the replay issues the model's top-level ops (leaf modules, functional relu and +=, flatten) in its order
-    assert ops(replay_tt) == ops(model_tt) and "aten::add_" in ops(model_tt)
+    assert all(ops(replay_tt, k) == ops(model_tt, k) for k in range(4)) and "aten::add_" in ops(model_tt)
     stats = trace.summarize(model_tt, "mlp", "inference", 4, "cpu", replay=replay_tt)["trace_overheads"]
     t1 = stats[stats["kind"] == "T1"]
     t1r = stats[stats["kind"] == trace.REPLAY_KIND]

@@ -220,18 +220,16 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
     _prepare(config)
     wl = _workload(config, model, mode, batch)
     settings = config["trace"]
+    # inference: the gaps isolated costs already include, from the replayed operators recorded alongside
+    paired = tr.replay_runner(wl, config["models"], config["device"], config["dtype"]) \
+        if mode == "inference" else None
     tr.record(wl, out_trace, iterations=int(settings["iterations"]), warmup=int(settings["warmup"]),
-              device=config["device"])
+              device=config["device"], paired=paired)
     tt = tr.parse(out_trace)
-    dilation, replay = None, None
-    side = Path(out_trace).with_name(f".{Path(out_trace).name}")  # side files, removed after parsing
-    if mode == "inference":  # the gaps isolated costs already include: the replayed operators' own trace
-        path = side.with_name(side.name + ".replay.json.gz")
-        tr.record(tr.replay_runner(wl, config["models"], config["device"], config["dtype"]), path,
-                  iterations=int(settings["iterations"]), warmup=int(settings["warmup"]), device=config["device"])
-        replay = tr.parse(path)
-        path.unlink(missing_ok=True)
-    elif not config["device"].startswith("cuda"):  # CPU: gaps are host time, the profiler's bookkeeping among them
+    dilation = None
+    replay = tt.with_marker(tr.REPLAY_MARKER) if paired is not None else None
+    if paired is None and not config["device"].startswith("cuda"):  # CPU: the profiler's bookkeeping in the gaps
+        side = Path(out_trace).with_name(f".{Path(out_trace).name}")  # a side file, removed after parsing
         calib = side.with_name(side.name + ".calibration.json.gz")
         dilation = tr.profiler_dilation(calib)
         calib.unlink(missing_ok=True)

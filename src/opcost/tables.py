@@ -380,8 +380,9 @@ TRACE_OVERHEADS = Table(
         _c("op_type", "string", "as in `trace_overhead_samples`, or `<all>`: every op type pooled (without "
                                 "`<end>`), or `<profiler>` (kind T1, CPU traces): the profiler's own cost per "
                                 "top-level call, calibrated in the same job and subtracted from T1 in predictions"),
-        _c("kind", "string", "T1 ... T5, or `T1r`: T1 in the trace of the workload's operator configurations "
-                             "replayed as isolated profiling calls them, in the model's order (inference): the "
+        _c("kind", "string", "T1 ... T5, or `T1r`: T1 of the workload's operator configurations replayed as "
+                             "isolated profiling calls them, in the model's order, recorded in the same trace "
+                             "(iterations marked `opcost_replay`, alternating with the model's; inference): the "
                              "part of each gap isolated costs already include"),
         _c("mean_s", "Float64", "mean of the kept samples, seconds"),
         _c("std_s", "Float64", "standard deviation of the kept samples, seconds"),

@@ -40,7 +40,9 @@ What to add to *isolated* costs: an isolated call is timed through the same Pyth
 replay trace (:func:`replay_runner`: the workload's operator configurations replayed one after the other in the
 model's call order, each as the profiler calls it) has exactly that part as its gaps, ``T1r``. The glue the model
 adds per call of an op type is then ``T1 - T1r``: container modules, the parent's ``forward`` code. Both traces
-carry the same profiler bookkeeping per top-level call, which cancels in the difference.
+carry the same profiler bookkeeping per top-level call, which cancels in the difference, provided both are
+recorded at the same moments: :func:`record` with ``paired`` alternates model and replay iterations in one
+profiler session (markers :data:`MARKER` and :data:`REPLAY_MARKER`).
 """
 from __future__ import annotations
 
@@ -67,6 +69,7 @@ from .tables import (
 )
 
 MARKER = "opcost_iteration"
+REPLAY_MARKER = "opcost_replay"  # the paired replay iterations recorded with the model's (see record)
 HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -86,13 +89,20 @@ _STEP = re.compile(r"ProfilerStep#\d+$")
 
 
 def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | None = None,
-           record_shapes: bool = True) -> Path:
+           record_shapes: bool = True, paired: Callable[[], object] | None = None) -> Path:
     """Profile ``iterations`` iterations after ``warmup`` unrecorded ones and write the Chrome trace to ``path``.
 
     ``runner`` is a :class:`opcost.workload.Workload` (its ``step()``: forward under inference_mode, or forward +
     loss + backward) or any zero-argument callable (then ``device`` says where it runs, default cpu). Activities:
     CPU, plus CUDA on a cuda device, where each iteration ends with ``torch.cuda.synchronize()`` inside its marker
-    so that the marker spans the device work too. ``record_shapes=True``. The file is written atomically."""
+    so that the marker spans the device work too. ``record_shapes=True``. The file is written atomically.
+
+    ``paired``: a second zero-argument callable (e.g. :func:`replay_runner`) recorded in the same profiler session,
+    one call per iteration inside a :data:`REPLAY_MARKER` marker, after the runner's iteration in the first
+    recorded iteration, before it in the second, and so on. Both then run in the same seconds of the machine's life: on a shared host its speed
+    and the profiler's own cost per op change between recordings seconds apart (here the profiler's cost per
+    top-level op was 6-40 us in one recording and 7-13 us in the next), which a difference of two separate
+    traces would take for glue. Read them with ``parse(path)`` and ``parse(path).with_marker(REPLAY_MARKER)``."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -108,11 +118,18 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
     sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     sched = schedule(wait=0, warmup=warmup, active=iterations, repeat=1)
+    def marked(name: str, fn: Callable[[], object]) -> None:
+        with record_function(name):
+            fn()
+            sync()
+
     with profile(activities=activities, record_shapes=record_shapes, schedule=sched) as prof:
-        for _ in range(warmup + iterations):
-            with record_function(MARKER):
-                step()
-                sync()
+        for i in range(-warmup, iterations):  # recorded from i = 0
+            if paired is not None and i % 2:
+                marked(REPLAY_MARKER, paired)
+            marked(MARKER, step)
+            if paired is not None and not i % 2:
+                marked(REPLAY_MARKER, paired)
             prof.step()
     from .io import atomic
 
@@ -182,17 +199,26 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu", dtype: str = "float
 
 @dataclass
 class TraceTables:
-    """A parsed trace: `trace_events` and `trace_kernels` rows (see :mod:`opcost.tables`)."""
+    """A parsed trace: `trace_events` and `trace_kernels` rows (see :mod:`opcost.tables`), their `iteration`
+    column numbering the spans of the ``marker`` annotations."""
 
     events: pd.DataFrame
     kernels: pd.DataFrame
     path: str = ""
+    marker: str = MARKER
 
     @property
     def markers(self) -> pd.DataFrame:
         """The iteration markers, one row per iteration, in iteration order."""
         ev = self.events
-        return ev[_marker_mask(ev) & ev["iteration"].notna()].sort_values("iteration")
+        return ev[_marker_mask(ev, self.marker) & ev["iteration"].notna()].sort_values("iteration")
+
+    def with_marker(self, marker: str) -> TraceTables:
+        """The same trace with iterations delimited by ``marker`` annotations instead (e.g. :data:`REPLAY_MARKER`:
+        the paired iterations of :func:`record`)."""
+        ev = self.events.assign(iteration=_iterations(self.events, marker))
+        kn = self.kernels.assign(iteration=self.kernels["launch_id"].map(ev.set_index("id")["iteration"]))
+        return TraceTables(frame(TRACE_EVENTS, ev), frame(TRACE_KERNELS, kn), self.path, marker)
 
     @property
     def n_iterations(self) -> int:
@@ -203,10 +229,14 @@ class TraceTables:
         return len(self.kernels) > 0
 
 
-def _marker_mask(ev: pd.DataFrame) -> pd.Series:
+def _marker_mask(ev: pd.DataFrame, marker: str = MARKER) -> pd.Series:
+    """The annotations that delimit iterations: ``marker``; for :data:`MARKER` in a trace without it (recorded
+    elsewhere), the ``ProfilerStep#N`` steps."""
     ann = ev["cat"] == "user_annotation"
-    ours = ann & (ev["name"] == MARKER)
-    return ours if ours.any() else ann & ev["name"].str.match(_STEP).fillna(False).astype(bool)
+    ours = ann & (ev["name"] == marker)
+    if ours.any() or marker != MARKER:
+        return ours
+    return ann & ev["name"].str.match(_STEP).fillna(False).astype(bool)
 
 
 def _load(path: Path) -> list:
@@ -332,9 +362,9 @@ def _tree(ev: pd.DataFrame):
             pd.array([x if x >= 0 else na for x in top], dtype="Int64"))
 
 
-def _iterations(ev: pd.DataFrame) -> pd.array:
+def _iterations(ev: pd.DataFrame, marker: str = MARKER) -> pd.array:
     """Index (in time order) of the iteration marker whose span contains each event's start, any thread."""
-    m = ev[_marker_mask(ev)].sort_values("ts_us")
+    m = ev[_marker_mask(ev, marker)].sort_values("ts_us")
     ts, starts, ends = ev["ts_us"].to_numpy(), m["ts_us"].to_numpy(), (m["ts_us"] + m["dur_us"]).to_numpy()
     k = np.full(len(ev), -1)
     if len(m):
