@@ -99,10 +99,11 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
 
     ``paired``: a second zero-argument callable (e.g. :func:`replay_runner`) recorded in the same profiler session,
     one call per iteration inside a :data:`REPLAY_MARKER` marker, after the runner's iteration in the first
-    recorded iteration, before it in the second, and so on. Both then run in the same seconds of the machine's life: on a shared host its speed
-    and the profiler's own cost per op change between recordings seconds apart (here the profiler's cost per
-    top-level op was 6-40 us in one recording and 7-13 us in the next), which a difference of two separate
-    traces would take for glue. Read them with ``parse(path)`` and ``parse(path).with_marker(REPLAY_MARKER)``."""
+    recorded iteration, before it in the second, and so on. Both then run in the same seconds of the machine's
+    life: on a shared host its speed and the profiler's own cost per op change between recordings seconds apart
+    (here the profiler's cost per top-level op was 6-40 us in one recording and 7-13 us in the next), which a
+    difference of two separate traces would take for glue. Read them with ``parse(path)`` and
+    ``parse(path).with_marker(REPLAY_MARKER)``."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -118,6 +119,7 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
     sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     sched = schedule(wait=0, warmup=warmup, active=iterations, repeat=1)
+
     def marked(name: str, fn: Callable[[], object]) -> None:
         with record_function(name):
             fn()
