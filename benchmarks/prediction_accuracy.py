@@ -55,8 +55,10 @@ def main() -> None:
         for batch in args.batches:
             wl, layers, configs = workload_configs(model, batch, args.mode)
             e_before, _ = measure_e2e(wl, e2e_settings, "cpu")
+            rotation_e2e = []
             iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings, cache=args.cache,
-                                     order=args.order)
+                                     order=args.order, e2e_every=int(cfg["profile"]["e2e_every"]),
+                                     on_e2e=lambda row, _: rotation_e2e.append(row))
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
             tt = tr.parse(tr.record(wl, f"/tmp/opcost_bench_{model}_b{batch}.json.gz", iterations=10, warmup=3,
@@ -64,19 +66,25 @@ def main() -> None:
             parts = tr.summarize(tt, model, args.mode, batch, "cpu", replay=tt.with_marker(tr.REPLAY_MARKER))
             overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
             e2e = e_before.assign(median_s=(e_before["median_s"] + e_after["median_s"]) / 2)
-            pred = predict(layers, pd.concat([iso, ins], ignore_index=True),
-                           pd.concat([e2e, e2e_interleaved], ignore_index=True), "cpu", overhead=overhead)
+            measured = pd.concat([e2e, e2e_interleaved, *rotation_e2e], ignore_index=True)
+            pred = predict(layers, pd.concat([iso, ins], ignore_index=True), measured, "cpu", overhead=overhead)
             by = pred.set_index("source")
+            dedicated = float(e2e["median_s"].iloc[0])
             rows.append({"model": model, "batch": batch,
                          "e2e_before_ms": float(e_before["median_s"].iloc[0]) * 1e3,
                          "e2e_after_ms": float(e_after["median_s"].iloc[0]) * 1e3,
                          "e2e_interleaved_ms": float(e2e_interleaved["median_s"].iloc[0]) * 1e3,
+                         "e2e_rotation_ms": float(by.loc["isolated", "measured_s"]) * 1e3,
+                         "reference": by.loc["isolated", "reference"],
                          "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
                          "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
                          "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
                          "err_isolated": float(by.loc["isolated", "error"]),
                          "err_isolated_vs_interleaved": float(by.loc["isolated", "predicted_s"]
                                                               / e2e_interleaved["median_s"].iloc[0] - 1),
+                         "err_isolated_vs_dedicated": float(by.loc["isolated", "predicted_s"] / dedicated - 1),
+                         "err_isolated_ov_vs_dedicated": float(by.loc["isolated+overhead", "predicted_s"]
+                                                               / dedicated - 1),
                          "err_isolated_ov": float(by.loc["isolated+overhead", "error"]),
                          "err_insitu": float(by.loc["insitu", "error"]),
                          "err_insitu_ov": float(by.loc["insitu+overhead", "error"])})
@@ -86,7 +94,8 @@ def main() -> None:
     print()
     print(table.to_string(index=False, float_format="%.3f"))
     errs = {c: table[f"err_{c}"].abs() for c in ("isolated", "isolated_ov", "insitu", "insitu_ov",
-                                                 "isolated_vs_interleaved")}
+                                                 "isolated_vs_interleaved", "isolated_vs_dedicated",
+                                                 "isolated_ov_vs_dedicated")}
     drift = ((table["e2e_after_ms"] - table["e2e_before_ms"]) / table["e2e_before_ms"]).abs()
     stats = {}
     for c, e in errs.items():

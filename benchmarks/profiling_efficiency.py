@@ -18,7 +18,9 @@ Prints wall seconds per configuration and the p90 over configurations of |Δmedi
 The machine's own drift is shown beside it: before each run's rotation the model's end-to-end iteration is timed
 (opcost's e2e settings), and `p90_rel_diff_vs_e2e` is the same p90 for median / that run's e2e median. A tool whose
 spread is the model's own (the machine ran the model slower too) has a small one; on a shared host the e2e time of
-one model moves by 10-20% between runs minutes apart.
+one model moves by 10-20% between runs minutes apart. opcost's rotation also times the model iteration itself every
+`profile.e2e_every`-th round (its cost is in opcost's wall time); `p90_rel_diff_vs_own_e2e` divides opcost's medians
+by that e2e time of their own minutes (other tools: by the dedicated one, as in `p90_rel_diff_vs_e2e`).
 
     python benchmarks/profiling_efficiency.py [--models resnet18] [--batch 1] [--threads 2] [--limit N]
 """
@@ -67,7 +69,8 @@ def main() -> None:
         return t.blocked_autorange(min_run_time=1.0).median
 
     tools = {"opcost_blocked": opcost_blocked, "torch_adaptive": adaptive, "torch_blocked": blocked}
-    rows, e2e = [], {}
+    rows, e2e, rotation_e2e = [], {}, {}
+    every = int(cfg["profile"]["e2e_every"])
     for model in args.models:
         wl, _, configs = workload_configs(model, args.batch)
         configs = measurement_order(configs)
@@ -82,9 +85,12 @@ def main() -> None:
                 e2e[(model, rnd)] = float(measure_e2e(wl, e2e_settings, "cpu")[0]["median_s"].iloc[0])
                 print(f"{model} run {rnd}: e2e {e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
                 t0 = time.perf_counter()
-                ms = measure_rotation([c[1] for c in calls], settings, prepare=[c[2] for c in calls], shuffle=False,
-                                      sequence=sequence)
-                wall = (time.perf_counter() - t0) / len(calls)
+                n = len(calls)  # the model iteration closes every e2e_every-th round, as in the pipeline
+                ms = measure_rotation([c[1] for c in calls] + [wl.step], settings,
+                                      prepare=[c[2] for c in calls] + [None], shuffle=False,
+                                      sequence=sequence + [n], every=[1] * n + [every])
+                wall = (time.perf_counter() - t0) / n
+                rotation_e2e[(model, rnd)] = ms[-1].median
                 rows += [{"model": model, "config_id": cid, "tool": "opcost", "round": rnd, "median_s": m.median,
                           "wall_s": wall} for (cid, _, _), m in zip(calls, ms)]
                 for cid, fn, _ in calls:
@@ -95,6 +101,8 @@ def main() -> None:
                                      "median_s": med, "wall_s": time.perf_counter() - t0})
     df = pd.DataFrame(rows)
     df["vs_e2e"] = df["median_s"] / [e2e[(m, r)] for m, r in zip(df["model"], df["round"])]
+    df["vs_own_e2e"] = df["vs_e2e"].where(df["tool"] != "opcost", df["median_s"] / [
+        rotation_e2e[(m, r)] for m, r in zip(df["model"], df["round"])])
 
     def rel_diff(col: str) -> pd.Series:
         wide = df.pivot_table(index=["config_id", "tool"], columns="round", values=col)
@@ -106,11 +114,14 @@ def main() -> None:
         "p90_rel_diff": raw.apply(p90),
         "median_rel_diff": raw.median(),
         "p90_rel_diff_vs_e2e": rel_diff("vs_e2e").apply(p90),
+        "p90_rel_diff_vs_own_e2e": rel_diff("vs_own_e2e").apply(p90),
     })
     drift = {m: abs(e2e[(m, 2)] - e2e[(m, 1)]) / ((e2e[(m, 1)] + e2e[(m, 2)]) / 2) for m in args.models}
     print(f"{df['config_id'].nunique()} configurations, {args.threads} threads, batch {args.batch}")
     print(out.to_string(float_format="%.4f"))
     print("e2e |Δ|/mean between the runs: " + ", ".join(f"{m} {d:.1%}" for m, d in drift.items()))
+    print("e2e in opcost's rotation, run 1 / run 2: " + ", ".join(
+        f"{m} {rotation_e2e[(m, 1)] * 1e3:.3f} / {rotation_e2e[(m, 2)] * 1e3:.3f} ms" for m in args.models))
     best = min(("torch_adaptive", "torch_blocked"), key=lambda t: out.loc[t, "wall_s_per_config"])
     summary(configs=int(df["config_id"].nunique()), best_baseline=best,
             opcost_wall_ratio=float(out.loc["opcost", "wall_s_per_config"] / out.loc[best, "wall_s_per_config"]),
@@ -118,6 +129,7 @@ def main() -> None:
             blocked_p90=float(out.loc["torch_blocked", "p90_rel_diff"]),
             opcost_blocked_p90=float(out.loc["opcost_blocked", "p90_rel_diff"]),
             opcost_p90_vs_e2e=float(out.loc["opcost", "p90_rel_diff_vs_e2e"]),
+            opcost_p90_vs_own_e2e=float(out.loc["opcost", "p90_rel_diff_vs_own_e2e"]),
             baseline_p90_vs_e2e=float(out.loc[best, "p90_rel_diff_vs_e2e"]),
             max_e2e_drift=float(max(drift.values())))
 

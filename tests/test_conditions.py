@@ -84,9 +84,9 @@ def test_rotation_context_configurations_rotate_but_are_not_recorded(monkeypatch
     seen = []
     real = prof.measure_rotation
 
-    def spy(fns, settings, device, prepare, seed, targets, shuffle, sequence):
-        seen.append((len(fns), list(targets), shuffle, sequence))
-        return real(fns, settings, device, prepare, seed=seed, targets=targets, shuffle=shuffle, sequence=sequence)
+    def spy(fns, settings, device, prepare, **kw):
+        seen.append((len(fns), list(kw["targets"]), kw["shuffle"], kw["sequence"]))
+        return real(fns, settings, device, prepare, **kw)
 
     monkeypatch.setattr(prof, "measure_rotation", spy)
     fast = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3)
@@ -120,3 +120,35 @@ def test_configurations_rotate_with_their_own_workload_and_its_context():
     assert groups == {("a1", "a2"): ["c1"], ("b1",): ["c8"], ("t1",): []}
     small = _rotation_groups(configs, context, size=2)  # at most 2 members per rotation, context included
     assert all(len(g) + len(c) <= 2 for g, c in small) and sum(len(g) for g, _ in small) == 4
+
+
+def test_rotation_times_the_whole_model_iteration_in_the_same_rounds():
+    """profile.e2e_every: the workload's model iteration closes every N-th round of its rotation and comes back as
+    an `e2e` row of method `rotation`, in the `e2e` schema, with its samples."""
+    from opcost.database import catalog
+    from opcost.extract import extract
+    from opcost.models import load_model
+    from opcost.profile import profile_configs
+    from opcost.tables import E2E, SAMPLES
+    from opcost.timing import TimingSettings
+    from opcost.workload import make_workload
+
+    models = {"mlp": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 16}, "input_shapes": [[8]]}}
+    configs = catalog(extract(make_workload(load_model("mlp", models["mlp"]), 2, "inference")))
+    fast = TimingSettings(max_seconds=0.05, warmup_s=0.0, min_samples=40, max_samples=40, target_rel_ci=1e-9)
+    got = []
+    meas, _ = profile_configs(configs, models, "cpu", "float32", fast, e2e_every=4,
+                              on_e2e=lambda row, smp: got.append((row, smp)))
+    assert (meas["status"] == "ok").all() and meas["n"].min() >= 40
+    [(row, smp)] = got  # one rotation (one workload): one row
+    assert list(row.columns) == E2E.names and list(smp.columns) == SAMPLES.names
+    r = row.iloc[0]
+    assert (r["model"], r["batch"], r["mode"], r["method"]) == ("mlp", 2, "inference", "rotation")
+    # timed in every 4th of the >= 40 recorded rounds (the warm-up's rounds are not recorded)
+    assert 10 <= r["n"] <= meas["n"].max() // 4 + 1 and len(smp) == r["n"]
+    assert set(smp["key"]) == {"mlp/inference/b2"} and (smp["seconds"] > 0).all()
+    # a model iteration costs more than any one of its operators
+    assert r["median_s"] > meas["median_s"].max()
+    untimed, _ = profile_configs(configs, models, "cpu", "float32", fast, e2e_every=0,
+                                 on_e2e=lambda row, smp: got.append((row, smp)))
+    assert len(got) == 1 and len(untimed) == len(meas)

@@ -89,3 +89,38 @@ def test_predictions_prefer_the_rotation_row_over_the_back_to_back_reference():
     assert costed_layers(layers, meas, "cpu")["total_s"].tolist() == [6.0]  # the rotation row, though older
     older = meas.assign(cache="warm")  # without a rotation row: the newest baseline row
     assert costed_layers(layers, older, "cpu")["total_s"].tolist() == [3.0]
+
+
+def test_each_source_is_checked_against_the_e2e_time_of_its_own_minutes():
+    """Isolated costs against the model iterations timed in their rotations (pooled over profiling jobs, weights
+    n), in-situ costs against the interleaved iterations; the dedicated run where neither exists."""
+    from opcost import tables
+    from opcost.predict import predict, references
+
+    def e2e(method, seconds, n, ts, model="m"):
+        return {**dict.fromkeys(tables.E2E.names), "model": model, "batch": 1, "mode": "inference",
+                "method": method, "device": "cpu", "placement": "default", "median_s": seconds, "n": n,
+                "timestamp": ts}
+
+    runs = tables.frame(tables.E2E, [e2e("dedicated", 10.0, 50, "2026-01-01T00:00:00"),
+                                     e2e("rotation", 8.0, 30, "2026-01-01T00:01:00"),
+                                     e2e("rotation", 12.0, 10, "2026-01-01T00:02:00"),
+                                     e2e("interleaved", 11.0, 20, "2026-01-01T00:03:00"),
+                                     e2e("dedicated", 7.0, 50, "2026-01-01T00:00:00", model="other")])
+    assert references(runs, "cpu", "isolated") == {("m", 1, "inference"): (9.0, "rotation"),
+                                                   ("other", 1, "inference"): (7.0, "dedicated")}
+    assert references(runs, "cpu", "insitu")[("m", 1, "inference")] == (11.0, "interleaved")
+
+    def meas(source, seconds):
+        return {**dict.fromkeys(tables.MEASUREMENTS.names), "config_id": "c", "op_type": "Linear",
+                "mode": "inference", "source": source, "phase": "forward", "status": "ok", "device": "cpu",
+                "placement": "default", "workload": "m/inference/b1", "median_s": seconds,
+                "timestamp": "2026-01-01T00:00:00"}
+
+    layers = tables.frame(tables.LAYERS, [{**dict.fromkeys(tables.LAYERS.names), "model": "m", "batch": 1,
+                                           "mode": "inference", "config_id": "c", "count": 3}])
+    pred = predict(layers, tables.frame(tables.MEASUREMENTS, [meas("isolated", 3.0), meas("insitu", 3.3)]), runs,
+                   "cpu").set_index("source")
+    assert pred.loc["isolated", ["measured_s", "reference", "error"]].tolist() == [9.0, "rotation", 0.0]
+    assert pred.loc["insitu", "reference"] == "interleaved"
+    assert pred.loc["insitu", "error"] == pytest.approx(9.9 / 11.0 - 1)

@@ -63,7 +63,7 @@ def test_ranking_prefers_the_type_with_most_unattributed_time():
                          "status": "ok", "device": "cpu", "placement": "default", "timestamp": "t",
                          "median_s": [1.0, 1.0, 2.0, 3.0], "energy_j": None})
     e2e = pd.DataFrame({"model": ["m"], "batch": [1], "mode": ["inference"], "method": ["dedicated"],
-                        "device": ["cpu"], "median_s": [8.0],
+                        "device": ["cpu"], "median_s": [8.0], "n": [10], "timestamp": ["t"],
                         "energy_j": [None]})
     ev = evaluate(0, ["A"], layers, meas, e2e, LoopSettings(("A",), 0.9, 5, 1), "cpu")
     # B: 2 calls x 2 s = 4 s unattributed > C: 3 s

@@ -79,10 +79,15 @@ def test_profile_stage_skips_journaled_configurations(tmp_path):
     stages.extract(cfg, "mlp", "inference", 2, layers)
     stages.make_catalog([layers], tmp_path / "configs.parquet")
     first = stages.profile(cfg, tmp_path / "configs.parquet", 0, 0, None, tmp_path / "m1.parquet",
-                           tmp_path / "s1.parquet", journal_dir=tmp_path / "j")
+                           tmp_path / "s1.parquet", tmp_path / "e1.parquet", journal_dir=tmp_path / "j")
     second = stages.profile(cfg, tmp_path / "configs.parquet", 0, 0, None, tmp_path / "m2.parquet",
-                            tmp_path / "s2.parquet", journal_dir=tmp_path / "j")
+                            tmp_path / "s2.parquet", tmp_path / "e2.parquet", journal_dir=tmp_path / "j")
     cols = ["config_id", "phase", "median_s", "timestamp"]
     pd.testing.assert_frame_equal(first[cols].sort_values(cols).reset_index(drop=True),
                                   second[cols].sort_values(cols).reset_index(drop=True))
-    assert len(pd.read_parquet(tmp_path / "s2.parquet")) == len(pd.read_parquet(tmp_path / "s1.parquet"))
+    s1, s2 = (pd.read_parquet(tmp_path / f"s{k}.parquet") for k in (1, 2))
+    assert len(s2) == len(s1[s1["source"] != "e2e"])  # every operator sample back from the journal
+    # the model iteration timed in the first job's rotation; the resumed job had nothing left to rotate
+    e1, e2 = (pd.read_parquet(tmp_path / f"e{k}.parquet") for k in (1, 2))
+    assert e1["method"].tolist() == ["rotation"] and len(s1[s1["source"] == "e2e"]) == e1["n"].iloc[0]
+    assert e2.empty and list(e2.columns) == list(e1.columns)

@@ -100,6 +100,15 @@ def test_rotation_follows_a_call_sequence_with_repeats():
         measure_rotation([lambda: "a", lambda: "b"], ROT, clock=clock, sequence=[0, 0])
 
 
+def test_rotation_calls_a_sparse_member_every_nth_round_only():
+    clock = PerCallableClock({k: itertools.repeat(t) for k, t in zip("abm", (1e-3, 2e-3, 5e-3))})
+    a, b, m = measure_rotation([lambda k=k: k for k in "abm"], ROT, clock=clock, sequence=[0, 1, 2],
+                               shuffle=False, targets=[0, 1], every=[1, 1, 3])
+    # warm-up round 0 (with m), then rounds 1..10: m closes rounds 3, 6, 9
+    assert "".join(clock.calls) == "abm" + "ab" * 2 + ("abm" + "ab" * 2) * 2 + "abm" + "ab"
+    assert a.n == b.n == 10 and m.n == 3 and m.median == 5e-3
+
+
 def test_rotation_stops_at_the_cap_and_flags_the_imprecise_callable():
     rng = np.random.default_rng(0)
     clock = PerCallableClock({"stable": itertools.repeat(2e-3), "noisy": iter(rng.choice([1e-3, 3e-3], 1000))})

@@ -23,6 +23,8 @@ def test_tiny_config_runs_to_figures(tiny_run):
         (m, mode, src) for m, mode in workloads for src in sources}
     assert (pred["configs_measured"] == pred["configs"]).all() and (pred["calls_covered"] == 1.0).all()
     assert (pred["predicted_s"] > 0).all() and (pred["measured_s"] > 0).all()
+    # each source against the e2e time of its own minutes: the rotations' model iterations, the interleaved ones
+    assert (pred["reference"] == pred["source"].map(lambda s: "interleaved" if "insitu" in s else "rotation")).all()
 
 
 def test_database_holds_every_configuration_once(tiny_run):
@@ -40,7 +42,11 @@ def test_database_holds_every_configuration_once(tiny_run):
     assert meas["cpu_model"].notna().all() and (meas["threads"] == 1).all()
     assert meas["cpus"].str.fullmatch(r"\d+").all()  # affinity: pin, threads 1: one CPU
     e2e = pd.read_parquet(db / "e2e.parquet")
-    assert sorted(e2e["method"]) == ["dedicated"] * 3 + ["interleaved"] * 3 and (e2e["n"] >= 5).all()
+    assert sorted(e2e.loc[e2e["method"] != "rotation", "method"]) == ["dedicated"] * 3 + ["interleaved"] * 3
+    rot = e2e[e2e["method"] == "rotation"]  # one row per workload and profiling job that rotated it
+    assert set(zip(rot["model"], rot["mode"])) == {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"),
+                                                   ("mlp", "inference")}
+    assert (e2e.loc[e2e["method"] != "rotation", "n"] >= 5).all() and (rot["n"] >= 1).all()
 
 
 def test_placements_are_measured_verified_and_a_missing_tier_skipped(tiny_run):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .predict import costed_layers
+from .predict import costed_layers, references
 
 ALL = "all"
 
@@ -56,10 +56,11 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
              e2e: pd.DataFrame, settings: LoopSettings, device: str, overhead: dict | None = None) -> dict:
     """The checkpoint's decision for ``iteration`` (JSON-able); ``overhead``: (model, batch, mode) -> modelled
     overhead seconds per iteration (:func:`opcost.predict.trace_overhead`), counted as attributed."""
-    e2e = e2e[e2e["method"] == "dedicated"]  # coverage uses isolated costs: the dedicated e2e run is its reference
+    # coverage uses isolated costs: the same end-to-end reference as their prediction (opcost.predict.references)
+    measured = {k: v for k, (v, _) in references(e2e, device, "isolated").items()}
+    e2e = e2e[e2e["method"] == "dedicated"]  # energy: the runs that meter it
     iso = costed_layers(layers, measurements, device, "isolated")
     ins = costed_layers(layers, measurements, device, "insitu")
-    measured = {(r.model, int(r.batch), r.mode): float(r.median_s) for r in e2e.itertuples() if r.device == device}
     measured_j = {(r.model, int(r.batch), r.mode): r.energy_j for r in e2e.itertuples()
                   if r.device == device and pd.notna(r.energy_j)}
     all_types = sorted(set(layers["op_type"]))

@@ -14,6 +14,11 @@ from .timing import ROTATION_STATES
 from .workload import workload_key
 
 SOURCES = ("isolated", "insitu")
+# the end-to-end time each source is checked against, in order of preference (`e2e` column `method`): isolated
+# costs against the model iterations timed inside their own rotations, in-situ costs against the iterations
+# interleaved with their timed ones; each in the same minutes, under the same machine state, as the costs
+REFERENCES = {"isolated": ("rotation", "dedicated", "interleaved"),
+              "insitu": ("interleaved", "dedicated", "rotation")}
 
 
 def _workload_col(df: pd.DataFrame) -> list[str]:
@@ -68,31 +73,51 @@ def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tupl
     return out
 
 
+def references(e2e: pd.DataFrame, device: str, source: str) -> dict[tuple, tuple[float, str]]:
+    """(model, batch, mode) -> (end-to-end seconds per iteration, `e2e` method) that ``source``'s prediction is
+    checked against (:data:`REFERENCES`): the newest row of a method; the `rotation` rows of all profiling jobs
+    (one per rotation) pooled, their medians averaged with weights n."""
+    e2e = e2e[e2e["device"] == device]
+    out: dict[tuple, tuple[float, str]] = {}
+    for method in reversed(REFERENCES[source]):
+        rows = e2e[(e2e["method"] == method) & e2e["median_s"].notna()]
+        if rows.empty:
+            continue
+        if method == "rotation":
+            rows = rows.assign(_w=rows["n"].astype(float) * rows["median_s"].astype(float))
+            g = rows.groupby(["model", "batch", "mode"])[["_w", "n"]].sum()
+            values = {k: float(r["_w"]) / float(r["n"]) for k, r in g.iterrows() if r["n"] > 0}
+        else:
+            rows = latest(rows, ("model", "batch", "mode", "method", "device"))
+            values = {(r.model, r.batch, r.mode): float(r.median_s) for r in rows.itertuples()}
+        out.update({(m, int(b), mo): (v, method) for (m, b, mo), v in values.items()})
+    return out
+
+
 def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame, device: str,
             sources=SOURCES, overhead: dict[tuple, float] | None = None) -> pd.DataFrame:
     """One `predictions` row per workload and source that has any measurement; with ``overhead`` (from
     :func:`trace_overhead`) also a `<source>+overhead` row: the same sum plus the workload's modelled overhead."""
     rows = []
-    e2e = latest(e2e[e2e["device"] == device], ("model", "batch", "mode", "method", "device"))
+    e2e = e2e[e2e["device"] == device]
+    # energy: the e2e runs that measure it (dedicated), newest first
+    metered = latest(e2e[e2e["method"] == "dedicated"], ("model", "batch", "mode", "method", "device"))
+    measured_j = {(r.model, int(r.batch), r.mode): r.energy_j for r in metered.itertuples()}
     for source in sources:
         if not (measurements["source"] == source).any():
             continue
-        # in-situ costs are checked against the end-to-end time taken in the same minutes, where there is one
-        chosen = e2e.sort_values("method", key=lambda m: (m == "interleaved") == (source == "insitu"))
-        chosen = chosen.drop_duplicates(["model", "batch", "mode"], keep="last")
-        measured_s = {(r.model, int(r.batch), r.mode): float(r.median_s) for r in chosen.itertuples()}
-        measured_j = {(r.model, int(r.batch), r.mode): r.energy_j for r in chosen.itertuples()}
+        refs = references(e2e, device, source)
         costed = costed_layers(layers, measurements, device, source)
         placement = "baseline" if (measurements["placement"] != "default").any() else "default"
         for (model, batch, mode), g in costed.groupby(["model", "batch", "mode"], sort=True):
-            measured = measured_s.get((model, int(batch), mode))
+            measured, reference = refs.get((model, int(batch), mode), (None, None))
             have = g["median_s"].notna()
             predicted = float(g.loc[have, "total_s"].sum())
             ratio = predicted / measured if measured else None
             row = {
                 "model": model, "batch": int(batch), "mode": mode, "device": device, "source": source,
                 "placement": placement, "overhead_s": None,
-                "predicted_s": predicted, "measured_s": measured, "ratio": ratio,
+                "predicted_s": predicted, "measured_s": measured, "reference": reference, "ratio": ratio,
                 "error": ratio - 1 if ratio is not None else None,
                 "configs": len(g), "configs_measured": int(have.sum()),
                 "calls_covered": float(g.loc[have, "count"].sum() / g["count"].sum()),

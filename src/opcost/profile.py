@@ -5,10 +5,12 @@ import json
 import logging
 import time
 import zlib
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
+from .e2e import e2e_frames
 from .energy import NoMeter, missing
 from .hostinfo import host_facts, llc_bytes, now
 from .placement import DEFAULT, Placement, Placer, aliased_input, matches, plan, storages, usable_tiers
@@ -16,6 +18,7 @@ from .placement import Settings as PlacementSettings
 from .replay import ModelCache, build, input_bytes, mode_context, refresher
 from .tables import MEASUREMENTS, SAMPLES, frame
 from .timing import ROTATION_STATES, Measurement, RotationError, TimingSettings, measure, measure_rotation
+from .workload import make_workload, parse_workload_key
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +138,7 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                     settings: TimingSettings, remeasure: int = 1, on_result=None, energy=None,
                     placement: PlacementSettings | None = None, cache: str = "fresh",
                     context: pd.DataFrame | None = None, rotation_size: int = MAX_ROTATION,
-                    order: str = "model") -> tuple[pd.DataFrame, pd.DataFrame]:
+                    order: str = "model", e2e_every: int = 0, on_e2e=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
     rows, `samples` rows).
 
@@ -161,12 +164,16 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     configurations are journaled together when it ends. ``order``: a rotation's rounds in the workload's call order
     (``model``: a round is one iteration's call sequence, column `positions`, restricted to the rotation's
     configurations: each operator follows its predecessor in the model and is called as often as the model calls
-    it) or each configuration once in an order shuffled every round (``shuffled``)."""
+    it) or each configuration once in an order shuffled every round (``shuffled``). ``e2e_every`` > 0 with
+    ``on_e2e``: each rotation also times its workload's whole model iteration, every ``e2e_every``-th round, and
+    ``on_e2e(e2e_row, samples)`` receives it as an `e2e` row of method `rotation`: the end-to-end time of the same
+    minutes as the operators (a prediction checked against an e2e run minutes apart inherits the machine's drift
+    between the two)."""
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
     if cache in ROTATION_STATES:
         return _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy,
-                                 placement, cache, context, rotation_size, order)
+                                 placement, cache, context, rotation_size, order, e2e_every, on_e2e)
     tiers, placer = _placement_tiers(placement, device, needed=1)
     models = ModelCache(models_cfg, device, dtype)
     facts = host_facts(device)
@@ -331,16 +338,21 @@ def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
 
 
 def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingSettings, energy, fresh: bool,
-            remeasure: int, seed: int, context: list[dict] = (), shuffle: bool = True) -> tuple[dict, dict, dict]:
+            remeasure: int, seed: int, context: list[dict] = (), shuffle: bool = True,
+            iteration: Callable[[], object] | None = None,
+            every: int = 0) -> tuple[dict, dict, dict, Measurement | None]:
     """Time one group of same-mode configurations in rotation (with ``context`` configurations rotating untimed).
     Returns ({config_id: {(DEFAULT, phase): (None, Measurement, energy columns)}}, {config_id: failure},
-    {config_id: attempts}). A configuration whose replay fails (when built, on a first call, or inside the
-    rotation) is reported failed and the rotation goes on without it; a failing context configuration is left
-    out."""
+    {config_id: attempts}, the iteration's Measurement or None). A configuration whose replay fails (when built,
+    on a first call, or inside the rotation) is reported failed and the rotation goes on without it; a failing
+    context configuration is left out. ``iteration`` (the workload's whole model iteration) with ``every`` > 0:
+    timed at the end of every ``every``-th round of the first rotation, the end-to-end reference measured in the
+    same minutes, under the same machine state, as the operators."""
     failed: dict[str, str] = {}
     timed = {r["config_id"] for r in rows}
     positions = {r["config_id"]: _positions(r) for r in list(rows) + list(context)}
     reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
+    whole = None  # the iteration's Measurement
     try:
         members_rows = list(rows) + list(context)
         for row in members_rows if shuffle else sorted(members_rows, key=_first_call):
@@ -361,12 +373,24 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                     targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy or (
                         not attempt and m[0] in timed)]
                     sequence = None if shuffle else _sequence(members, positions)
+                    fns, prep = [m[2] for m in members], [m[3] for m in members]
+                    paired = iteration is not None and every > 0 and not attempt
+                    if paired:  # the model iteration closes every `every`-th round, untargeted
+                        fns, prep = fns + [iteration], prep + [None]
+                        sequence = None if sequence is None else sequence + [len(members)]
                     try:
-                        ms = measure_rotation([m[2] for m in members], settings, device, [m[3] for m in members],
-                                              seed=seed + attempt, targets=targets, shuffle=shuffle,
-                                              sequence=sequence)
+                        ms = measure_rotation(fns, settings, device, prep, seed=seed + attempt, targets=targets,
+                                              shuffle=shuffle, sequence=sequence,
+                                              every=[1] * len(members) + [every] if paired else None)
+                        if paired:
+                            whole, ms = ms[-1], ms[:-1]
                         break
                     except RotationError as e:
+                        if e.index == len(members):
+                            log.warning("the model iteration failed inside the rotation (%s); rotating without it",
+                                        _failure(e.error))
+                            iteration = None
+                            continue
                         cid = members[e.index][0]
                         why = _failure(e.error)
                         log.warning("%s failed inside the rotation (%s); rotating again without it", cid, why)
@@ -393,11 +417,24 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
     finally:
         for _, rep in reversed(reps):  # parameters shared between configurations are restored in reverse
             rep.close()
-    return results, failed, attempts
+    return results, failed, attempts, whole
+
+
+def _iteration(row: dict, models: ModelCache) -> Callable[[], object] | None:
+    """The whole model iteration of the workload a rotation group replays (its `workload` column), or None (older
+    catalogues, or a model that cannot run: said in the log)."""
+    if not isinstance(row.get("workload"), str):
+        return None
+    try:
+        model, mode, batch = parse_workload_key(row["workload"])
+        return make_workload(models.get(model), batch, mode).step
+    except Exception as e:
+        log.warning("%s: no end-to-end time in the rotation: %s", row["workload"], _failure(e))
+        return None
 
 
 def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy, placement, cache,
-                      context=None, rotation_size=MAX_ROTATION, order="model"):
+                      context=None, rotation_size=MAX_ROTATION, order="model", e2e_every=0, on_e2e=None):
     """:func:`profile_configs` for the rotation cache states (placements only where two tiers are usable: the
     rotation row is the default placement's measurement)."""
     tiers, placer = _placement_tiers(placement, device, needed=2)
@@ -412,8 +449,15 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, o
         if ctx:
             log.info("rotation group %d: %d configurations, %d more rotating untimed as context", g + 1, len(group),
                      len(ctx))
-        results, failed, attempts = _rotate(group, models, device, settings, energy, cache == "fresh", remeasure,
-                                            seed=g, context=ctx, shuffle=order != "model")
+        iteration = _iteration(group[0], models) if e2e_every > 0 and on_e2e is not None else None
+        results, failed, attempts, whole = _rotate(group, models, device, settings, energy, cache == "fresh",
+                                                   remeasure, seed=g, context=ctx, shuffle=order != "model",
+                                                   iteration=iteration, every=e2e_every)
+        if whole is not None and whole.n:
+            key = group[0]["workload"]
+            log.info("%s: model iteration in the rotation: median %.3g ms n=%d", key, whole.median * 1e3, whole.n)
+            model, mode, batch = parse_workload_key(key)
+            on_e2e(*e2e_frames(model, batch, mode, whole, "rotation", device))
         for row in group:
             cid = row["config_id"]
             result = {k: (ver, m, e, cache) for k, (ver, m, e) in results.get(cid, {}).items()}

@@ -124,9 +124,10 @@ def make_catalog(layer_paths, out) -> pd.DataFrame:
 
 
 def profile(config: dict, configs_path, iteration: int, chunk: int, previous_evaluation, out_measurements,
-            out_samples, journal_dir="results/journal") -> pd.DataFrame:
+            out_samples, out_e2e=None, journal_dir="results/journal") -> pd.DataFrame:
     """Isolated profiling of the configurations whose op type is new in loop ``iteration`` and which hash to
-    ``chunk``; resumes from its journal."""
+    ``chunk``; resumes from its journal. ``out_e2e``: the model iterations timed inside its rotations (`e2e` rows
+    of method `rotation`; empty when none ran)."""
     from .journal import Journal, settings_key
     from .loop import LoopSettings, new_op_types
     from .profile import cache_state, chunk_of, profile_configs
@@ -158,15 +159,20 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     if done:
         log.info("journal %s: %d configurations already measured, resuming", journal.path, len(done))
     energy = _Energy(config)
+    e2e_rows, e2e_samples = [], []
     meas, samples = profile_configs(mine[~mine["config_id"].isin(done)], config["models"], config["device"],
                                     config["dtype"], settings, remeasure=int(config["profile"]["remeasure"]),
                                     on_result=journal.append, energy=energy, placement=placement,
                                     cache=cache_state(config["profile"]["cache"], config["device"]),
                                     context=context, rotation_size=int(config["profile"]["rotation_size"]),
-                                    order=config["profile"]["order"])
+                                    order=config["profile"]["order"], e2e_every=int(config["profile"]["e2e_every"]),
+                                    on_e2e=lambda row, smp: (e2e_rows.append(row), e2e_samples.append(smp)))
     energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
-    samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples], ignore_index=True)
+    samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples, *e2e_samples], ignore_index=True)
+    if out_e2e is not None:
+        io.write_parquet(pd.concat([tables.frame(tables.E2E, []), *e2e_rows], ignore_index=True), out_e2e,
+                         tables.E2E)
     io.write_parquet(samples, out_samples, tables.SAMPLES)
     io.write_parquet(meas, out_measurements, tables.MEASUREMENTS)
     per_config = meas.groupby("config_id").agg(ok=("status", lambda s: (s == "ok").all()),

@@ -179,12 +179,15 @@ SAMPLES = Table(
 )
 
 E2E = Table(
-    "e2e", "results/e2e/{model}/{mode}_b{batch}.parquet, results/insitu/{model}/{mode}_b{batch}.e2e.parquet",
+    "e2e", "results/e2e/{model}/{mode}_b{batch}.parquet, results/insitu/{model}/{mode}_b{batch}.e2e.parquet, "
+    "results/profile/iter{n}_e2e_{chunk}.parquet",
     "End-to-end timings of whole model iterations.",
     _MODEL_KEY + (
         _c("method", "string", "`dedicated`: the e2e job, adaptive timing core; `interleaved`: unobserved "
                                "iterations alternating with the in-situ job's timed iterations, so that both see "
-                               "the same machine state"),
+                               "the same machine state; `rotation`: the model iteration timed at the end of "
+                               "every `profile.e2e_every`-th round of a profiling job's rotation (one row per "
+                               "rotation), in the same minutes as the isolated operator costs"),
     ) + _HOST + _STATS + _ENERGY,
 )
 
@@ -220,8 +223,11 @@ PREDICTIONS = Table(
                                     "seconds; missing otherwise"),
         _c("predicted_s", "Float64", "sum of count x median_s over measured configurations (plus `overhead_s`), "
                                      "seconds"),
-        _c("measured_s", "Float64", "end-to-end median seconds per iteration (isolated: the dedicated e2e run; "
-                                    "in-situ: the interleaved one when present)"),
+        _c("measured_s", "Float64", "end-to-end median seconds per iteration, of the `reference` method"),
+        _c("reference", "string", "the `e2e` method measured_s comes from, the first present of: isolated "
+                                  "sources `rotation` (the model iterations timed inside the profiling jobs' "
+                                  "rotations, pooled: medians averaged with weights n), `dedicated`, "
+                                  "`interleaved`; in-situ sources `interleaved`, `dedicated`, `rotation`"),
         _c("ratio", "Float64", "predicted_s / measured_s"),
         _c("error", "Float64", "ratio - 1 (signed relative error)"),
         _c("configs", "Int64", "operator configurations in the workload"),

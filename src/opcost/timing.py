@@ -203,7 +203,7 @@ class RotationError(RuntimeError):
 def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettings = TimingSettings(),
                      device: str = "cpu", prepare: Sequence[Callable[[], object] | None] | None = None, clock=None,
                      seed: int = 0, targets: Sequence[int] | None = None, shuffle: bool = True,
-                     sequence: Sequence[int] | None = None) -> list[Measurement]:
+                     sequence: Sequence[int] | None = None, every: Sequence[int] | None = None) -> list[Measurement]:
     """Time ``fns`` in rotation (see module docstring): a round calls each once, in an order shuffled per round
     (seeded: reproducible), timing each call alone; ``prepare[i]``, if given, runs untimed just before call i (e.g.
     rewrite its inputs, as their producer would have just before it in a model). Warm-up: at least
@@ -216,7 +216,9 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     the model's call order, so that each operator follows its predecessor in the model). ``sequence``: the
     callables' indices a round calls, in order, with repeats (a model iteration's call sequence: an operator called
     8 times in a row is timed 8 times in a row, as the model calls it); each call is one sample of its callable,
-    and the stop rule counts rounds. Every callable must appear in it."""
+    and the stop rule counts rounds. Every callable must appear in it. ``every[i]`` (default 1): callable i is
+    called (and timed) in every ``every[i]``-th round only, warm-up included (e.g. the whole model iteration,
+    timed in the same minutes as its operators at a fraction of a round's cost)."""
     if clock is None:
         clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
     n = len(fns)
@@ -227,15 +229,21 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     order = list(range(n)) if sequence is None else [int(i) for i in sequence]
     if sorted(set(order)) != list(range(n)):
         raise ValueError("sequence must call every callable (indices 0..n-1)")
+    every = [1] * n if every is None else [max(1, int(k)) for k in every]
     rng = random.Random(seed)
     samples: list[list[float]] = [[] for _ in range(n)]
+    counter = [0]  # rounds run so far, warm-up included
     t_start = time.perf_counter()
     cap = settings.max_seconds * n
 
     def one_round(record: bool) -> None:
         if shuffle:
             rng.shuffle(order)
+        k = counter[0]
+        counter[0] += 1
         for i in order:
+            if k % every[i]:
+                continue
             if prepare[i] is not None:
                 prepare[i]()
             try:

@@ -23,6 +23,12 @@ def workload_key(model: str, mode: str, batch: int) -> str:
     return f"{model}/{mode}/b{int(batch)}"
 
 
+def parse_workload_key(key: str) -> tuple[str, str, int]:
+    """(model, mode, batch) of a :func:`workload_key`."""
+    model, mode, batch = key.rsplit("/", 2)
+    return model, mode, int(batch.removeprefix("b"))
+
+
 def loss_of(out) -> torch.Tensor:
     """The scalar that training mode back-propagates: the mean of the (first) floating output."""
     if isinstance(out, (tuple, list)):

@@ -39,8 +39,12 @@ def get_previous_evaluation(wildcards):
     return [f"results/loop/iter{n - 1}/evaluation.json"] if n > 0 else []
 
 
-def profile_chunks_upto(n):
-    return [f"results/profile/iter{i}_chunk{c}.parquet" for i in range(n + 1) for c in CHUNKS]
+def profile_chunks_upto(n, template="results/profile/iter{n}_chunk{chunk}.parquet"):
+    """One output of every profiling job of loop iterations 0..n (default: its measurements)."""
+    return [template.format(n=i, chunk=c) for i in range(n + 1) for c in CHUNKS]
+
+
+PROFILE_E2E = "results/profile/iter{n}_e2e_{chunk}.parquet"  # the model iterations timed in its rotations
 
 
 def get_evaluate_inputs(wildcards):
@@ -51,6 +55,7 @@ def get_evaluate_inputs(wildcards):
         "e2e": get_e2e_tables(),
         "insitu": get_insitu_tables(),
         "profiles": profile_chunks_upto(n),
+        "profile_e2e": profile_chunks_upto(n, PROFILE_E2E),
         "overheads": get_trace_tables("overheads")(),
         "op_types": get_trace_tables("op_types")(),
     }
@@ -75,6 +80,10 @@ def get_all_evaluations(wildcards=None):
 
 def get_profile_chunks(wildcards=None):
     return profile_chunks_upto(final_iteration())
+
+
+def get_profile_e2e(wildcards=None):
+    return profile_chunks_upto(final_iteration(), PROFILE_E2E)
 
 
 def get_insitu_tables(wildcards=None):

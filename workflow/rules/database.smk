@@ -6,6 +6,7 @@ rule database:
         coplace=get_coplace("table"),
         insitu_e2e=get_insitu_e2e_tables,
         e2e=get_e2e_tables,
+        profile_e2e=get_profile_e2e,
         layers=get_layer_tables,
     output:
         measurements="results/db/measurements.parquet",

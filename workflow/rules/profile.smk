@@ -8,6 +8,7 @@ rule profile:
     output:
         measurements="results/profile/iter{n}_chunk{chunk}.parquet",
         samples="results/profile/iter{n}_samples_{chunk}.parquet",
+        e2e=PROFILE_E2E,
     log:
         "logs/profile/iter{n}_chunk{chunk}.log",
     threads: config["threads"]
