@@ -1,11 +1,12 @@
 """Does Σ count × operator cost predict the end-to-end time? Isolated and in-situ sources, default models.
 
 For each model and batch (inference): extract, measure end to end, profile every configuration in isolation, time
-every configuration in situ, measure end to end again. The isolated prediction is checked against the mean of the
-two dedicated end-to-end medians (taken before and after the operator measurements, so slow drift of the machine is
-visible in the table and favours neither side), and also against the interleaved end-to-end time below (colder
-iterations: they alternate with instrumented ones); the in-situ prediction against the end-to-end time of the
-unobserved iterations interleaved with its timed ones (same minutes, same machine state). Each source is also shown
+every configuration in situ, measure end to end again. The isolated prediction is checked, as in the pipeline,
+against the model iterations timed inside its own rotation (every `profile.e2e_every`-th round: same minutes, same
+machine state; `e2e_rotation_ms`), and also against the mean of the two dedicated end-to-end medians taken before
+and after the operator measurements (`_vs_dedicated`; their drift is in the table) and against the interleaved
+end-to-end time (colder iterations: they alternate with instrumented ones); the in-situ prediction against the
+end-to-end time of the unobserved iterations interleaved with its timed ones (same minutes, same machine state). Each source is also shown
 overhead-aware (`+ov`): plus the CPU overhead modelled from one Kineto trace in which the workload's iterations
 alternate with its operators replayed in model order (calls per top-level op type x (mean gap T1 in the model - mean
 gap T1r in the replay), plus the tail gap's difference; opcost.trace). Prints the error table and one SUMMARY line.
