@@ -147,8 +147,10 @@ def test_rotation_times_the_whole_model_iteration_in_the_same_rounds():
     # timed in every 4th of the >= 40 recorded rounds (the warm-up's rounds are not recorded)
     assert 10 <= r["n"] <= meas["n"].max() // 4 + 1 and len(smp) == r["n"]
     assert set(smp["key"]) == {"mlp/inference/b2"} and (smp["seconds"] > 0).all()
-    # a model iteration costs more than any one of its operators
+    # a model iteration costs more than any one of its operators; timed_s: the calls it paired with
     assert r["median_s"] > meas["median_s"].max()
+    calls = configs.set_index("config_id")["positions"].map(lambda p: len(json.loads(p)))
+    assert r["timed_s"] == pytest.approx(float((meas.set_index("config_id")["median_s"] * calls).sum()))
     untimed, _ = profile_configs(configs, models, "cpu", "float32", fast, e2e_every=0,
                                  on_e2e=lambda row, smp: got.append((row, smp)))
     assert len(got) == 1 and len(untimed) == len(meas)

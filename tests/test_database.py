@@ -92,23 +92,27 @@ def test_predictions_prefer_the_rotation_row_over_the_back_to_back_reference():
 
 
 def test_each_source_is_checked_against_the_e2e_time_of_its_own_minutes():
-    """Isolated costs against the model iterations timed in their rotations (pooled over profiling jobs, weights
-    n), in-situ costs against the interleaved iterations; the dedicated run where neither exists."""
+    """Isolated costs against the model iterations timed in their rotations (pooled over profiling jobs, weighted
+    by the part of the prediction each rotation timed; by n in older rows), in-situ costs against the interleaved
+    iterations; the dedicated run where neither exists."""
     from opcost import tables
     from opcost.predict import predict, references
 
-    def e2e(method, seconds, n, ts, model="m"):
+    def e2e(method, seconds, n, ts, model="m", timed=None):
         return {**dict.fromkeys(tables.E2E.names), "model": model, "batch": 1, "mode": "inference",
                 "method": method, "device": "cpu", "placement": "default", "median_s": seconds, "n": n,
-                "timestamp": ts}
+                "timestamp": ts, "timed_s": timed}
 
     runs = tables.frame(tables.E2E, [e2e("dedicated", 10.0, 50, "2026-01-01T00:00:00"),
-                                     e2e("rotation", 8.0, 30, "2026-01-01T00:01:00"),
-                                     e2e("rotation", 12.0, 10, "2026-01-01T00:02:00"),
+                                     e2e("rotation", 8.0, 10, "2026-01-01T00:01:00", timed=7.5),
+                                     e2e("rotation", 12.0, 30, "2026-01-01T00:02:00", timed=2.5),
                                      e2e("interleaved", 11.0, 20, "2026-01-01T00:03:00"),
-                                     e2e("dedicated", 7.0, 50, "2026-01-01T00:00:00", model="other")])
-    assert references(runs, "cpu", "isolated") == {("m", 1, "inference"): (9.0, "rotation"),
-                                                   ("other", 1, "inference"): (7.0, "dedicated")}
+                                     e2e("dedicated", 7.0, 50, "2026-01-01T00:00:00", model="other"),
+                                     e2e("rotation", 8.0, 30, "2026-01-01T00:01:00", model="old"),
+                                     e2e("rotation", 12.0, 10, "2026-01-01T00:02:00", model="old")])
+    assert references(runs, "cpu", "isolated") == {("m", 1, "inference"): (9.0, "rotation"),  # (8*7.5+12*2.5)/10
+                                                   ("other", 1, "inference"): (7.0, "dedicated"),
+                                                   ("old", 1, "inference"): (9.0, "rotation")}  # (8*30+12*10)/40
     assert references(runs, "cpu", "insitu")[("m", 1, "inference")] == (11.0, "interleaved")
 
     def meas(source, seconds):

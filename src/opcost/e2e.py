@@ -11,11 +11,12 @@ from .workload import Workload, workload_key
 
 
 def e2e_frames(model: str, batch: int, mode: str, m: Measurement, method: str, device: str,
-               energy: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+               energy: dict | None = None, timed_s: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(`e2e` row frame, `samples` frame) of one Measurement of whole iterations taken by ``method`` (`e2e`
-    table); ``energy``: the energy columns (default: missing, meter none)."""
+    table); ``energy``: the energy columns (default: missing, meter none); ``timed_s``: see the `e2e` table."""
     row = {"model": model, "batch": batch, "mode": mode, "method": method, "placement": "default",
-           **host_facts(device), **m.stats(), **(energy or missing(NoMeter())), "attempts": 1, "timestamp": now()}
+           **host_facts(device), **m.stats(), **(energy or missing(NoMeter())), "attempts": 1, "timestamp": now(),
+           "timed_s": timed_s}
     key = workload_key(model, mode, batch)
     samples = [{"key": key, "source": "e2e", "placement": "default", "phase": "iteration", "i": i, "seconds": float(s)}
                for i, s in enumerate(m.samples)]

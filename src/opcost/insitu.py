@@ -26,11 +26,12 @@ import torch
 from torch._C._autograd import _get_sequence_nr
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .e2e import e2e_frames
 from .energy import NoMeter, missing
 from .errors import OpcostError
 from .extract import Capture, graph_nodes, param_nodes, record_calls
 from .hostinfo import host_facts, now
-from .tables import E2E, MEASUREMENTS, SAMPLES, frame
+from .tables import MEASUREMENTS, SAMPLES, frame
 from .timing import Measurement, TimingSettings
 from .workload import Workload, loss_of, workload_key
 
@@ -183,9 +184,7 @@ def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture:
             break
     meas, raw = _rows(wl, ids, cap, samples, settings, device)
     m = Measurement(np.asarray(plain), 1, time.perf_counter() - t_start, settings)
-    e2e = frame(E2E, [{"model": wl.model.name, "batch": wl.batch, "mode": wl.mode, "method": "interleaved",
-                       "placement": "default", **host_facts(device), **m.stats(), **missing(NoMeter()),
-                       "attempts": 1, "timestamp": now()}])
+    e2e, _ = e2e_frames(wl.model.name, wl.batch, wl.mode, m, "interleaved", device)
     return meas, raw, e2e
 
 

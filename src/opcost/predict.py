@@ -76,7 +76,9 @@ def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tupl
 def references(e2e: pd.DataFrame, device: str, source: str) -> dict[tuple, tuple[float, str]]:
     """(model, batch, mode) -> (end-to-end seconds per iteration, `e2e` method) that ``source``'s prediction is
     checked against (:data:`REFERENCES`): the newest row of a method; the `rotation` rows of all profiling jobs
-    (one per rotation) pooled, their medians averaged with weights n."""
+    (one per rotation) pooled, their medians averaged with weights `timed_s` (the part of the prediction each
+    rotation measured: the reference is the model's time in the minutes the prediction was measured; weights n
+    where a row lacks it)."""
     e2e = e2e[e2e["device"] == device]
     out: dict[tuple, tuple[float, str]] = {}
     for method in reversed(REFERENCES[source]):
@@ -84,9 +86,12 @@ def references(e2e: pd.DataFrame, device: str, source: str) -> dict[tuple, tuple
         if rows.empty:
             continue
         if method == "rotation":
-            rows = rows.assign(_w=rows["n"].astype(float) * rows["median_s"].astype(float))
-            g = rows.groupby(["model", "batch", "mode"])[["_w", "n"]].sum()
-            values = {k: float(r["_w"]) / float(r["n"]) for k, r in g.iterrows() if r["n"] > 0}
+            values = {}
+            for k, g in rows.groupby(["model", "batch", "mode"]):
+                timed = g["timed_s"] if "timed_s" in g else pd.Series(dtype=float)
+                w = (timed if len(timed) and timed.notna().all() and timed.sum() > 0 else g["n"]).astype(float)
+                if w.sum() > 0:
+                    values[k] = float((w * g["median_s"].astype(float)).sum() / w.sum())
         else:
             rows = latest(rows, ("model", "batch", "mode", "method", "device"))
             values = {(r.model, r.batch, r.mode): float(r.median_s) for r in rows.itertuples()}

@@ -457,7 +457,9 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, o
             key = group[0]["workload"]
             log.info("%s: model iteration in the rotation: median %.3g ms n=%d", key, whole.median * 1e3, whole.n)
             model, mode, batch = parse_workload_key(key)
-            on_e2e(*e2e_frames(model, batch, mode, whole, "rotation", device))
+            timed = sum(len(_positions(row)) * m.median for row in group
+                        for (plc, _), (_, m, _) in results.get(row["config_id"], {}).items() if plc == DEFAULT)
+            on_e2e(*e2e_frames(model, batch, mode, whole, "rotation", device, timed_s=timed))
         for row in group:
             cid = row["config_id"]
             result = {k: (ver, m, e, cache) for k, (ver, m, e) in results.get(cid, {}).items()}

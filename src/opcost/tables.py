@@ -188,7 +188,11 @@ E2E = Table(
                                "the same machine state; `rotation`: the model iteration timed at the end of "
                                "every `profile.e2e_every`-th round of a profiling job's rotation (one row per "
                                "rotation), in the same minutes as the isolated operator costs"),
-    ) + _HOST + _STATS + _ENERGY,
+    ) + _HOST + _STATS + _ENERGY + (
+        _c("timed_s", "Float64", "`rotation` rows: sum over the configurations the rotation timed of calls per "
+                                 "iteration x median, seconds: the part of the isolated prediction measured in "
+                                 "these minutes, the row's weight in the pooled reference; missing otherwise"),
+    ),
 )
 
 CONSISTENCY = Table(
