@@ -3,11 +3,13 @@
 For each model and batch (inference): extract, measure end to end, profile every configuration in isolation, time
 every configuration in situ, measure end to end again. The isolated prediction is checked, as in the pipeline,
 against the model iterations timed inside its own rotation (every `profile.e2e_every`-th round: same minutes, same
-machine state; `e2e_rotation_ms`), and also against the mean of the two dedicated end-to-end medians taken before
+machine state; `e2e_rotation_ms`), and also against the mean of the two dedicated end-to-end runs taken before
 and after the operator measurements (`_vs_dedicated`; their drift is in the table) and against the interleaved
 end-to-end time (colder iterations: they alternate with instrumented ones); the in-situ prediction against the
-end-to-end time of the unobserved iterations interleaved with its timed ones (same minutes, same machine state). Each source is also shown
-overhead-aware (`+ov`): plus the CPU overhead modelled from one Kineto trace in which the workload's iterations
+end-to-end time of the unobserved iterations interleaved with its timed ones (same minutes, same machine state).
+Every error is computed from the same measurements with each per-call statistic (config `statistic`): the
+3-sigma-trimmed mean (the default; unsuffixed columns) and the median (`_median` columns), the same statistic for
+costs and end-to-end times. Each source is also shown overhead-aware (`+ov`): plus the CPU overhead modelled from one Kineto trace in which the workload's iterations
 alternate with its operators replayed in model order (calls per top-level op type x (mean gap T1 in the model - mean
 gap T1r in the replay), plus the tail gap's difference; opcost.trace). Prints the error table and one SUMMARY line.
 
@@ -42,7 +44,7 @@ def main() -> None:
     from opcost.e2e import measure_e2e
     from opcost.insitu import profile_insitu
     from opcost import trace as tr
-    from opcost.predict import predict, trace_overhead
+    from opcost.predict import DEFAULT_STATISTIC, STATISTICS, predict, trace_overhead
     from opcost.profile import profile_configs
     from opcost.timing import TimingSettings
 
@@ -66,42 +68,46 @@ def main() -> None:
                                     paired=tr.replay_runner(wl, cfg["models"])))
             parts = tr.summarize(tt, model, args.mode, batch, "cpu", replay=tt.with_marker(tr.REPLAY_MARKER))
             overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
-            e2e = e_before.assign(median_s=(e_before["median_s"] + e_after["median_s"]) / 2)
-            measured = pd.concat([e2e, e2e_interleaved, *rotation_e2e], ignore_index=True)
-            pred = predict(layers, pd.concat([iso, ins], ignore_index=True), measured, "cpu", overhead=overhead)
-            by = pred.set_index("source")
-            dedicated = float(e2e["median_s"].iloc[0])
-            rows.append({"model": model, "batch": batch,
-                         "e2e_before_ms": float(e_before["median_s"].iloc[0]) * 1e3,
-                         "e2e_after_ms": float(e_after["median_s"].iloc[0]) * 1e3,
-                         "e2e_interleaved_ms": float(e2e_interleaved["median_s"].iloc[0]) * 1e3,
-                         "e2e_rotation_ms": float(by.loc["isolated", "measured_s"]) * 1e3,
-                         "reference": by.loc["isolated", "reference"],
-                         "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
-                         "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
-                         "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
-                         "err_isolated": float(by.loc["isolated", "error"]),
-                         "err_isolated_vs_interleaved": float(by.loc["isolated", "predicted_s"]
-                                                              / e2e_interleaved["median_s"].iloc[0] - 1),
-                         "err_isolated_vs_dedicated": float(by.loc["isolated", "predicted_s"] / dedicated - 1),
-                         "err_isolated_ov_vs_dedicated": float(by.loc["isolated+overhead", "predicted_s"]
-                                                               / dedicated - 1),
-                         "err_isolated_ov": float(by.loc["isolated+overhead", "error"]),
-                         "err_insitu": float(by.loc["insitu", "error"]),
-                         "err_insitu_ov": float(by.loc["insitu+overhead", "error"])})
+            measurements = pd.concat([iso, ins], ignore_index=True)
+            row = {"model": model, "batch": batch}
+            for stat, col in STATISTICS.items():
+                e2e = e_before.assign(**{col: (e_before[col] + e_after[col]) / 2})
+                measured = pd.concat([e2e, e2e_interleaved, *rotation_e2e], ignore_index=True)
+                by = predict(layers, measurements, measured, "cpu", overhead=overhead,
+                             statistic=stat).set_index("source")
+                dedicated = float(e2e[col].iloc[0])
+                sfx = "" if stat == DEFAULT_STATISTIC else f"_{stat}"
+                if not sfx:
+                    row.update({"e2e_before_ms": float(e_before[col].iloc[0]) * 1e3,
+                                "e2e_after_ms": float(e_after[col].iloc[0]) * 1e3,
+                                "e2e_interleaved_ms": float(e2e_interleaved[col].iloc[0]) * 1e3,
+                                "e2e_rotation_ms": float(by.loc["isolated", "measured_s"]) * 1e3,
+                                "reference": by.loc["isolated", "reference"],
+                                "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
+                                "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
+                                "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3})
+                row.update({
+                    f"err_isolated{sfx}": float(by.loc["isolated", "error"]),
+                    f"err_isolated_vs_interleaved{sfx}": float(by.loc["isolated", "predicted_s"]
+                                                               / e2e_interleaved[col].iloc[0] - 1),
+                    f"err_isolated_vs_dedicated{sfx}": float(by.loc["isolated", "predicted_s"] / dedicated - 1),
+                    f"err_isolated_ov_vs_dedicated{sfx}": float(by.loc["isolated+overhead", "predicted_s"]
+                                                                / dedicated - 1),
+                    f"err_isolated_ov{sfx}": float(by.loc["isolated+overhead", "error"]),
+                    f"err_insitu{sfx}": float(by.loc["insitu", "error"]),
+                    f"err_insitu_ov{sfx}": float(by.loc["insitu+overhead", "error"])})
+            rows.append(row)
             print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1, float_format="%.3f"),
                   flush=True)
     table = pd.DataFrame(rows)
     print()
     print(table.to_string(index=False, float_format="%.3f"))
-    errs = {c: table[f"err_{c}"].abs() for c in ("isolated", "isolated_ov", "insitu", "insitu_ov",
-                                                 "isolated_vs_interleaved", "isolated_vs_dedicated",
-                                                 "isolated_ov_vs_dedicated")}
+    errs = {c: table[c].abs() for c in table.columns if c.startswith("err_")}
     drift = ((table["e2e_after_ms"] - table["e2e_before_ms"]) / table["e2e_before_ms"]).abs()
     stats = {}
     for c, e in errs.items():
-        stats[f"median_abs_err_{c}"] = float(np.median(e))
-        stats[f"max_abs_err_{c}"] = float(e.max())
+        stats[f"median_abs_{c}"] = float(np.median(e))
+        stats[f"max_abs_{c}"] = float(e.max())
     summary(workloads=len(table), **stats, median_e2e_drift=float(np.median(drift)), wall_s=time.perf_counter() - t0)
 
 

@@ -52,7 +52,10 @@ def test_cli_show_and_predict(tiny_run):
     assert "Linear" in show and "EmbeddingBag" not in show
     pred = subprocess.run([sys.executable, "-m", "opcost.cli", "predict", "mlp", "--batch", "2", "--db", db],
                           capture_output=True, text=True, check=True).stdout
-    assert pred.startswith("mlp inference b2 on cpu (isolated costs): predicted") and "Linear" in pred
+    assert pred.startswith("mlp inference b2 on cpu (isolated costs, trimmed_mean): predicted") and "Linear" in pred
+    med = subprocess.run([sys.executable, "-m", "opcost.cli", "predict", "mlp", "--batch", "2", "--db", db,
+                          "--statistic", "median"], capture_output=True, text=True, check=True).stdout
+    assert med.startswith("mlp inference b2 on cpu (isolated costs, median): predicted") and med != pred
     assert list(tables.LAYERS.names) == list(pd.read_parquet(tiny_run / "results" / "db" / "layers.parquet").columns)
 
 
@@ -80,7 +83,8 @@ def test_predictions_prefer_the_rotation_row_over_the_back_to_back_reference():
     def row(cache, placement, seconds, ts):
         return {**dict.fromkeys(tables.MEASUREMENTS.names), "config_id": "c", "op_type": "Linear",
                 "mode": "inference", "source": "isolated", "phase": "forward", "status": "ok", "device": "cpu",
-                "placement": placement, "baseline": True, "cache": cache, "median_s": seconds, "timestamp": ts}
+                "placement": placement, "baseline": True, "cache": cache, "median_s": seconds,
+                "trimmed_mean_s": seconds, "timestamp": ts}
 
     meas = tables.frame(tables.MEASUREMENTS, [row("fresh", "default", 2.0, "2026-01-01T00:00:00"),
                                               row("cold:4", "in:dram;w:dram;out:dram", 1.0, "2026-01-02T00:00:00")])
@@ -100,8 +104,8 @@ def test_each_source_is_checked_against_the_e2e_time_of_its_own_minutes():
 
     def e2e(method, seconds, n, ts, model="m", timed=None):
         return {**dict.fromkeys(tables.E2E.names), "model": model, "batch": 1, "mode": "inference",
-                "method": method, "device": "cpu", "placement": "default", "median_s": seconds, "n": n,
-                "timestamp": ts, "timed_s": timed}
+                "method": method, "device": "cpu", "placement": "default", "median_s": seconds,
+                "trimmed_mean_s": seconds, "n": n, "timestamp": ts, "timed_s": timed}
 
     runs = tables.frame(tables.E2E, [e2e("dedicated", 10.0, 50, "2026-01-01T00:00:00"),
                                      e2e("rotation", 8.0, 10, "2026-01-01T00:01:00", timed=7.5),
@@ -119,7 +123,7 @@ def test_each_source_is_checked_against_the_e2e_time_of_its_own_minutes():
         return {**dict.fromkeys(tables.MEASUREMENTS.names), "config_id": "c", "op_type": "Linear",
                 "mode": "inference", "source": source, "phase": "forward", "status": "ok", "device": "cpu",
                 "placement": "default", "workload": "m/inference/b1", "median_s": seconds,
-                "timestamp": "2026-01-01T00:00:00"}
+                "trimmed_mean_s": seconds, "timestamp": "2026-01-01T00:00:00"}
 
     layers = tables.frame(tables.LAYERS, [{**dict.fromkeys(tables.LAYERS.names), "model": "m", "batch": 1,
                                            "mode": "inference", "config_id": "c", "count": 3}])
@@ -128,3 +132,30 @@ def test_each_source_is_checked_against_the_e2e_time_of_its_own_minutes():
     assert pred.loc["isolated", ["measured_s", "reference", "error"]].tolist() == [9.0, "rotation", 0.0]
     assert pred.loc["insitu", "reference"] == "interleaved"
     assert pred.loc["insitu", "error"] == pytest.approx(9.9 / 11.0 - 1)
+
+
+def test_means_add_up_where_medians_do_not():
+    """Per-call samples of two operators and the iterations made of them (each iteration: one call of each): the
+    sum of the trimmed means is the iterations' trimmed mean, the sum of the medians misses their median."""
+    import numpy as np
+
+    from opcost import tables
+    from opcost.predict import predict
+    from opcost.timing import Measurement
+
+    a, b = np.array([1.0, 2.0, 3.0, 10.0]), np.array([3.0, 1.0, 2.0, 1.0])  # skewed: a long right tail
+    key = {"mode": "inference", "device": "cpu", "placement": "default", "timestamp": "2026-01-01T00:00:00"}
+    meas = tables.frame(tables.MEASUREMENTS, [
+        {**dict.fromkeys(tables.MEASUREMENTS.names), **key, "config_id": c, "op_type": c, "source": "isolated",
+         "phase": "forward", "status": "ok", **Measurement(x, 1, 0.0).stats()} for c, x in (("a", a), ("b", b))])
+    e2e = tables.frame(tables.E2E, [{**dict.fromkeys(tables.E2E.names), **key, "model": "m", "batch": 1,
+                                     "method": "dedicated", **Measurement(a + b, 1, 0.0).stats()}])
+    layers = tables.frame(tables.LAYERS, [{**dict.fromkeys(tables.LAYERS.names), "model": "m", "batch": 1,
+                                           "mode": "inference", "config_id": c, "count": 1} for c in "ab"])
+    mean = predict(layers, meas, e2e, "cpu").set_index("source").loc["isolated"]
+    assert mean["statistic"] == "trimmed_mean"
+    assert (mean["predicted_s"], mean["measured_s"]) == pytest.approx((5.75, 5.75))
+    med = predict(layers, meas, e2e, "cpu", statistic="median").set_index("source").loc["isolated"]
+    assert (med["predicted_s"], med["measured_s"]) == pytest.approx((4.0, 4.5))  # 2.5 + 1.5 vs median of 3,4,5,11
+    with pytest.raises(ValueError, match="statistic 'mean'"):
+        predict(layers, meas, e2e, "cpu", statistic="mean")

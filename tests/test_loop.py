@@ -61,9 +61,10 @@ def test_ranking_prefers_the_type_with_most_unattributed_time():
     meas = pd.DataFrame({"config_id": ["a", "a", "b", "c"], "source": ["isolated", "insitu", "insitu", "insitu"],
                          "phase": "forward", "workload": [None, "m/inference/b1", "m/inference/b1", "m/inference/b1"],
                          "status": "ok", "device": "cpu", "placement": "default", "timestamp": "t",
-                         "median_s": [1.0, 1.0, 2.0, 3.0], "energy_j": None})
+                         "median_s": [1.0, 1.0, 2.0, 3.0], "trimmed_mean_s": [1.0, 1.0, 2.0, 3.0],
+                         "energy_j": None})
     e2e = pd.DataFrame({"model": ["m"], "batch": [1], "mode": ["inference"], "method": ["dedicated"],
-                        "device": ["cpu"], "median_s": [8.0], "n": [10], "timestamp": ["t"],
+                        "device": ["cpu"], "median_s": [8.0], "trimmed_mean_s": [8.0], "n": [10], "timestamp": ["t"],
                         "energy_j": [None]})
     ev = evaluate(0, ["A"], layers, meas, e2e, LoopSettings(("A",), 0.9, 5, 1), "cpu")
     # B: 2 calls x 2 s = 4 s unattributed > C: 3 s

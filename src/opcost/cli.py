@@ -50,6 +50,8 @@ def main(argv=None) -> int:
     pr.add_argument("--db", default="results/db")
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--source", choices=["isolated", "insitu"], default="isolated")
+    pr.add_argument("--statistic", choices=["trimmed_mean", "median"], default="trimmed_mean",
+                    help="per-call statistic summed (and of the end-to-end time)")
 
     sub.add_parser("schema", help="print the data-contract document (docs/data.md)")
     sub.add_parser("check-config", help="validate a config file").add_argument("config")
@@ -93,8 +95,8 @@ def _print_prediction(args) -> None:
     from . import database
 
     p = database.predict_from_db(database.read_db(args.db), args.model, args.batch, args.mode, args.device,
-                                 args.source)
-    print(f"{args.model} {args.mode} b{args.batch} on {args.device} ({args.source} costs): "
+                                 args.source, args.statistic)
+    print(f"{args.model} {args.mode} b{args.batch} on {args.device} ({args.source} costs, {args.statistic}): "
           f"predicted {p['predicted_s'] * 1e3:.3f} ms" +
           (f", measured {p['measured_s'] * 1e3:.3f} ms (ratio {p['predicted_s'] / p['measured_s']:.3f})"
            if p["measured_s"] else ", no end-to-end measurement"))

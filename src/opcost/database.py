@@ -78,25 +78,26 @@ def show(db: dict, op: str | None = None, device: str | None = None, placement: 
 
 
 def predict_from_db(db: dict, model: str, batch: int, mode: str = "inference", device: str = "cpu",
-                    source: str = "isolated") -> dict:
+                    source: str = "isolated", statistic: str | None = None) -> dict:
     """Prediction for one workload from the database alone: total, breakdown by op type, and the configurations
-    that have no measurement (named, never guessed)."""
-    from .predict import costed_layers
+    that have no measurement (named, never guessed); ``statistic``: see :data:`opcost.predict.STATISTICS`."""
+    from .predict import DEFAULT_STATISTIC, STATISTICS, costed_layers
 
+    statistic = statistic or DEFAULT_STATISTIC
     layers = db["layers"]
     wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mode)]
     if wl.empty:
         known = sorted({f"{m}/{mo}/b{b}" for m, mo, b in zip(layers["model"], layers["mode"], layers["batch"])})
         raise OpcostError(f"model {model}", f"no {mode} batch {batch} workload in the database "
                                             f"(has: {', '.join(known) or 'none'})")
-    costed = costed_layers(wl, db["measurements"], device, source)
-    missing = costed[costed["median_s"].isna()]
+    costed = costed_layers(wl, db["measurements"], device, source, statistic)
+    missing = costed[costed["cost_s"].isna()]
     e2e = db["e2e"]
     e2e = latest(e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)
                      & (e2e["device"] == device)], ("model", "batch", "mode", "device"))
     return {
         "predicted_s": float(costed["total_s"].sum()),
-        "measured_s": float(e2e["median_s"].iloc[0]) if len(e2e) else None,
+        "measured_s": float(e2e[STATISTICS[statistic]].iloc[0]) if len(e2e) else None,
         "by_op_type": costed.groupby("op_type")["total_s"].sum().sort_values(ascending=False),
         "missing": missing[["config_id", "op_type", "count", "inputs"]].reset_index(drop=True),
         "configs": len(costed),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .predict import costed_layers, references
+from .predict import DEFAULT_STATISTIC, costed_layers, references
 
 ALL = "all"
 
@@ -53,14 +53,16 @@ def new_op_types(iteration: int, settings: LoopSettings, all_types: list[str], p
 
 
 def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurements: pd.DataFrame,
-             e2e: pd.DataFrame, settings: LoopSettings, device: str, overhead: dict | None = None) -> dict:
+             e2e: pd.DataFrame, settings: LoopSettings, device: str, overhead: dict | None = None,
+             statistic: str = DEFAULT_STATISTIC) -> dict:
     """The checkpoint's decision for ``iteration`` (JSON-able); ``overhead``: (model, batch, mode) -> modelled
-    overhead seconds per iteration (:func:`opcost.predict.trace_overhead`), counted as attributed."""
+    overhead seconds per iteration (:func:`opcost.predict.trace_overhead`), counted as attributed; ``statistic``:
+    the per-call statistic costs and end-to-end times are compared in (config `statistic`)."""
     # coverage uses isolated costs: the same end-to-end reference as their prediction (opcost.predict.references)
-    measured = {k: v for k, (v, _) in references(e2e, device, "isolated").items()}
+    measured = {k: v for k, (v, _) in references(e2e, device, "isolated", statistic).items()}
     e2e = e2e[e2e["method"] == "dedicated"]  # energy: the runs that meter it
-    iso = costed_layers(layers, measurements, device, "isolated")
-    ins = costed_layers(layers, measurements, device, "insitu")
+    iso = costed_layers(layers, measurements, device, "isolated", statistic)
+    ins = costed_layers(layers, measurements, device, "insitu", statistic)
     measured_j = {(r.model, int(r.batch), r.mode): r.energy_j for r in e2e.itertuples()
                   if r.device == device and pd.notna(r.energy_j)}
     all_types = sorted(set(layers["op_type"]))
@@ -69,8 +71,8 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
         m = measured.get((model, int(batch), mode))
         in_profiled = g["op_type"].isin(profiled)
         ov = (overhead or {}).get((model, int(batch), mode)) if settings.overhead else None
-        attributed = float(g.loc[in_profiled & g["median_s"].notna(), "total_s"].sum()) + (ov or 0.0)
-        all_measured = bool(g["median_s"].notna().all())
+        attributed = float(g.loc[in_profiled & g["cost_s"].notna(), "total_s"].sum()) + (ov or 0.0)
+        all_measured = bool(g["cost_s"].notna().all())
         gi = ins[(ins["model"] == model) & (ins["batch"] == batch) & (ins["mode"] == mode)]
         mj = measured_j.get((model, int(batch), mode))
         w = {"model": model, "batch": int(batch), "mode": mode, "measured_s": m, "attributed_s": attributed,

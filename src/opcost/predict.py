@@ -1,8 +1,12 @@
 """Prediction = sum over a workload's operator configurations of count x measured cost; validation against e2e.
 
-A configuration's cost per call is the sum over its phases (forward; in training also backward) of the median.
-Isolated costs come from the configuration's microbenchmark (shared by every workload that has the configuration);
-in-situ costs from the same workload's own model iterations.
+A configuration's cost per call is the sum over its phases (forward; in training also backward) of one statistic
+of its per-call samples (config `statistic`): the 3-sigma-trimmed mean (the default) or the median. The end-to-end
+reference uses the same statistic of its iteration times. Means add up: the expected time of an iteration is the
+sum of the expected times of its calls, whereas the median of a sum is not the sum of medians when the per-call
+times are skewed (single calls on a shared CPU: a long right tail, and regimes of different speed). Isolated costs
+come from the configuration's microbenchmark (shared by every workload that has the configuration); in-situ costs
+from the same workload's own model iterations.
 """
 from __future__ import annotations
 
@@ -14,6 +18,9 @@ from .timing import ROTATION_STATES
 from .workload import workload_key
 
 SOURCES = ("isolated", "insitu")
+# config `statistic` -> the column of `measurements` and `e2e` that holds it
+STATISTICS = {"trimmed_mean": "trimmed_mean_s", "median": "median_s"}
+DEFAULT_STATISTIC = "trimmed_mean"
 # the end-to-end time each source is checked against, in order of preference (`e2e` column `method`): isolated
 # costs against the model iterations timed inside their own rotations, in-situ costs against the iterations
 # interleaved with their timed ones; each in the same minutes, under the same machine state, as the costs
@@ -44,18 +51,26 @@ def _baseline_ok(measurements: pd.DataFrame, device: str) -> pd.DataFrame:
     return latest(ok, ("config_id", "source", "phase", "workload", "device"), preferred=rotated)
 
 
-def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
-                  source: str = "isolated") -> pd.DataFrame:
-    """Layer rows with their cost per call (median_s, summed over phases; missing when unmeasured or failed) and
-    count x cost (total_s), from the baseline-placement measurements of one source and device."""
+def _column(statistic: str) -> str:
+    try:
+        return STATISTICS[statistic]
+    except KeyError:
+        raise ValueError(f"statistic {statistic!r}: expected one of {', '.join(STATISTICS)}") from None
+
+
+def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str, source: str = "isolated",
+                  statistic: str = DEFAULT_STATISTIC) -> pd.DataFrame:
+    """Layer rows with their cost per call (cost_s: ``statistic`` summed over phases; missing when unmeasured or
+    failed) and count x cost (total_s), from the baseline-placement measurements of one source and device."""
+    col = _column(statistic)
     ok = _baseline_ok(measurements, device)
     ok = ok[ok["source"] == source]
     keys = ["workload", "config_id"] if source == "insitu" else ["config_id"]
     out = layers.assign(workload=_workload_col(layers))
-    cost = ok.groupby(keys, as_index=False).agg(median_s=("median_s", "sum"),
+    cost = ok.groupby(keys, as_index=False).agg(cost_s=(col, lambda s: s.sum(min_count=1)),
                                                 energy_j=("energy_j", lambda s: s.sum(min_count=1)))
     out = out.merge(cost, on=keys, how="left")
-    return out.assign(total_s=out["count"] * out["median_s"], total_j=out["count"] * out["energy_j"])
+    return out.assign(total_s=out["count"] * out["cost_s"], total_j=out["count"] * out["energy_j"])
 
 
 def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tuple, float]:
@@ -73,16 +88,18 @@ def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tupl
     return out
 
 
-def references(e2e: pd.DataFrame, device: str, source: str) -> dict[tuple, tuple[float, str]]:
+def references(e2e: pd.DataFrame, device: str, source: str,
+               statistic: str = DEFAULT_STATISTIC) -> dict[tuple, tuple[float, str]]:
     """(model, batch, mode) -> (end-to-end seconds per iteration, `e2e` method) that ``source``'s prediction is
-    checked against (:data:`REFERENCES`): the newest row of a method; the `rotation` rows of all profiling jobs
-    (one per rotation) pooled, their medians averaged with weights `timed_s` (the part of the prediction each
-    rotation measured: the reference is the model's time in the minutes the prediction was measured; weights n
-    where a row lacks it)."""
+    checked against (:data:`REFERENCES`), as ``statistic`` of the iteration times: the newest row of a method; the
+    `rotation` rows of all profiling jobs (one per rotation) pooled, their statistics averaged with weights
+    `timed_s` (the part of the prediction each rotation measured: the reference is the model's time in the minutes
+    the prediction was measured; weights n where a row lacks it)."""
+    col = _column(statistic)
     e2e = e2e[e2e["device"] == device]
     out: dict[tuple, tuple[float, str]] = {}
     for method in reversed(REFERENCES[source]):
-        rows = e2e[(e2e["method"] == method) & e2e["median_s"].notna()]
+        rows = e2e[(e2e["method"] == method) & e2e[col].notna()]
         if rows.empty:
             continue
         if method == "rotation":
@@ -91,18 +108,20 @@ def references(e2e: pd.DataFrame, device: str, source: str) -> dict[tuple, tuple
                 timed = g["timed_s"] if "timed_s" in g else pd.Series(dtype=float)
                 w = (timed if len(timed) and timed.notna().all() and timed.sum() > 0 else g["n"]).astype(float)
                 if w.sum() > 0:
-                    values[k] = float((w * g["median_s"].astype(float)).sum() / w.sum())
+                    values[k] = float((w * g[col].astype(float)).sum() / w.sum())
         else:
             rows = latest(rows, ("model", "batch", "mode", "method", "device"))
-            values = {(r.model, r.batch, r.mode): float(r.median_s) for r in rows.itertuples()}
+            values = {(r.model, r.batch, r.mode): float(v) for r, v in zip(rows.itertuples(), rows[col])}
         out.update({(m, int(b), mo): (v, method) for (m, b, mo), v in values.items()})
     return out
 
 
 def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame, device: str,
-            sources=SOURCES, overhead: dict[tuple, float] | None = None) -> pd.DataFrame:
+            sources=SOURCES, overhead: dict[tuple, float] | None = None,
+            statistic: str = DEFAULT_STATISTIC) -> pd.DataFrame:
     """One `predictions` row per workload and source that has any measurement; with ``overhead`` (from
-    :func:`trace_overhead`) also a `<source>+overhead` row: the same sum plus the workload's modelled overhead."""
+    :func:`trace_overhead`) also a `<source>+overhead` row: the same sum plus the workload's modelled overhead.
+    Costs and references are ``statistic`` (:data:`STATISTICS`) of their samples."""
     rows = []
     e2e = e2e[e2e["device"] == device]
     # energy: the e2e runs that measure it (dedicated), newest first
@@ -111,17 +130,17 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
     for source in sources:
         if not (measurements["source"] == source).any():
             continue
-        refs = references(e2e, device, source)
-        costed = costed_layers(layers, measurements, device, source)
+        refs = references(e2e, device, source, statistic)
+        costed = costed_layers(layers, measurements, device, source, statistic)
         placement = "baseline" if (measurements["placement"] != "default").any() else "default"
         for (model, batch, mode), g in costed.groupby(["model", "batch", "mode"], sort=True):
             measured, reference = refs.get((model, int(batch), mode), (None, None))
-            have = g["median_s"].notna()
+            have = g["cost_s"].notna()
             predicted = float(g.loc[have, "total_s"].sum())
             ratio = predicted / measured if measured else None
             row = {
                 "model": model, "batch": int(batch), "mode": mode, "device": device, "source": source,
-                "placement": placement, "overhead_s": None,
+                "statistic": statistic, "placement": placement, "overhead_s": None,
                 "predicted_s": predicted, "measured_s": measured, "reference": reference, "ratio": ratio,
                 "error": ratio - 1 if ratio is not None else None,
                 "configs": len(g), "configs_measured": int(have.sum()),

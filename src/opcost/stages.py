@@ -273,7 +273,7 @@ def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_ts
     layers = io.read_many(layer_paths, tables.LAYERS)
     meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
     pred = predict(layers, meas, io.read_parquet(e2e_path, tables.E2E), config["device"],
-                   overhead=_overhead(overhead_paths, op_type_paths))
+                   overhead=_overhead(overhead_paths, op_type_paths), statistic=config["statistic"])
     io.write_parquet(pred, out, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
     io.write_parquet(consistency(layers, meas, config["device"]), out_consistency, tables.CONSISTENCY)
@@ -292,7 +292,7 @@ def evaluate(config: dict, iteration: int, configs_path, previous_evaluation, la
     profiled = op_types_for(iteration, settings, sorted(set(configs["op_type"])), io.read_json(previous_evaluation))
     ev = run(iteration, profiled, io.read_many(layer_paths, tables.LAYERS),
              io.read_many(measurement_paths, tables.MEASUREMENTS), io.read_many(e2e_paths, tables.E2E), settings,
-             config["device"], _overhead(overhead_paths, op_type_paths))
+             config["device"], _overhead(overhead_paths, op_type_paths), config["statistic"])
     io.write_json(ev, out)
     log.info("%s", summary_text([ev]))
     log.info("next operator types: %s", ", ".join(ev["next_op_types"]) or "none")
@@ -323,7 +323,7 @@ def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predict
     e2e_df = io.read_parquet(e2e_path, tables.E2E)
     pred = io.read_parquet(predictions_path, tables.PREDICTIONS)
     cons = io.read_parquet(consistency_path, tables.CONSISTENCY)
-    costed = costed_layers(layers, meas, config["device"])
+    costed = costed_layers(layers, meas, config["device"], statistic=config["statistic"])
     tiers = io.read_json(tiers_path) if tiers_path else None
     traces = {part: io.read_many(paths, getattr(tables, f"TRACE_{part.upper()}"))
               for part, paths in (trace_paths or {}).items()}

@@ -214,23 +214,28 @@ CONSISTENCY = Table(
 
 PREDICTIONS = Table(
     "predictions", "results/validation/predictions.parquet",
-    "Prediction = sum over configurations of count x median cost, against the measured end-to-end time.",
+    "Prediction = sum over configurations of count x cost per call, against the measured end-to-end time; cost "
+    "and end-to-end time are the same `statistic` of their samples.",
     _MODEL_KEY + (
         _c("device", "string", "device of both the operator and end-to-end measurements"),
         _c("source", "string", "measurement source of the operator costs (`isolated` or `insitu`); "
                                "`<source>+overhead`: the same sum plus the CPU overhead modelled from the "
                                "workload's trace (`overhead_s`)"),
+        _c("statistic", "string", "per-call statistic summed and compared (config `statistic`): `trimmed_mean` "
+                                  "(`trimmed_mean_s`: the mean within 3 standard deviations; means add up) or "
+                                  "`median` (`median_s`)"),
         _c("placement", "string", "placement of the operator costs: `default` (no tiers configured) or `baseline` "
                                   "(every tensor on the fast tier)"),
         _c("overhead_s", "Float64", "`+overhead` rows: modelled overhead per iteration from the trace (calls per "
                                     "top-level op type x its mean gap T1, plus the gap after the last op), "
                                     "seconds; missing otherwise"),
-        _c("predicted_s", "Float64", "sum of count x median_s over measured configurations (plus `overhead_s`), "
-                                     "seconds"),
-        _c("measured_s", "Float64", "end-to-end median seconds per iteration, of the `reference` method"),
+        _c("predicted_s", "Float64", "sum of count x `statistic` per call over measured configurations (plus "
+                                     "`overhead_s`), seconds"),
+        _c("measured_s", "Float64", "end-to-end `statistic` of the iteration times, seconds, of the `reference` "
+                                    "method"),
         _c("reference", "string", "the `e2e` method measured_s comes from, the first present of: isolated "
                                   "sources `rotation` (the model iterations timed inside the profiling jobs' "
-                                  "rotations, pooled: medians averaged with weights n), `dedicated`, "
+                                  "rotations, pooled: averaged with weights `timed_s`), `dedicated`, "
                                   "`interleaved`; in-situ sources `interleaved`, `dedicated`, `rotation`"),
         _c("ratio", "Float64", "predicted_s / measured_s"),
         _c("error", "Float64", "ratio - 1 (signed relative error)"),
