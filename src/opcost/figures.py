@@ -79,8 +79,10 @@ def predicted_vs_measured(predictions: pd.DataFrame, path: Path) -> None:
                         label="±10%")
         ax.set_xscale("log")
         ax.set_yscale("log")
-    ax.set_xlabel("measured end-to-end time per iteration (ms)")
-    ax.set_ylabel("predicted: sum of count x operator time (ms)")
+    stat = ", ".join(sorted(set(p["statistic"].dropna()))) if "statistic" in p else ""
+    stat = stat.replace("_", " ") or "time"
+    ax.set_xlabel(f"measured end-to-end {stat} per iteration (ms)")
+    ax.set_ylabel(f"predicted: sum of count x operator {stat} per call (ms)")
     ax.set_title("Predicted vs measured (isolated / in-situ costs; +overhead: with the trace's modelled gaps)",
                  fontsize=9)
     ax.legend(fontsize=8)
