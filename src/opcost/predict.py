@@ -58,6 +58,11 @@ def _column(statistic: str) -> str:
         raise ValueError(f"statistic {statistic!r}: expected one of {', '.join(STATISTICS)}") from None
 
 
+def _sum_present(values: pd.Series) -> float:
+    """Sum of the values present; missing (never 0) when none is."""
+    return values.sum(min_count=1)
+
+
 def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str, source: str = "isolated",
                   statistic: str = DEFAULT_STATISTIC) -> pd.DataFrame:
     """Layer rows with their cost per call (cost_s: ``statistic`` summed over phases; missing when unmeasured or
@@ -67,8 +72,7 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     ok = ok[ok["source"] == source]
     keys = ["workload", "config_id"] if source == "insitu" else ["config_id"]
     out = layers.assign(workload=_workload_col(layers))
-    cost = ok.groupby(keys, as_index=False).agg(cost_s=(col, lambda s: s.sum(min_count=1)),
-                                                energy_j=("energy_j", lambda s: s.sum(min_count=1)))
+    cost = ok.groupby(keys, as_index=False).agg(cost_s=(col, _sum_present), energy_j=("energy_j", _sum_present))
     out = out.merge(cost, on=keys, how="left")
     return out.assign(total_s=out["count"] * out["cost_s"], total_j=out["count"] * out["energy_j"])
 
