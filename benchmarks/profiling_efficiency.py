@@ -48,7 +48,7 @@ def main() -> None:
 
     from opcost.config import validate
     from opcost.e2e import measure_e2e
-    from opcost.profile import _positions, _sequence, measurement_order
+    from opcost.profile import _positions, _releases, _sequence, measurement_order
     from opcost.replay import ModelCache, build, refresher
     from opcost.timing import TimingSettings, measure, measure_rotation
 
@@ -80,7 +80,9 @@ def main() -> None:
         reps = [(row["config_id"], build(row, cache, "cpu")) for row in configs.to_dict("records")]
         with torch.inference_mode():
             calls = [(cid, fn, refresher(rep.inputs)) for cid, rep in reps for _, fn in rep.callables()]
-            sequence = _sequence(calls, {r["config_id"]: _positions(r) for r in configs.to_dict("records")})
+            records = configs.to_dict("records")
+            sequence, release = _sequence(calls, {r["config_id"]: _positions(r) for r in records},
+                                          {r["config_id"]: _releases(r) for r in records})
             for rnd in (1, 2):
                 e2e[(model, rnd)] = float(measure_e2e(wl, e2e_settings, "cpu")[0]["median_s"].iloc[0])
                 print(f"{model} run {rnd}: e2e {e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
@@ -88,7 +90,8 @@ def main() -> None:
                 n = len(calls)  # the model iteration closes every e2e_every-th round, as in the pipeline
                 ms = measure_rotation([c[1] for c in calls] + [wl.step], settings,
                                       prepare=[c[2] for c in calls] + [None], shuffle=False,
-                                      sequence=sequence + [n], every=[1] * n + [every])
+                                      sequence=sequence + [n], release=release + [len(sequence)],
+                                      every=[1] * n + [every])
                 wall = (time.perf_counter() - t0) / n
                 rotation_e2e[(model, rnd)] = ms[-1].median
                 rows += [{"model": model, "config_id": cid, "tool": "opcost", "round": rnd, "median_s": m.median,

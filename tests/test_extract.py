@@ -94,6 +94,17 @@ def test_user_callable_model():
     assert counts(df, "functional") == {"relu": 1, "add_": 1, "flatten": 1}
 
 
+def test_releases_say_when_the_model_drops_each_output():
+    spec = {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 4}, "input_shapes": [[8]]}
+    df = extract(make_workload(load_model("mlp", spec), 3, "inference"))
+    calls = sorted((p, r, t) for ps, rs, t in zip(df["positions"], df["releases"], df["op_type"])
+                   for p, r in zip(json.loads(ps), json.loads(rs)))
+    # h = fc1(x) lives in a local until forward returns (the end, 5); relu's temporary dies once fc2 (2) returns;
+    # fc2's output once `h +=` (3) has run; add_ returns h itself; out's output is flattened (5), which is returned
+    assert calls == [(0, 5, "Linear"), (1, 2, "relu"), (2, 3, "Linear"), (3, 5, "add_"), (4, 5, "Linear"),
+                     (5, 5, "flatten")]
+
+
 def test_training_attributes_every_backward_node():
     wl = make_workload(load_model("resnet18", {}), 2, "training")
     assert record_calls(wl).unattributed == 0

@@ -100,6 +100,37 @@ def test_rotation_follows_a_call_sequence_with_repeats():
         measure_rotation([lambda: "a", lambda: "b"], ROT, clock=clock, sequence=[0, 0])
 
 
+class Output:
+    """A callable's output that reports when it is freed."""
+
+    def __init__(self, name, freed):
+        self.name, self.freed = name, freed
+
+    def __del__(self):
+        self.freed.append(self.name)
+
+
+def test_rotation_keeps_outputs_alive_until_their_release_call_drops_them():
+    freed, log = [], []
+
+    class Clock:
+        def time_call(self, fn, drop, keep):
+            before, out = len(freed), fn()
+            drop.clear()
+            name = out.name
+            if not keep:
+                out = None
+            log.append((name, freed[before:]))  # what this call freed, inside its timed region
+            return 1e-3, out
+
+    fns = [lambda k=k: Output(k, freed) for k in "abcd"]
+    # a's output lives until d's call (as a residual), b's until c's, c's and d's die at once
+    measure_rotation(fns, ROT, clock=Clock(), sequence=[0, 1, 2, 3], shuffle=False, release=[3, 2, 2, 3])
+    assert log[:8] == [("a", []), ("b", []), ("c", ["b", "c"]), ("d", ["a", "d"])] * 2
+    with pytest.raises(ValueError, match="release"):
+        measure_rotation(fns, ROT, clock=Clock(), release=[0, 1, 2, 3])
+
+
 def test_rotation_calls_a_sparse_member_every_nth_round_only():
     clock = PerCallableClock({k: itertools.repeat(t) for k, t in zip("abm", (1e-3, 2e-3, 5e-3))})
     a, b, m = measure_rotation([lambda k=k: k for k in "abm"], ROT, clock=clock, sequence=[0, 1, 2],

@@ -53,7 +53,7 @@ from .insitu import _clock
 from .placement import Placement, Placer, aliased_input, mbind, plan, storages, usable_tiers
 from .placement import Settings as PlacementSettings
 from .profile import matches_all
-from .replay import _map_tensors, _outputs, _place_params, tensor_inputs
+from .replay import _map_tensors, tensors_of, _place_params, tensor_inputs
 from .tables import MEASUREMENTS, frame
 from .timing import Measurement, TimingSettings
 from .workload import Workload, workload_key
@@ -160,7 +160,7 @@ def _probe(wl: Workload, count: int) -> list[tuple[int, bool, int | None]]:
     def post(mod, args, out):
         depth[0] -= 1
         if depth[0] == 0:
-            alias = aliased_input(inputs[0], _outputs(out))
+            alias = aliased_input(inputs[0], tensors_of(out))
             found.append((len(inputs[0]), bool(list(mod.parameters()) + list(mod.buffers())), alias))
 
     handles = []
@@ -256,7 +256,7 @@ class _Round:
         if self.timing:
             self.samples[self.cur].append(t)
         plc = self.assign[self.cur]
-        outs = _outputs(out)
+        outs = tensors_of(out)
         self.held[self.cur] = outs
         if self.timing:  # binding is a syscall that disturbs the machine (page migration): warm-up only
             return

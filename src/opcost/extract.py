@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import inspect
 import json
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .opspec import canonical_json, config_id, describe, dtype_name, strip_replay, tensors_in
+from .replay import tensors_of
 from .tables import LAYERS, frame
 from .workload import Workload, loss_of
 
@@ -85,6 +87,8 @@ class _Recorder:
         self.api: str | None = None
         self.params = {id(p): p for p in module.parameters()}
         self.param_owner: dict[int, int] = {}  # id(param) -> index of the first record that used it
+        self.released: dict[int, int] = {}  # record index -> index of the record during or after which its
+        self.watchers: list = []            # outputs' last Python reference went away (see watch)
         self.handles = []
         for path, m in module.named_modules():
             leaf = next(m.children(), None) is None
@@ -94,6 +98,8 @@ class _Recorder:
     def close(self):
         for h in self.handles:
             h.remove()
+        for w in self.watchers:  # outputs the model keeps beyond the iteration must not keep the recorder alive
+            w.detach()
 
     def describe(self, obj):
         self.suspended += 1
@@ -104,6 +110,17 @@ class _Recorder:
 
     def active(self) -> bool:
         return self.recording and self.leaf_depth == 0 and self.suspended == 0
+
+    def watch(self, out) -> None:
+        """Note when the model drops the outputs ``out`` of the latest record (see :attr:`Capture.released`)."""
+        idx = len(self.calls) - 1
+        for t in tensors_of(out):
+            w = weakref.finalize(t, self._dropped, idx)
+            w.atexit = False
+            self.watchers.append(w)
+
+    def _dropped(self, idx: int) -> None:
+        self.released[idx] = max(self.released.get(idx, idx), len(self.calls) - 1)
 
     def enclosing(self) -> str:
         return self.stack[-1] if self.stack else ""
@@ -137,6 +154,7 @@ class _Recorder:
                 if self.active() and self.calls and self.calls[-1].seq_after < 0:
                     self.calls[-1].outputs = list(tensors_in(self.describe(out)))
                     self.calls[-1].seq_after = _get_sequence_nr()
+                    self.watch(out)
         return hook
 
 
@@ -176,6 +194,7 @@ class _AtenOutsideLeaves(TorchDispatchMode):
         out = func(*args, **kwargs)
         call.outputs = list(tensors_in(rec.describe(out)))
         call.seq_after = _get_sequence_nr()
+        rec.watch(out)
         return out
 
 
@@ -188,6 +207,9 @@ class Capture:
     unattributed: int  # executed autograd nodes not attributed to a record (0 unless something escaped)
     seq0: int  # autograd sequence number at the start of the iteration (record bounds are relative to it)
     param_owner: dict = field(default_factory=dict)  # id(parameter) -> index of the first record that used it
+    # per record: the index of the record during or after which the model dropped the last Python reference to its
+    # outputs (its own index when dropped at once; the last record's for outputs alive when the iteration ended)
+    released: list = field(default_factory=list)
 
     def config_ids(self, mode: str) -> list[str]:
         return [config_id(c.op, c.params, c.inputs, mode) for c in self.calls]
@@ -212,13 +234,16 @@ def record_calls(workload: Workload) -> Capture:
                 rec.stack.append(LOSS_PATH)
                 loss = loss_of(out)
                 rec.stack.pop()
+            del out
         rec.recording = False
+        last = len(rec.calls) - 1
+        released = [rec.released.get(i, last) for i in range(len(rec.calls))]  # still alive: the iteration's end
         backward = [Counter() for _ in rec.calls]
         if workload.mode == "training":
             unattributed = _attribute_backward(rec, loss, backward)
     finally:
         rec.close()
-    return Capture(rec.calls, backward, unattributed, seq0, dict(rec.param_owner))
+    return Capture(rec.calls, backward, unattributed, seq0, dict(rec.param_owner), released)
 
 
 def graph_nodes(root) -> list:
@@ -273,11 +298,14 @@ def extract(workload: Workload, capture: Capture | None = None) -> pd.DataFrame:
     ``capture`` (:func:`record_calls` of the workload; recorded here when not given)."""
     cap = capture or record_calls(workload)
     groups: dict[str, dict] = {}
+    released = cap.released or list(range(len(cap.calls)))
     for pos, (call, bwd, cid) in enumerate(zip(cap.calls, cap.backward, cap.config_ids(workload.mode))):
         g = groups.get(cid)
         if g is None:
-            g = groups[cid] = {"call": call, "positions": [], "paths": [], "apis": Counter(), "backward": Counter()}
+            g = groups[cid] = {"call": call, "positions": [], "releases": [], "paths": [], "apis": Counter(),
+                               "backward": Counter()}
         g["positions"].append(pos)
+        g["releases"].append(released[pos])
         if call.path not in g["paths"]:
             g["paths"].append(call.path)
         if call.api:
@@ -291,6 +319,7 @@ def extract(workload: Workload, capture: Capture | None = None) -> pd.DataFrame:
             "config_id": cid, "op": c.op, "op_type": c.op_type, "scope": c.scope,
             "api": g["apis"].most_common(1)[0][0] if g["apis"] else None,
             "count": len(g["positions"]), "order": order, "positions": json.dumps(g["positions"]),
+            "releases": json.dumps(g["releases"]),
             "params": canonical_json(c.params), "inputs": canonical_json(strip_replay(c.inputs)),
             "outputs": canonical_json(strip_replay(c.outputs)),
             "module_paths": json.dumps(g["paths"]),

@@ -1,6 +1,7 @@
 """Isolated profiling: each operator configuration timed alone, by the timing core, on the configured device."""
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import time
@@ -284,14 +285,32 @@ def _positions(row: dict) -> list[int]:
     return [int(x) for x in json.loads(p)] if isinstance(p, str) else [_first_call(row)]
 
 
-def _sequence(members: list[tuple], positions: dict[str, list[int]]) -> list[int]:
+def _releases(row: dict) -> list[int]:
+    """Per entry of :func:`_positions`: the position during or after which the model drops that call's outputs
+    (column `releases`; older catalogues: the call's own position, dropped at once)."""
+    r = row.get("releases")
+    return [int(x) for x in json.loads(r)] if isinstance(r, str) else _positions(row)
+
+
+def _sequence(members: list[tuple], positions: dict[str, list[int]],
+              releases: dict[str, list[int]] | None = None) -> tuple[list[int], list[int]]:
     """One model iteration as indices into ``members`` ((config_id, phase, ...) tuples): every call position of
-    every member's configuration, in call order, each configuration's phases together."""
+    every member's configuration, in call order, each configuration's phases together; and per entry the entry
+    whose call drops its outputs (:func:`opcost.timing.measure_rotation`'s ``release``): the last entry at or
+    before the position where the model drops them (``releases``, per configuration parallel to ``positions``;
+    default: at once), never before the entry itself."""
     by_config: dict[str, list[int]] = {}
     for i, m in enumerate(members):
         by_config.setdefault(m[0], []).append(i)
-    calls = sorted((p, cid) for cid in by_config for p in positions[cid])
-    return [i for _, cid in calls for i in by_config[cid]]
+    calls = sorted((p, r, cid) for cid in by_config
+                   for p, r in zip(positions[cid], (releases or {}).get(cid, positions[cid])))
+    sequence, at, until = [], [], []
+    for p, r, cid in calls:
+        sequence += by_config[cid]
+        at += [p] * len(by_config[cid])
+        until += [r] * len(by_config[cid])
+    release = [max(j, bisect.bisect_right(at, r) - 1) for j, r in enumerate(until)]
+    return sequence, release
 
 
 def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
@@ -351,6 +370,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
     failed: dict[str, str] = {}
     timed = {r["config_id"] for r in rows}
     positions = {r["config_id"]: _positions(r) for r in list(rows) + list(context)}
+    releases = {r["config_id"]: _releases(r) for r in list(rows) + list(context)}
     reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
     whole = None  # the iteration's Measurement
     try:
@@ -372,15 +392,16 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                 while True:
                     targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy or (
                         not attempt and m[0] in timed)]
-                    sequence = None if shuffle else _sequence(members, positions)
+                    sequence, release = (None, None) if shuffle else _sequence(members, positions, releases)
                     fns, prep = [m[2] for m in members], [m[3] for m in members]
                     paired = iteration is not None and every > 0 and not attempt
                     if paired:  # the model iteration closes every `every`-th round, untargeted
                         fns, prep = fns + [iteration], prep + [None]
-                        sequence = None if sequence is None else sequence + [len(members)]
+                        if sequence is not None:
+                            sequence, release = sequence + [len(members)], release + [len(sequence)]
                     try:
                         ms = measure_rotation(fns, settings, device, prep, seed=seed + attempt, targets=targets,
-                                              shuffle=shuffle, sequence=sequence,
+                                              shuffle=shuffle, sequence=sequence, release=release,
                                               every=[1] * len(members) + [every] if paired else None)
                         if paired:
                             whole, ms = ms[-1], ms[:-1]

@@ -40,7 +40,7 @@ class Replay:
 
     def outputs(self) -> list[torch.Tensor]:
         """The tensors one forward call returns (call inside ``context()``)."""
-        return _outputs(self.phases["forward"]())
+        return tensors_of(self.phases["forward"]())
 
     def callables(self):
         """(phase, zero-argument callable) pairs, ready to time; call inside ``context()``."""
@@ -100,16 +100,16 @@ def _getpath(obj, dotted: str):
 
 
 def _meta(out) -> list[tuple]:
-    return [(tuple(t.shape), t.dtype) for t in _outputs(out)]
+    return [(tuple(t.shape), t.dtype) for t in tensors_of(out)]
 
 
-def _outputs(out) -> list[torch.Tensor]:
+def tensors_of(out) -> list[torch.Tensor]:
     if isinstance(out, torch.Tensor):
         return [out]
     if isinstance(out, (list, tuple)):
-        return [t for o in out for t in _outputs(o)]
+        return [t for o in out for t in tensors_of(o)]
     if isinstance(out, dict):
-        return [t for o in out.values() for t in _outputs(o)]
+        return [t for o in out.values() for t in tensors_of(o)]
     return []
 
 
@@ -120,7 +120,7 @@ def _phases(forward: Callable[[], object], zero: Callable[[], None], training: b
 
     def backward_setup():
         zero()
-        outs = [t for t in _outputs(forward()) if t.requires_grad and t.grad_fn is not None]
+        outs = [t for t in tensors_of(forward()) if t.requires_grad and t.grad_fn is not None]
         grads = [torch.ones_like(t) for t in outs]
 
         def backward():
@@ -149,7 +149,7 @@ class ModelCache:
 
 def tensor_inputs(args, kwargs) -> list[torch.Tensor]:
     """A call's tensor inputs in order: positional arguments, then keyword values (containers walked)."""
-    return _outputs(list(args)) + _outputs(list(kwargs.values()))
+    return tensors_of(list(args)) + tensors_of(list(kwargs.values()))
 
 
 def _map_tensors(obj, fn):

@@ -97,6 +97,10 @@ LAYERS = Table(
         _c("positions", "string", "JSON list of the positions of the configuration's calls among all the "
                                   "iteration's recorded calls (0-based; profiling replays the iteration's call "
                                   "sequence from them)"),
+        _c("releases", "string", "JSON list, one entry per `positions` entry: the position of the call during "
+                                 "or after which the model dropped its last reference to that call's outputs (the "
+                                 "call's own position when dropped at once, the last position when still alive at "
+                                 "the iteration's end); profiling keeps each replayed output alive as long"),
         _c("params", "string", "JSON: module constructor parameters read from the module, or the aten op's "
                                "arguments with tensors as specs"),
         _c("inputs", "string", "JSON list of input tensor specs `{T: shape, dtype, stride, grad}`"),
@@ -127,6 +131,7 @@ CONFIGS = Table(
                                  "profiling rotates it among that workload's other configurations"),
         _c("order", "Int64", "as in `layers`, in `workload`"),
         _c("positions", "string", "as in `layers`, in `workload`"),
+        _c("releases", "string", "as in `layers`, in `workload`"),
     ),
 )
 

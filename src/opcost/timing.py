@@ -146,6 +146,16 @@ class _CpuClock:
             fn()
         return time.perf_counter() - t0
 
+    def time_call(self, fn: Callable[[], object], drop: list, keep: bool) -> tuple[float, object]:
+        """(seconds, output) of one call of ``fn`` that also drops ``drop`` (outputs of earlier calls the model
+        frees here); the output is returned when ``keep``, else dropped inside the timed region too."""
+        t0 = time.perf_counter()
+        out = fn()
+        drop.clear()
+        if not keep:
+            out = None
+        return time.perf_counter() - t0, out
+
 
 class _CudaClock:
     def __init__(self):
@@ -162,6 +172,16 @@ class _CudaClock:
         self.end.record()
         self.end.synchronize()
         return self.start.elapsed_time(self.end) / 1e3
+
+    def time_call(self, fn: Callable[[], object], drop: list, keep: bool) -> tuple[float, object]:
+        self.start.record()
+        out = fn()
+        drop.clear()
+        if not keep:
+            out = None
+        self.end.record()
+        self.end.synchronize()
+        return self.start.elapsed_time(self.end) / 1e3, out
 
 
 def measure(fn: Callable[[], object], settings: TimingSettings = TimingSettings(), device: str = "cpu",
@@ -203,7 +223,8 @@ class RotationError(RuntimeError):
 def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettings = TimingSettings(),
                      device: str = "cpu", prepare: Sequence[Callable[[], object] | None] | None = None, clock=None,
                      seed: int = 0, targets: Sequence[int] | None = None, shuffle: bool = True,
-                     sequence: Sequence[int] | None = None, every: Sequence[int] | None = None) -> list[Measurement]:
+                     sequence: Sequence[int] | None = None, every: Sequence[int] | None = None,
+                     release: Sequence[int] | None = None) -> list[Measurement]:
     """Time ``fns`` in rotation (see module docstring): a round calls each once, in an order shuffled per round
     (seeded: reproducible), timing each call alone; ``prepare[i]``, if given, runs untimed just before call i (e.g.
     rewrite its inputs, as their producer would have just before it in a model). Warm-up: at least
@@ -218,7 +239,12 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     8 times in a row is timed 8 times in a row, as the model calls it); each call is one sample of its callable,
     and the stop rule counts rounds. Every callable must appear in it. ``every[i]`` (default 1): callable i is
     called (and timed) in every ``every[i]``-th round only, warm-up included (e.g. the whole model iteration,
-    timed in the same minutes as its operators at a fraction of a round's cost)."""
+    timed in the same minutes as its operators at a fraction of a round's cost). ``release`` (with ``sequence``,
+    one entry per entry of it): the index of the round entry whose call drops this entry's output, as the model
+    frees an operator's output during or after its last consumer (its own index: dropped at once, inside its own
+    timed call; an entry that does not run in a round drops its due outputs at the next one that does). The
+    allocator then hands each call memory as the model's live outputs leave it, instead of the buffer the
+    previous call just freed, and every free is timed where the model frees it."""
     if clock is None:
         clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
     n = len(fns)
@@ -230,6 +256,10 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     if sorted(set(order)) != list(range(n)):
         raise ValueError("sequence must call every callable (indices 0..n-1)")
     every = [1] * n if every is None else [max(1, int(k)) for k in every]
+    if release is not None:
+        release = [max(j, int(r)) for j, r in enumerate(release)]
+        if sequence is None or len(release) != len(order):
+            raise ValueError("release needs a sequence and one entry per sequence entry")
     rng = random.Random(seed)
     samples: list[list[float]] = [[] for _ in range(n)]
     counter = [0]  # rounds run so far, warm-up included
@@ -241,17 +271,28 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
             rng.shuffle(order)
         k = counter[0]
         counter[0] += 1
-        for i in order:
+        held: dict[int, list] = {}  # round entry -> outputs its call drops
+        due = 0  # the next round entry whose outputs have not been handed to a call to drop
+        for j, i in enumerate(order):
             if k % every[i]:
                 continue
             if prepare[i] is not None:
                 prepare[i]()
             try:
-                t = clock.time_block(fns[i], 1)
+                if release is None:
+                    t = clock.time_block(fns[i], 1)
+                else:
+                    drop = [o for r in range(due, j + 1) for o in held.pop(r, ())]
+                    due = j + 1
+                    t, out = clock.time_call(fns[i], drop, release[j] > j)
+                    if out is not None:
+                        held.setdefault(release[j], []).append(out)
+                        del out
             except Exception as e:
                 raise RotationError(i, e) from e
             if record:
                 samples[i].append(t)
+        held.clear()  # outputs alive at the iteration's end
 
     rounds = 0
     while rounds < max(1, settings.warmup_calls) or time.perf_counter() - t_start < settings.warmup_s:
