@@ -18,9 +18,9 @@ Prints wall seconds per configuration and the p90 over configurations of |Δmedi
 The machine's own drift is shown beside it: before each run's rotation the model's end-to-end iteration is timed
 (opcost's e2e settings), and `p90_rel_diff_vs_e2e` is the same p90 for median / that run's e2e median. A tool whose
 spread is the model's own (the machine ran the model slower too) has a small one; on a shared host the e2e time of
-one model moves by 10-20% between runs minutes apart. opcost's rotation also times the model iteration itself every
-`profile.e2e_every`-th round (its cost is in opcost's wall time); `p90_rel_diff_vs_own_e2e` divides opcost's medians
-by that e2e time of their own minutes (other tools: by the dedicated one, as in `p90_rel_diff_vs_e2e`).
+one model moves by 10-20% between runs minutes apart. opcost's rotation also runs two model iterations after every
+`profile.e2e_every`-th round and times the second, as the pipeline does (their cost is in opcost's wall time);
+`p90_rel_diff_vs_own_e2e` divides opcost's medians by that e2e time of their own minutes (other tools: by the dedicated one, as in `p90_rel_diff_vs_e2e`).
 
     python benchmarks/profiling_efficiency.py [--models resnet18] [--batch 1] [--threads 2] [--limit N]
 """
@@ -87,11 +87,12 @@ def main() -> None:
                 e2e[(model, rnd)] = float(measure_e2e(wl, e2e_settings, "cpu")[0]["median_s"].iloc[0])
                 print(f"{model} run {rnd}: e2e {e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
                 t0 = time.perf_counter()
-                n = len(calls)  # the model iteration closes every e2e_every-th round, as in the pipeline
-                ms = measure_rotation([c[1] for c in calls] + [wl.step], settings,
-                                      prepare=[c[2] for c in calls] + [None], shuffle=False,
-                                      sequence=sequence + [n], release=release + [len(sequence)],
-                                      every=[1] * n + [every])
+                n = len(calls)  # two model iterations close every e2e_every-th round, as in the pipeline
+                ms = measure_rotation([c[1] for c in calls] + [wl.step] * 2, settings,
+                                      prepare=[c[2] for c in calls] + [None] * 2, shuffle=False,
+                                      sequence=sequence + [n, n + 1],
+                                      release=release + [len(sequence), len(sequence) + 1],
+                                      every=[1] * n + [every] * 2)
                 wall = (time.perf_counter() - t0) / n
                 rotation_e2e[(model, rnd)] = ms[-1].median
                 rows += [{"model": model, "config_id": cid, "tool": "opcost", "round": rnd, "median_s": m.median,

@@ -122,9 +122,11 @@ def test_configurations_rotate_with_their_own_workload_and_its_context():
     assert all(len(g) + len(c) <= 2 for g, c in small) and sum(len(g) for g, _ in small) == 4
 
 
-def test_rotation_times_the_whole_model_iteration_in_the_same_rounds():
-    """profile.e2e_every: the workload's model iteration closes every N-th round of its rotation and comes back as
-    an `e2e` row of method `rotation`, in the `e2e` schema, with its samples."""
+def test_rotation_times_the_whole_model_iteration_in_the_same_rounds(monkeypatch):
+    """profile.e2e_every: two model iterations close every N-th round of the workload's rotation; the second (after
+    an iteration, as in a run) comes back as an `e2e` row of method `rotation`, in the `e2e` schema, with its
+    samples."""
+    from opcost import profile as prof
     from opcost.database import catalog
     from opcost.extract import extract
     from opcost.models import load_model
@@ -136,10 +138,16 @@ def test_rotation_times_the_whole_model_iteration_in_the_same_rounds():
     models = {"mlp": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 16}, "input_shapes": [[8]]}}
     configs = catalog(extract(make_workload(load_model("mlp", models["mlp"]), 2, "inference")))
     fast = TimingSettings(max_seconds=0.05, warmup_s=0.0, min_samples=40, max_samples=40, target_rel_ci=1e-9)
-    got = []
+    got, seen, real = [], [], prof.measure_rotation
+    monkeypatch.setattr(prof, "measure_rotation", lambda fns, *a, **kw: seen.append((fns, kw)) or real(fns, *a, **kw))
     meas, _ = profile_configs(configs, models, "cpu", "float32", fast, e2e_every=4,
                               on_e2e=lambda row, smp: got.append((row, smp)))
     assert (meas["status"] == "ok").all() and meas["n"].min() >= 40
+    (fns, kw), n = seen[0], len(configs)
+    assert fns[n] is fns[n + 1] and kw["sequence"][-2:] == [n, n + 1] and kw["every"][-2:] == [4, 4]
+    # each call's output lives until the call where the model drops it; the iterations' at once
+    assert kw["release"][-2:] == [len(kw["sequence"]) - 2, len(kw["sequence"]) - 1]
+    assert kw["release"][:len(kw["sequence"]) - 2] == [5, 2, 3, 5, 5, 5]  # see test_extract (the same model)
     [(row, smp)] = got  # one rotation (one workload): one row
     assert list(row.columns) == E2E.names and list(smp.columns) == SAMPLES.names
     r = row.iloc[0]

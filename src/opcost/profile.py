@@ -395,19 +395,26 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                     sequence, release = (None, None) if shuffle else _sequence(members, positions, releases)
                     fns, prep = [m[2] for m in members], [m[3] for m in members]
                     paired = iteration is not None and every > 0 and not attempt
-                    if paired:  # the model iteration closes every `every`-th round, untargeted
-                        fns, prep = fns + [iteration], prep + [None]
+                    if paired:  # model order: two model iterations close every `every`-th round, untargeted;
+                        # the first finds the state the round left, the second the model's own (a run's
+                        # iterations follow each other): the reference. Shuffled rounds: one, anywhere in the round.
+                        iters = 1 if sequence is None else 2
+                        n, fns, prep = len(members), fns + [iteration] * iters, prep + [None] * iters
                         if sequence is not None:
-                            sequence, release = sequence + [len(members)], release + [len(sequence)]
+                            sequence, release = sequence + [n, n + 1], release + [len(sequence), len(sequence) + 1]
                     try:
                         ms = measure_rotation(fns, settings, device, prep, seed=seed + attempt, targets=targets,
                                               shuffle=shuffle, sequence=sequence, release=release,
-                                              every=[1] * len(members) + [every] if paired else None)
+                                              every=[1] * len(members) + [every] * iters if paired else None)
                         if paired:
-                            whole, ms = ms[-1], ms[:-1]
+                            if iters == 2:
+                                log.info("model iteration after a round: trimmed mean %.3g ms; after an iteration "
+                                         "(the reference): %.3g ms", ms[-2].trimmed_mean * 1e3,
+                                         ms[-1].trimmed_mean * 1e3)
+                            whole, ms = ms[-1], ms[:len(members)]
                         break
                     except RotationError as e:
-                        if e.index == len(members):
+                        if e.index >= len(members):
                             log.warning("the model iteration failed inside the rotation (%s); rotating without it",
                                         _failure(e.error))
                             iteration = None

@@ -190,7 +190,7 @@ E2E = Table(
     _MODEL_KEY + (
         _c("method", "string", "`dedicated`: the e2e job, adaptive timing core; `interleaved`: unobserved "
                                "iterations alternating with the in-situ job's timed iterations, so that both see "
-                               "the same machine state; `rotation`: the model iteration timed at the end of "
+                               "the same machine state; `rotation`: the second of two model iterations that end "
                                "every `profile.e2e_every`-th round of a profiling job's rotation (one row per "
                                "rotation), in the same minutes as the isolated operator costs"),
     ) + _HOST + _STATS + _ENERGY + (
