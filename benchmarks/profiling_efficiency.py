@@ -20,7 +20,8 @@ The machine's own drift is shown beside it: before each run's rotation the model
 spread is the model's own (the machine ran the model slower too) has a small one; on a shared host the e2e time of
 one model moves by 10-20% between runs minutes apart. opcost's rotation also runs two model iterations after every
 `profile.e2e_every`-th round and times the second, as the pipeline does (their cost is in opcost's wall time);
-`p90_rel_diff_vs_own_e2e` divides opcost's medians by that e2e time of their own minutes (other tools: by the dedicated one, as in `p90_rel_diff_vs_e2e`).
+`p90_rel_diff_vs_own_e2e` divides opcost's medians by that e2e time of their own minutes (other tools: by
+the dedicated one, as in `p90_rel_diff_vs_e2e`).
 
     python benchmarks/profiling_efficiency.py [--models resnet18] [--batch 1] [--threads 2] [--limit N]
 """

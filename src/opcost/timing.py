@@ -239,8 +239,8 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     8 times in a row is timed 8 times in a row, as the model calls it); each call is one sample of its callable,
     and the stop rule counts rounds. Every callable must appear in it. ``every[i]`` (default 1): callable i is
     called (and timed) in every ``every[i]``-th round only, warm-up included (e.g. the whole model iteration,
-    timed in the same minutes as its operators at a fraction of a round's cost). ``release`` (with ``sequence``,
-    one entry per entry of it): the index of the round entry whose call drops this entry's output, as the model
+    timed in the same minutes as its operators at a fraction of a round's cost). ``release`` (with ``sequence`` and
+    ``shuffle=False``, one entry per entry of it): the index of the round entry whose call drops this entry's output, as the model
     frees an operator's output during or after its last consumer (its own index: dropped at once, inside its own
     timed call; an entry that does not run in a round drops its due outputs at the next one that does). The
     allocator then hands each call memory as the model's live outputs leave it, instead of the buffer the
@@ -258,8 +258,8 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     every = [1] * n if every is None else [max(1, int(k)) for k in every]
     if release is not None:
         release = [max(j, int(r)) for j, r in enumerate(release)]
-        if sequence is None or len(release) != len(order):
-            raise ValueError("release needs a sequence and one entry per sequence entry")
+        if sequence is None or shuffle or len(release) != len(order):
+            raise ValueError("release needs an unshuffled sequence and one entry per sequence entry")
     rng = random.Random(seed)
     samples: list[list[float]] = [[] for _ in range(n)]
     counter = [0]  # rounds run so far, warm-up included
