@@ -240,11 +240,11 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     and the stop rule counts rounds. Every callable must appear in it. ``every[i]`` (default 1): callable i is
     called (and timed) in every ``every[i]``-th round only, warm-up included (e.g. the whole model iteration,
     timed in the same minutes as its operators at a fraction of a round's cost). ``release`` (with ``sequence`` and
-    ``shuffle=False``, one entry per entry of it): the index of the round entry whose call drops this entry's output, as the model
-    frees an operator's output during or after its last consumer (its own index: dropped at once, inside its own
-    timed call; an entry that does not run in a round drops its due outputs at the next one that does). The
-    allocator then hands each call memory as the model's live outputs leave it, instead of the buffer the
-    previous call just freed, and every free is timed where the model frees it."""
+    ``shuffle=False``, one entry per entry of it): the index of the round entry whose call drops this entry's
+    output, as the model frees an operator's output during or after its last consumer (its own index: dropped at
+    once, inside its own timed call; an entry that does not run in a round drops its due outputs at the next one
+    that does). The allocator then hands each call memory as the model's live outputs leave it, instead of the
+    buffer the previous call just freed, and every free is timed where the model frees it."""
     if clock is None:
         clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
     n = len(fns)
