@@ -402,7 +402,8 @@ TRACE_OVERHEADS = Table(
                                 "top-level call, calibrated in the same job and subtracted from T1 in predictions"),
         _c("kind", "string", "T1 ... T5, or `T1r`: T1 of the workload's operator configurations replayed as "
                              "isolated profiling calls them, in the model's order, recorded in the same trace "
-                             "(iterations marked `opcost_replay`, alternating with the model's; inference): the "
+                             "(iterations marked `opcost_replay`, one after each analysed model iteration; "
+                             "inference): the "
                              "part of each gap isolated costs already include"),
         _c("mean_s", "Float64", "mean of the kept samples, seconds"),
         _c("std_s", "Float64", "standard deviation of the kept samples, seconds"),
