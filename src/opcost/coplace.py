@@ -53,7 +53,7 @@ from .insitu import _clock
 from .placement import Placement, Placer, aliased_input, mbind, plan, storages, usable_tiers
 from .placement import Settings as PlacementSettings
 from .profile import matches_all
-from .replay import _map_tensors, tensors_of, _place_params, tensor_inputs
+from .replay import _map_tensors, _place_params, tensor_inputs, tensors_of
 from .tables import MEASUREMENTS, frame
 from .timing import Measurement, TimingSettings
 from .workload import Workload, workload_key
