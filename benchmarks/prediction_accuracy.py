@@ -10,9 +10,9 @@ end-to-end time of the unobserved iterations interleaved with its timed ones (sa
 Every error is computed from the same measurements with each per-call statistic (config `statistic`): the
 3-sigma-trimmed mean (the default; unsuffixed columns) and the median (`_median` columns), the same statistic for
 costs and end-to-end times. Each source is also shown overhead-aware (`+ov`): plus the CPU overhead modelled from
-one Kineto trace in which the workload's iterations alternate with its operators replayed in model order (calls per
-top-level op type x (mean gap T1 in the model - mean gap T1r in the replay), plus the tail gap's difference;
-opcost.trace). Prints the error table and one SUMMARY line.
+one Kineto trace in which each analysed model iteration follows another and precedes its operators replayed in
+model order (calls per top-level op type x (mean gap T1 in the model - mean gap T1r in the replay), plus the tail
+gap's difference; opcost.trace). Prints the error table and one SUMMARY line.
 
     python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--batches 1 8] [--threads 2]
                                              [--cache fresh|rotation|warm|cold] [--order model|shuffled]

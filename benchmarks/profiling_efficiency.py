@@ -78,10 +78,10 @@ def main() -> None:
         if args.limit:
             configs = configs.head(args.limit)
         configs = configs.sort_values("order")  # the rotation's rounds follow the model's call order (default)
-        reps = [(row["config_id"], build(row, cache, "cpu")) for row in configs.to_dict("records")]
+        records = configs.to_dict("records")
+        reps = [(row["config_id"], build(row, cache, "cpu")) for row in records]
         with torch.inference_mode():
             calls = [(cid, fn, refresher(rep.inputs)) for cid, rep in reps for _, fn in rep.callables()]
-            records = configs.to_dict("records")
             sequence, release = _sequence(calls, {r["config_id"]: _positions(r) for r in records},
                                           {r["config_id"]: _releases(r) for r in records})
             for rnd in (1, 2):

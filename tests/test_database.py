@@ -159,3 +159,16 @@ def test_means_add_up_where_medians_do_not():
     assert (med["predicted_s"], med["measured_s"]) == pytest.approx((4.0, 4.5))  # 2.5 + 1.5 vs median of 3,4,5,11
     with pytest.raises(ValueError, match="statistic 'mean'"):
         predict(layers, meas, e2e, "cpu", statistic="mean")
+
+
+def test_cli_statistic_choices_are_the_config_schema_ones():
+    """The CLI spells the statistics out (it imports neither the schema nor pandas at start-up): they must stay
+    the schema's and opcost.predict's."""
+    from opcost.config import schema
+    from opcost.predict import DEFAULT_STATISTIC, STATISTICS
+
+    key = schema()["properties"]["statistic"]
+    assert key["enum"] == list(STATISTICS) and key["default"] == DEFAULT_STATISTIC
+    text = " ".join(subprocess.run([sys.executable, "-m", "opcost.cli", "predict", "--help"], capture_output=True,
+                                   text=True, check=True).stdout.split())
+    assert "{" + ",".join(key["enum"]) + "}" in text and f"default: {DEFAULT_STATISTIC})" in text

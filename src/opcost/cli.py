@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--source", choices=["isolated", "insitu"], default="isolated")
     pr.add_argument("--statistic", choices=["trimmed_mean", "median"], default="trimmed_mean",
-                    help="per-call statistic summed (and of the end-to-end time)")
+                    help="per-call statistic summed (and of the end-to-end time; default: %(default)s)")
 
     sub.add_parser("schema", help="print the data-contract document (docs/data.md)")
     sub.add_parser("check-config", help="validate a config file").add_argument("config")

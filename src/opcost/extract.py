@@ -298,14 +298,13 @@ def extract(workload: Workload, capture: Capture | None = None) -> pd.DataFrame:
     ``capture`` (:func:`record_calls` of the workload; recorded here when not given)."""
     cap = capture or record_calls(workload)
     groups: dict[str, dict] = {}
-    released = cap.released or list(range(len(cap.calls)))
     for pos, (call, bwd, cid) in enumerate(zip(cap.calls, cap.backward, cap.config_ids(workload.mode))):
         g = groups.get(cid)
         if g is None:
             g = groups[cid] = {"call": call, "positions": [], "releases": [], "paths": [], "apis": Counter(),
                                "backward": Counter()}
         g["positions"].append(pos)
-        g["releases"].append(released[pos])
+        g["releases"].append(cap.released[pos])
         if call.path not in g["paths"]:
             g["paths"].append(call.path)
         if call.api:

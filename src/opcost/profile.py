@@ -165,10 +165,11 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     configurations are journaled together when it ends. ``order``: a rotation's rounds in the workload's call order
     (``model``: a round is one iteration's call sequence, column `positions`, restricted to the rotation's
     configurations: each operator follows its predecessor in the model and is called as often as the model calls
-    it) or each configuration once in an order shuffled every round (``shuffled``). ``e2e_every`` > 0 with
-    ``on_e2e``: each rotation also times its workload's whole model iteration, every ``e2e_every``-th round, and
-    ``on_e2e(e2e_row, samples)`` receives it as an `e2e` row of method `rotation`: the end-to-end time of the same
-    minutes as the operators (a prediction checked against an e2e run minutes apart inherits the machine's drift
+    it; each call's output lives until the call where the model drops it, column `releases`) or each configuration
+    once in an order shuffled every round (``shuffled``). ``e2e_every`` > 0 with ``on_e2e``: every
+    ``e2e_every``-th round of each rotation ends with two iterations of its workload's whole model (shuffled: one,
+    anywhere in the round), and ``on_e2e(e2e_row, samples)`` receives the second (after an iteration, as in a run)
+    as an `e2e` row of method `rotation`: the end-to-end time of the same minutes as the operators (a prediction checked against an e2e run minutes apart inherits the machine's drift
     between the two)."""
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
