@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--limit", type=int, default=0, help="at most N configurations per model (0: all)")
+    ap.add_argument("--save", help="write every tool's per-configuration medians of both runs to this Parquet file")
     args = ap.parse_args()
     prepare(args.threads)
 
@@ -70,7 +71,7 @@ def main() -> None:
         return t.blocked_autorange(min_run_time=1.0).median
 
     tools = {"opcost_blocked": opcost_blocked, "torch_adaptive": adaptive, "torch_blocked": blocked}
-    rows, e2e, rotation_e2e = [], {}, {}
+    rows, e2e, rotation_e2e, op_type_all = [], {}, {}, {}
     every = int(cfg["profile"]["e2e_every"])
     for model in args.models:
         wl, _, configs = workload_configs(model, args.batch)
@@ -79,6 +80,7 @@ def main() -> None:
             configs = configs.head(args.limit)
         configs = configs.sort_values("order")  # the rotation's rounds follow the model's call order (default)
         records = configs.to_dict("records")
+        op_type_all.update({r["config_id"]: r["op_type"] for r in records})
         reps = [(row["config_id"], build(row, cache, "cpu")) for row in records]
         with torch.inference_mode():
             calls = [(cid, fn, refresher(rep.inputs)) for cid, rep in reps for _, fn in rep.callables()]
@@ -105,6 +107,7 @@ def main() -> None:
                         rows.append({"model": model, "config_id": cid, "tool": name, "round": rnd,
                                      "median_s": med, "wall_s": time.perf_counter() - t0})
     df = pd.DataFrame(rows)
+    df["op_type"] = df["config_id"].map(op_type_all)
     df["vs_e2e"] = df["median_s"] / [e2e[(m, r)] for m, r in zip(df["model"], df["round"])]
     df["vs_own_e2e"] = df["vs_e2e"].where(df["tool"] != "opcost", df["median_s"] / [
         rotation_e2e[(m, r)] for m, r in zip(df["model"], df["round"])])
@@ -121,6 +124,8 @@ def main() -> None:
         "p90_rel_diff_vs_e2e": rel_diff("vs_e2e").apply(p90),
         "p90_rel_diff_vs_own_e2e": rel_diff("vs_own_e2e").apply(p90),
     })
+    if args.save:
+        df.to_parquet(args.save, index=False)
     drift = {m: abs(e2e[(m, 2)] - e2e[(m, 1)]) / ((e2e[(m, 1)] + e2e[(m, 2)]) / 2) for m in args.models}
     print(f"{df['config_id'].nunique()} configurations, {args.threads} threads, batch {args.batch}")
     print(out.to_string(float_format="%.4f"))

@@ -4,8 +4,10 @@ import itertools
 import numpy as np
 import pytest
 
-from opcost.timing import (Measurement, RotationError, TimingSettings, measure, measure_rotation, median_ci,
-                           trimmed_mean)
+from dataclasses import replace
+
+from opcost.timing import (FUTILITY_ROUNDS, Measurement, RotationError, TimingSettings, measure, measure_rotation,
+                           median_ci, trimmed_mean)
 
 
 def test_median_ci_order_statistics():
@@ -142,14 +144,39 @@ def test_rotation_calls_a_sparse_member_every_nth_round_only():
 
 def test_rotation_stops_at_the_cap_and_flags_the_imprecise_callable():
     rng = np.random.default_rng(0)
+    short = replace(ROT, max_samples=FUTILITY_ROUNDS - 10)  # the cap comes before any judgement of futility
     clock = PerCallableClock({"stable": itertools.repeat(2e-3), "noisy": iter(rng.choice([1e-3, 3e-3], 1000))})
-    stable, noisy = measure_rotation([lambda: "stable", lambda: "noisy"], ROT, clock=clock)
-    assert stable.n == noisy.n == ROT.max_samples  # one imprecise member keeps the whole rotation going
+    stable, noisy = measure_rotation([lambda: "stable", lambda: "noisy"], short, clock=clock)
+    assert stable.n == noisy.n == short.max_samples  # one imprecise member keeps the whole rotation going
     assert not stable.noisy and noisy.noisy and noisy.rel_ci > ROT.target_rel_ci
     # only the members named as targets decide when to stop
     clock = PerCallableClock({"stable": itertools.repeat(2e-3), "noisy": iter(rng.choice([1e-3, 3e-3], 1000))})
     stable, noisy = measure_rotation([lambda: "stable", lambda: "noisy"], ROT, clock=clock, targets=[0])
     assert stable.n == noisy.n == 10
+
+
+def test_rotation_gives_up_on_a_median_the_caps_leave_no_rounds_to_make_precise():
+    long = replace(ROT, max_samples=1000)
+    rng = np.random.default_rng(0)
+
+    def run(names):
+        scripts = {"stable": itertools.repeat(2e-3),
+                   "bimodal": iter(rng.choice([1e-3, 3e-3], 5000)),  # median CI stays ~100% wide: hopeless
+                   "uniform": iter(rng.uniform(0.9e-3, 1.1e-3, 5000))}  # ~3% at 50 rounds, 1% at ~400
+        return measure_rotation([lambda k=k: k for k in names], long, clock=PerCallableClock(
+            {k: scripts[k] for k in names}))
+
+    stable, bimodal = run(["stable", "bimodal"])
+    assert stable.n == bimodal.n == FUTILITY_ROUNDS  # not 1000: the bimodal median cannot narrow to 1% in them
+    assert stable.precise and bimodal.noisy
+    stable, uniform, bimodal = run(["stable", "uniform", "bimodal"])
+    assert FUTILITY_ROUNDS < uniform.n < long.max_samples  # the uniform one could, and was given the rounds
+    assert uniform.precise and uniform.rel_ci <= long.target_rel_ci and bimodal.noisy
+    # a narrowing median gets only the rounds its caps allow: with 60 in all it stops at the cap, imprecise
+    _, uniform = measure_rotation([lambda k=k: k for k in ("stable", "uniform")], replace(ROT, max_samples=60),
+                                  clock=PerCallableClock({"stable": itertools.repeat(2e-3),
+                                                          "uniform": iter(rng.uniform(0.9e-3, 1.1e-3, 500))}))
+    assert uniform.n == FUTILITY_ROUNDS and not uniform.precise  # 60 rounds cannot make 3% into 1%: stopped at 50
 
 
 def test_precision_floor_for_submicrosecond_callables():

@@ -26,6 +26,7 @@ import numpy as np
 
 
 ROTATION_STATES = ("fresh", "rotation")  # `cache` states measured by measure_rotation (see opcost.profile)
+FUTILITY_ROUNDS = 50  # a rotation judges which medians cannot reach their target only after this many rounds
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,17 @@ class Measurement:
         (timer resolution and per-call overhead: a sub-microsecond operator cannot be known better)."""
         if not self.n:
             return False
+        return self.attainable(1.0)
+
+    def attainable(self, growth: float) -> bool:
+        """Would the median be :attr:`precise` with ``growth`` times as many samples (the CI's half-width shrinking
+        as 1/sqrt(n), as the order statistics of any continuous distribution do)?"""
+        if not self.n:
+            return False
         lo, hi = self.ci
-        return self.rel_ci <= self.settings.target_rel_ci or (hi - lo) / 2 <= self.settings.abs_ci_s
+        shrink = math.sqrt(max(growth, 1.0))
+        return (self.rel_ci / shrink <= self.settings.target_rel_ci
+                or (hi - lo) / 2 / shrink <= self.settings.abs_ci_s)
 
     @property
     def noisy(self) -> bool:
@@ -230,7 +240,10 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     rewrite its inputs, as their producer would have just before it in a model). Warm-up: at least
     ``warmup_calls`` rounds and ``warmup_s``. Then rounds in blocks of ``block``; stops when every callable in
     ``targets`` (default: all) has ``min_samples`` and a precise median (:attr:`Measurement.precise`), after
-    ``max_samples`` rounds, or when ``max_seconds`` x the number of callables is spent. Every callable stays in
+    ``max_samples`` rounds, when ``max_seconds`` x the number of callables is spent, or (after
+    :data:`FUTILITY_ROUNDS` rounds) when no imprecise target could reach its precision in the rounds the caps leave
+    (:meth:`Measurement.attainable`): a few wide distributions no longer hold every operator to the cap; they stay
+    flagged noisy (see :attr:`Measurement.noisy`), to be measured again. Every callable stays in
     the rotation until the end, so each keeps the same neighbours. Returns one Measurement per callable
     (``calls_per_sample`` 1, ``wall_s`` the rotation's wall time divided among the callables); raises
     :class:`RotationError` naming the callable that failed. ``shuffle=False``: every round in the given order (e.g.
@@ -300,7 +313,7 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
         rounds += 1
         if time.perf_counter() - t_start > cap / 2:
             break
-    rounds = 0
+    rounds, t_rounds = 0, time.perf_counter()
     while True:
         for _ in range(settings.block):
             one_round(True)
@@ -308,8 +321,13 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
         ms = [Measurement(np.asarray(x), 1, 0.0, settings, rotation=True) for x in samples]
         if rounds >= settings.min_samples and all(ms[i].precise for i in targets):
             break
-        if rounds >= settings.max_samples or time.perf_counter() - t_start >= cap:
+        now = time.perf_counter()
+        if rounds >= settings.max_samples or now - t_start >= cap:
             break
+        if rounds >= max(settings.min_samples, FUTILITY_ROUNDS):  # stop when the rest cannot be made precise
+            left = min(settings.max_samples - rounds, (t_start + cap - now) / ((now - t_rounds) / rounds))
+            if not any(ms[i].attainable((rounds + left) / rounds) for i in targets if not ms[i].precise):
+                break
     wall = time.perf_counter() - t_start
     for m in ms:
         m.wall_s = wall / n
