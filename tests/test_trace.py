@@ -407,26 +407,6 @@ def test_replay_trace_holds_the_model_ops_and_gives_the_gaps_isolated_costs_incl
         trace.replay_runner(make_workload(load_model("mlp", models["mlp"]), 4, "training"), models)
 
 
-def test_replay_keeps_each_output_until_the_call_the_model_drops_it_at():
-    events = []
-
-    class Out:
-        def __init__(self, k):
-            self.k = k
-
-        def __del__(self):
-            events.append(f"del{self.k}")
-
-    def call(k):
-        events.append(f"call{k}")
-        return Out(k)
-
-    # as in x = relu(fc1(x)); y = fc2(x); x + y: fc1's output dies at relu, relu's at the add, the add's at the end
-    trace.call_holding([lambda k=k: call(k) for k in range(4)], [1, 3, 3, 9])
-    assert events[:5] == ["call0", "call1", "del0", "call2", "call3"]
-    assert sorted(events[5:7]) == ["del1", "del2"] and events[7:] == ["del3"]  # after call 3; then at the end
-
-
 def test_replay_gaps_are_subtracted_instead_of_the_profiler_cost():
     stats = pd.DataFrame({"op_type": ["aten::add", trace.ALL_TYPES, trace.END, trace.PROFILER,
                                       "aten::add", trace.ALL_TYPES, trace.END],

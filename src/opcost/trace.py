@@ -176,10 +176,10 @@ def profiler_dilation(path, calls: int = 2000, repeats: int = 7, record_shapes: 
 def replay_runner(wl, models_cfg: dict, device: str = "cpu", dtype: str = "float32") -> Callable[[], None]:
     """One iteration of ``wl``'s operator configurations replayed in the model's call order, each call exactly as
     isolated profiling makes it (:func:`opcost.replay.build`, its own synthesized inputs): a model without the
-    glue between its operators. Each output is kept until the call during or after which the model drops it
-    (:attr:`opcost.extract.Capture.released`) and dropped right after that call, as the rotation does: the frees
-    fall in the same gaps as the model's. Inference workloads only (a training iteration's backward has no
-    per-call replay)."""
+    glue between its operators. Each output is dropped at once: holding each until the call the model drops it at
+    (as the rotation does) made every replay gap ~1 µs longer (Python bookkeeping and costlier frees), the modelled
+    overhead 35-140 µs smaller per iteration, and the predictions worse (docs/measurements.md, session 10).
+    Inference workloads only (a training iteration's backward has no per-call replay)."""
     import torch
 
     from .extract import extract, record_calls
@@ -197,19 +197,10 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu", dtype: str = "float
 
     def run():
         with torch.inference_mode():
-            call_holding(calls, capture.released)
+            for fn in calls:
+                fn()
 
     return run
-
-
-def call_holding(calls: list[Callable[[], object]], release: list[int]) -> None:
-    """Call ``calls`` in order, keeping call j's output until right after call ``release[j]`` (never before its
-    own end; at the end for an index past the last call)."""
-    held: dict[int, list] = {}  # call index -> outputs dropped right after that call
-    for j, fn in enumerate(calls):
-        held.setdefault(max(j, int(release[j])), []).append(fn())
-        held.pop(j, None)
-    held.clear()  # alive at the iteration's end
 
 
 # ---------------------------------------------------------------------------------------------------- parsing
