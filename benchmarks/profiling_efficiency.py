@@ -5,9 +5,9 @@ by each tool, same threads, same callables (opcost's replay of the configuration
 
 * opcost: the default isolated method (`profile.cache: fresh`, `profile.order: model`): all configurations of the
   model in one rotation, each round the model's call sequence with its repeats (`opcost.timing.measure_rotation`,
-  large inputs rewritten before each call),
-  default profile settings (95% CI of each
-  median within 2% or 0.2 us, cap 1 s per configuration); its wall time is divided among the configurations;
+  large inputs rewritten before each call), default profile settings (95% CI of each median within 2% or
+  0.2 us, cap 1 s per configuration, or stopped once the medians still short of it could not get there before
+  the cap); its wall time is divided among the configurations;
 * opcost blocked: `opcost.timing.measure`, back-to-back calls per configuration (`profile.cache: warm`);
 * torch adaptive: `Timer.adaptive_autorange(threshold=0.05, max_run_time=1)`;
 * torch blocked: `Timer.blocked_autorange(min_run_time=1)`.
@@ -24,6 +24,7 @@ one model moves by 10-20% between runs minutes apart. opcost's rotation also run
 the dedicated one, as in `p90_rel_diff_vs_e2e`).
 
     python benchmarks/profiling_efficiency.py [--models resnet18] [--batch 1] [--threads 2] [--limit N]
+                                              [--save medians.parquet]
 """
 from __future__ import annotations
 

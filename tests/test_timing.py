@@ -1,10 +1,9 @@
 """Statistics on synthetic samples with known answers; the adaptive stop on scripted (deterministic) clocks."""
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
-
-from dataclasses import replace
 
 from opcost.timing import (FUTILITY_ROUNDS, Measurement, RotationError, TimingSettings, measure, measure_rotation,
                            median_ci, trimmed_mean)
@@ -177,6 +176,19 @@ def test_rotation_gives_up_on_a_median_the_caps_leave_no_rounds_to_make_precise(
                                   clock=PerCallableClock({"stable": itertools.repeat(2e-3),
                                                           "uniform": iter(rng.uniform(0.9e-3, 1.1e-3, 500))}))
     assert uniform.n == FUTILITY_ROUNDS and not uniform.precise  # 60 rounds cannot make 3% into 1%: stopped at 50
+
+
+def test_rotation_time_cap_counts_the_measured_callables_not_the_context():
+    import time
+
+    def noisy(k=[0]):
+        k[0] += 1
+        time.sleep(0.003 if k[0] % 2 else 0.001)
+
+    s = replace(ROT, max_seconds=0.05, max_samples=1000, warmup_calls=1)
+    ms = measure_rotation([noisy] + [lambda: time.sleep(0.001)] * 4, s, targets=[0])
+    # one block of 10 rounds (>= 10 x 6 ms) spends the 0.05 s of the one target; 5 x 0.05 s would allow 4 more
+    assert ms[0].n == s.block and not ms[0].precise
 
 
 def test_precision_floor_for_submicrosecond_callables():

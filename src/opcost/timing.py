@@ -16,6 +16,7 @@ under-states what it costs in a model).
 """
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -24,6 +25,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+
+log = logging.getLogger(__name__)
 
 ROTATION_STATES = ("fresh", "rotation")  # `cache` states measured by measure_rotation (see opcost.profile)
 FUTILITY_ROUNDS = 50  # a rotation judges which medians cannot reach their target only after this many rounds
@@ -117,8 +120,6 @@ class Measurement:
     def precise(self) -> bool:
         """The median's 95% CI is within the relative target, or narrower than the absolute floor ``abs_ci_s``
         (timer resolution and per-call overhead: a sub-microsecond operator cannot be known better)."""
-        if not self.n:
-            return False
         return self.attainable(1.0)
 
     def attainable(self, growth: float) -> bool:
@@ -240,7 +241,7 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     rewrite its inputs, as their producer would have just before it in a model). Warm-up: at least
     ``warmup_calls`` rounds and ``warmup_s``. Then rounds in blocks of ``block``; stops when every callable in
     ``targets`` (default: all) has ``min_samples`` and a precise median (:attr:`Measurement.precise`), after
-    ``max_samples`` rounds, when ``max_seconds`` x the number of callables is spent, or (after
+    ``max_samples`` rounds, when ``max_seconds`` x the number of targets is spent, or (after
     :data:`FUTILITY_ROUNDS` rounds) when no imprecise target could reach its precision in the rounds the caps leave
     (:meth:`Measurement.attainable`): a few wide distributions no longer hold every operator to the cap; they stay
     flagged noisy (see :attr:`Measurement.noisy`), to be measured again. Every callable stays in
@@ -277,7 +278,7 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     samples: list[list[float]] = [[] for _ in range(n)]
     counter = [0]  # rounds run so far, warm-up included
     t_start = time.perf_counter()
-    cap = settings.max_seconds * n
+    cap = settings.max_seconds * max(1, len(targets))  # per configuration measured, not per context callable
 
     def one_round(record: bool) -> None:
         if shuffle:
@@ -319,15 +320,21 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
             one_round(True)
         rounds += settings.block
         ms = [Measurement(np.asarray(x), 1, 0.0, settings, rotation=True) for x in samples]
-        if rounds >= settings.min_samples and all(ms[i].precise for i in targets):
+        short = [i for i in targets if not ms[i].precise]
+        if rounds >= settings.min_samples and not short:
+            why = "every target precise"
             break
         now = time.perf_counter()
         if rounds >= settings.max_samples or now - t_start >= cap:
+            why = "cap"
             break
         if rounds >= max(settings.min_samples, FUTILITY_ROUNDS):  # stop when the rest cannot be made precise
             left = min(settings.max_samples - rounds, (t_start + cap - now) / ((now - t_rounds) / rounds))
-            if not any(ms[i].attainable((rounds + left) / rounds) for i in targets if not ms[i].precise):
+            if not any(ms[i].attainable((rounds + left) / rounds) for i in short):
+                why = "the imprecise ones could not reach the target before the cap"
                 break
+    log.info("rotation of %d callables stopped after %d rounds (%s; %d of %d targets imprecise)", n, rounds, why,
+              len(short), len(targets))
     wall = time.perf_counter() - t_start
     for m in ms:
         m.wall_s = wall / n

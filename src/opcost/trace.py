@@ -178,7 +178,8 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu", dtype: str = "float
     isolated profiling makes it (:func:`opcost.replay.build`, its own synthesized inputs): a model without the
     glue between its operators. Each output is dropped at once: holding each until the call the model drops it at
     (as the rotation does) made every replay gap ~1 µs longer (Python bookkeeping and costlier frees), the modelled
-    overhead 35-140 µs smaller per iteration, and the predictions worse (docs/measurements.md, session 10).
+    overhead 35-140 µs smaller per iteration, while tiny_bert b1's operators still summed ~50 µs below its
+    iteration (README / docs/measurements.md, 2026-11-25 session 10).
     Inference workloads only (a training iteration's backward has no per-call replay)."""
     import torch
 
