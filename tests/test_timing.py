@@ -171,23 +171,25 @@ def test_rotation_gives_up_on_a_median_the_caps_leave_no_rounds_to_make_precise(
     stable, uniform, bimodal = run(["stable", "uniform", "bimodal"])
     assert FUTILITY_ROUNDS < uniform.n < long.max_samples  # the uniform one could, and was given the rounds
     assert uniform.precise and uniform.rel_ci <= long.target_rel_ci and bimodal.noisy
-    # a narrowing median gets only the rounds its caps allow: with 60 in all it stops at the cap, imprecise
+    # a narrowing median gets no rounds the caps cannot pay for: 60 in all cannot make 3% into 1%
     _, uniform = measure_rotation([lambda k=k: k for k in ("stable", "uniform")], replace(ROT, max_samples=60),
                                   clock=PerCallableClock({"stable": itertools.repeat(2e-3),
                                                           "uniform": iter(rng.uniform(0.9e-3, 1.1e-3, 500))}))
-    assert uniform.n == FUTILITY_ROUNDS and not uniform.precise  # 60 rounds cannot make 3% into 1%: stopped at 50
+    assert uniform.n == FUTILITY_ROUNDS and not uniform.precise
 
 
 def test_rotation_time_cap_counts_the_measured_callables_not_the_context():
     import time
 
-    def noisy(k=[0]):
-        k[0] += 1
-        time.sleep(0.003 if k[0] % 2 else 0.001)
+    delays = itertools.cycle([0.003, 0.001])
+
+    def noisy():
+        time.sleep(next(delays))
 
     s = replace(ROT, max_seconds=0.05, max_samples=1000, warmup_calls=1)
     ms = measure_rotation([noisy] + [lambda: time.sleep(0.001)] * 4, s, targets=[0])
-    # one block of 10 rounds (>= 10 x 6 ms) spends the 0.05 s of the one target; 5 x 0.05 s would allow 4 more
+    # warm-up and one block of 10 rounds (each >= 5 ms) spend the 0.05 s of the one target; 5 x 0.05 s would
+    # allow about 4 blocks more
     assert ms[0].n == s.block and not ms[0].precise
 
 

@@ -123,8 +123,9 @@ class Measurement:
         return self.attainable(1.0)
 
     def attainable(self, growth: float) -> bool:
-        """Would the median be :attr:`precise` with ``growth`` times as many samples (the CI's half-width shrinking
-        as 1/sqrt(n), as the order statistics of any continuous distribution do)?"""
+        """Would the median be :attr:`precise` with ``growth`` times as many samples? The CI's half-width is taken
+        to shrink as 1/sqrt(n), as order statistics do where the samples' density at the median is positive (a
+        bimodal distribution split at its median narrows slower still: it is not held longer for that)."""
         if not self.n:
             return False
         lo, hi = self.ci
