@@ -51,7 +51,7 @@ def main() -> None:
 
     from opcost.config import validate
     from opcost.e2e import measure_e2e
-    from opcost.profile import _positions, _releases, _sequence, measurement_order
+    from opcost.profile import _positions, _releases, _sequence, _with_iterations, measurement_order
     from opcost.replay import ModelCache, build, refresher
     from opcost.timing import TimingSettings, measure, measure_rotation
 
@@ -92,11 +92,10 @@ def main() -> None:
                 print(f"{model} run {rnd}: e2e {e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
                 t0 = time.perf_counter()
                 n = len(calls)  # two model iterations close every e2e_every-th round, as in the pipeline
-                ms = measure_rotation([c[1] for c in calls] + [wl.step] * 2, settings,
-                                      prepare=[c[2] for c in calls] + [None] * 2, shuffle=False,
-                                      sequence=sequence + [n, n + 1],
-                                      release=release + [len(sequence), len(sequence) + 1],
-                                      every=[1] * n + [every] * 2)
+                fns, prep, seq, rel, spread = _with_iterations([c[1] for c in calls], [c[2] for c in calls],
+                                                               sequence, release, wl.step, every)
+                ms = measure_rotation(fns, settings, prepare=prep, shuffle=False, sequence=seq, release=rel,
+                                      every=spread)
                 wall = (time.perf_counter() - t0) / n
                 rotation_e2e[(model, rnd)] = ms[-1].median
                 rows += [{"model": model, "config_id": cid, "tool": "opcost", "round": rnd, "median_s": m.median,

@@ -169,8 +169,8 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     once in an order shuffled every round (``shuffled``). ``e2e_every`` > 0 with ``on_e2e``: every
     ``e2e_every``-th round of each rotation ends with two iterations of its workload's whole model (shuffled: one,
     anywhere in the round), and ``on_e2e(e2e_row, samples)`` receives the second (after an iteration, as in a run)
-    as an `e2e` row of method `rotation`: the end-to-end time of the same minutes as the operators (a prediction checked against an e2e run minutes apart inherits the machine's drift
-    between the two)."""
+    as an `e2e` row of method `rotation`: the end-to-end time of the same minutes as the operators (a prediction
+    checked against an e2e run minutes apart inherits the machine's drift between the two)."""
     energy = energy or (lambda fn: missing(NoMeter()))
     placement = placement or PlacementSettings()
     if cache in ROTATION_STATES:
@@ -314,6 +314,20 @@ def _sequence(members: list[tuple], positions: dict[str, list[int]],
     return sequence, release
 
 
+def _with_iterations(fns: list, prep: list, sequence: list[int] | None, release: list[int] | None,
+                     iteration: Callable[[], object], every: int) -> tuple[list, list, list | None, list | None, list]:
+    """A rotation's callables, prepare steps, sequence and release (see :func:`_sequence`) with the end-to-end
+    reference appended, and :func:`opcost.timing.measure_rotation`'s ``every``. Model order (a ``sequence``): two
+    model iterations close every ``every``-th round; the first finds the state the round left, the second the
+    model's own (a run's iterations follow each other): the reference, the last callable. Shuffled rounds (no
+    ``sequence``): one, anywhere in the round."""
+    n, iters = len(fns), 1 if sequence is None else 2
+    fns, prep = fns + [iteration] * iters, prep + [None] * iters
+    if sequence is not None:
+        sequence, release = sequence + [n, n + 1], release + [len(sequence), len(sequence) + 1]
+    return fns, prep, sequence, release, [1] * n + [every] * iters
+
+
 def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
                      size: int = MAX_ROTATION) -> list[tuple[list[dict], list[dict]]]:
     """(configurations, context configurations) per rotation. Configurations rotate with the others of their
@@ -396,19 +410,15 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                     sequence, release = (None, None) if shuffle else _sequence(members, positions, releases)
                     fns, prep = [m[2] for m in members], [m[3] for m in members]
                     paired = iteration is not None and every > 0 and not attempt
-                    if paired:  # model order: two model iterations close every `every`-th round, untargeted;
-                        # the first finds the state the round left, the second the model's own (a run's
-                        # iterations follow each other): the reference. Shuffled rounds: one, anywhere in the round.
-                        iters = 1 if sequence is None else 2
-                        n, fns, prep = len(members), fns + [iteration] * iters, prep + [None] * iters
-                        if sequence is not None:
-                            sequence, release = sequence + [n, n + 1], release + [len(sequence), len(sequence) + 1]
+                    spread = None
+                    if paired:
+                        fns, prep, sequence, release, spread = _with_iterations(fns, prep, sequence, release,
+                                                                                iteration, every)
                     try:
                         ms = measure_rotation(fns, settings, device, prep, seed=seed + attempt, targets=targets,
-                                              shuffle=shuffle, sequence=sequence, release=release,
-                                              every=[1] * len(members) + [every] * iters if paired else None)
+                                              shuffle=shuffle, sequence=sequence, release=release, every=spread)
                         if paired:
-                            if iters == 2:
+                            if len(fns) == len(members) + 2:
                                 log.info("model iteration after a round: trimmed mean %.3g ms; after an iteration "
                                          "(the reference): %.3g ms", ms[-2].trimmed_mean * 1e3,
                                          ms[-1].trimmed_mean * 1e3)
