@@ -162,3 +162,39 @@ def test_rotation_times_the_whole_model_iteration_in_the_same_rounds(monkeypatch
     untimed, _ = profile_configs(configs, models, "cpu", "float32", fast, e2e_every=0,
                                  on_e2e=lambda row, smp: got.append((row, smp)))
     assert len(got) == 1 and len(untimed) == len(meas)
+
+
+@pytest.mark.parametrize("cache", ["fresh", "rotation"])
+def test_fresh_rotation_feeds_each_operator_its_producers_output(cache):
+    """cache fresh: in each round a call reads the tensor its producer returned in that round (as in the model);
+    cache rotation: its own synthesized inputs."""
+    import torch
+
+    from opcost.database import catalog
+    from opcost.extract import extract
+    from opcost.models import load_model
+    from opcost.profile import profile_configs
+    from opcost.timing import TimingSettings
+    from opcost.workload import make_workload
+
+    models = {"mlp": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 16}, "input_shapes": [[8]]}}
+    configs = catalog(extract(make_workload(load_model("mlp", models["mlp"]), 2, "inference")))
+    fast = TimingSettings(max_seconds=0.05, warmup_s=0.0, min_samples=20, max_samples=20, target_rel_ci=1e-9)
+    seen = []  # (in_features, out_features, input pointer, output pointer) per Linear call
+
+    def hook(m, args, out):
+        if isinstance(m, torch.nn.Linear):
+            seen.append((m.in_features, m.out_features, args[0].data_ptr(), out.data_ptr()))
+
+    handle = torch.nn.modules.module.register_module_forward_hook(hook)
+    try:
+        meas, _ = profile_configs(configs, models, "cpu", "float32", fast, cache=cache)
+    finally:
+        handle.remove()
+    assert (meas["status"] == "ok").all()
+    # fc1 (8 -> 16) writes h; `h += fc2(...)` returns h; out (16 -> 1) reads it: the same memory in a model
+    outs = [s for s in seen if s[:2] == (16, 1)][-10:]  # the last 10 rounds (each calls fc1, then out)
+    fc1 = [s for s in seen if s[:2] == (8, 16)][-10:]
+    assert len(fc1) == len(outs) == 10
+    same = [f[3] == o[2] for f, o in zip(fc1, outs)]
+    assert all(same) if cache == "fresh" else not any(same)

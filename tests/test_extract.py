@@ -105,6 +105,17 @@ def test_releases_say_when_the_model_drops_each_output():
                      (5, 5, "flatten")]
 
 
+def test_feeds_name_the_call_whose_output_each_input_is():
+    spec = {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 4}, "input_shapes": [[8]]}
+    df = extract(make_workload(load_model("mlp", spec), 3, "inference"))
+    calls = sorted((p, f, t) for ps, fs, t in zip(df["positions"], df["feeds"], df["op_type"])
+                   for p, f in zip(json.loads(ps), json.loads(fs)))
+    # fc1 reads the model input; relu fc1's output; fc2 relu's; `h +=` h (fc1's) and fc2's output and returns h,
+    # which `out` then reads as add_'s output (the latest call to return it); flatten reads out's
+    assert calls == [(0, [None], "Linear"), (1, [[0, 0]], "relu"), (2, [[1, 0]], "Linear"),
+                     (3, [[0, 0], [2, 0]], "add_"), (4, [[3, 0]], "Linear"), (5, [[4, 0]], "flatten")]
+
+
 def test_training_attributes_every_backward_node():
     wl = make_workload(load_model("resnet18", {}), 2, "training")
     assert record_calls(wl).unattributed == 0

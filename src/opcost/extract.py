@@ -50,6 +50,9 @@ class Call:
     replay: dict
     outputs: list = field(default_factory=list)
     seq_after: int = -1
+    # per tensor input (the order of opcost.replay.tensor_inputs): [position, output index] of the record whose
+    # output it is (the latest, for an output an in-place op returned again), or None (a model input, a parameter)
+    feeds: list = field(default_factory=list)
 
 
 def module_params(m: torch.nn.Module) -> dict:
@@ -89,6 +92,7 @@ class _Recorder:
         self.param_owner: dict[int, int] = {}  # id(param) -> index of the first record that used it
         self.released: dict[int, int] = {}  # record index -> index of the record during or after which its
         self.watchers: list = []            # outputs' last Python reference went away (see watch)
+        self.producer: dict[int, tuple[int, int]] = {}  # id(live output tensor) -> (record index, output index)
         self.handles = []
         for path, m in module.named_modules():
             leaf = next(m.children(), None) is None
@@ -112,15 +116,24 @@ class _Recorder:
         return self.recording and self.leaf_depth == 0 and self.suspended == 0
 
     def watch(self, out) -> None:
-        """Note when the model drops the outputs ``out`` of the latest record (see :attr:`Capture.released`)."""
+        """Note when the model drops the outputs ``out`` of the latest record (see :attr:`Capture.released`), and
+        that they are that record's outputs (see :meth:`feeds`)."""
         idx = len(self.calls) - 1
-        for t in tensors_of(out):
-            w = weakref.finalize(t, self._dropped, idx)
+        for k, t in enumerate(tensors_of(out)):
+            self.producer[id(t)] = (idx, k)
+            w = weakref.finalize(t, self._dropped, idx, id(t))
             w.atexit = False
             self.watchers.append(w)
 
-    def _dropped(self, idx: int) -> None:
+    def _dropped(self, idx: int, key: int) -> None:
         self.released[idx] = max(self.released.get(idx, idx), len(self.calls) - 1)
+        self.producer.pop(key, None)  # the id may be reused by a later tensor
+
+    def feeds(self, args, kwargs) -> list:
+        """Per tensor input of a call about to be recorded: [position, output index] of the record that produced
+        it, or None."""
+        src = [self.producer.get(id(t)) for t in tensors_of(list(args)) + tensors_of(list((kwargs or {}).values()))]
+        return [list(s) if s is not None else None for s in src]
 
     def enclosing(self) -> str:
         return self.stack[-1] if self.stack else ""
@@ -141,7 +154,8 @@ class _Recorder:
                     self.calls.append(Call(
                         op=op, op_type=type(m).__name__, scope="module", api=None,
                         params={**module_params(m), **({"kwargs": kw} if kw else {})}, inputs=inputs, path=path,
-                        replay={"model": self.model_name, "path": path, "args": inputs, "kwargs": kw}))
+                        replay={"model": self.model_name, "path": path, "args": inputs, "kwargs": kw},
+                        feeds=self.feeds(args, kwargs)))
                     self._own(m.parameters(recurse=False))
                 self.leaf_depth += 1
         return hook
@@ -188,7 +202,7 @@ class _AtenOutsideLeaves(TorchDispatchMode):
         params = {"args": rec.describe(list(args)), "kwargs": rec.describe(kwargs) if kwargs else None}
         call = Call(op=op, op_type=op.split(".")[1], scope="functional", api=rec.api,
                     params=params, inputs=list(tensors_in([params["args"], params["kwargs"]])), path=rec.enclosing(),
-                    replay=params)
+                    replay=params, feeds=rec.feeds(args, kwargs))
         rec.calls.append(call)
         rec._own(list(args) + list(kwargs.values()))
         out = func(*args, **kwargs)
@@ -301,10 +315,11 @@ def extract(workload: Workload, capture: Capture | None = None) -> pd.DataFrame:
     for pos, (call, bwd, cid) in enumerate(zip(cap.calls, cap.backward, cap.config_ids(workload.mode))):
         g = groups.get(cid)
         if g is None:
-            g = groups[cid] = {"call": call, "positions": [], "releases": [], "paths": [], "apis": Counter(),
-                               "backward": Counter()}
+            g = groups[cid] = {"call": call, "positions": [], "releases": [], "feeds": [], "paths": [],
+                               "apis": Counter(), "backward": Counter()}
         g["positions"].append(pos)
         g["releases"].append(cap.released[pos])
+        g["feeds"].append(call.feeds)
         if call.path not in g["paths"]:
             g["paths"].append(call.path)
         if call.api:
@@ -318,7 +333,7 @@ def extract(workload: Workload, capture: Capture | None = None) -> pd.DataFrame:
             "config_id": cid, "op": c.op, "op_type": c.op_type, "scope": c.scope,
             "api": g["apis"].most_common(1)[0][0] if g["apis"] else None,
             "count": len(g["positions"]), "order": order, "positions": json.dumps(g["positions"]),
-            "releases": json.dumps(g["releases"]),
+            "releases": json.dumps(g["releases"]), "feeds": json.dumps(g["feeds"]),
             "params": canonical_json(c.params), "inputs": canonical_json(strip_replay(c.inputs)),
             "outputs": canonical_json(strip_replay(c.outputs)),
             "module_paths": json.dumps(g["paths"]),

@@ -16,7 +16,7 @@ from .energy import NoMeter, missing
 from .hostinfo import host_facts, llc_bytes, now
 from .placement import DEFAULT, Placement, Placer, aliased_input, matches, plan, storages, usable_tiers
 from .placement import Settings as PlacementSettings
-from .replay import ModelCache, build, input_bytes, mode_context, refresher
+from .replay import ModelCache, build, input_bytes, mode_context, refresher, tensors_of
 from .tables import MEASUREMENTS, SAMPLES, frame
 from .timing import ROTATION_STATES, Measurement, RotationError, TimingSettings, measure, measure_rotation
 from .workload import make_workload, parse_workload_key
@@ -145,8 +145,10 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
 
     ``cache`` is the state a call finds the machine in. ``fresh`` (default) and ``rotation``: configurations are
     timed in rotation, one call at a time (:func:`opcost.timing.measure_rotation`), so weights, code and the
-    thread pool are as other operators left them, as in a model; with ``fresh`` each call's inputs are rewritten
-    just before it (untimed, :func:`opcost.replay.refresher`), as its producer would have written them. ``warm``
+    thread pool are as other operators left them, as in a model; with ``fresh`` each call reads what its producer
+    just wrote: in model order and inference, an input that is a recorded call's output in the model (column
+    `feeds`) is that call's output of the same round (:func:`_feed`), and the other inputs are rewritten just
+    before the call (untimed, :func:`opcost.replay.refresher`), as their producer would have written them. ``warm``
     (inputs reused) and ``cold`` (inputs rotate over a pool larger than the last-level cache): each configuration
     alone, back-to-back calls.
     Placements other than the default (two or more usable tiers) are always measured back-to-back, each against
@@ -293,6 +295,32 @@ def _releases(row: dict) -> list[int]:
     return [int(x) for x in json.loads(r)] if isinstance(r, str) else _positions(row)
 
 
+def _feeds(row: dict) -> list | None:
+    """Per entry of :func:`_positions`: per tensor input, the [position, output index] that produced it, or None
+    (column `feeds`; None for older catalogues)."""
+    f = row.get("feeds")
+    return json.loads(f) if isinstance(f, str) else None
+
+
+def _calls(members: list[tuple], positions: dict[str, list[int]],
+           releases: dict[str, list[int]] | None = None) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(sequence, at, until, rank): per entry of one model iteration (see :func:`_sequence`), the member it calls,
+    the call's position, the position where the model drops its outputs, and the call's rank among its
+    configuration's `positions`."""
+    by_config: dict[str, list[int]] = {}
+    for i, m in enumerate(members):
+        by_config.setdefault(m[0], []).append(i)
+    calls = sorted((p, r, cid, k) for cid in by_config
+                   for k, (p, r) in enumerate(zip(positions[cid], (releases or {}).get(cid, positions[cid]))))
+    sequence, at, until, rank = [], [], [], []
+    for p, r, cid, k in calls:
+        sequence += by_config[cid]
+        at += [p] * len(by_config[cid])
+        until += [r] * len(by_config[cid])
+        rank += [k] * len(by_config[cid])
+    return sequence, at, until, rank
+
+
 def _sequence(members: list[tuple], positions: dict[str, list[int]],
               releases: dict[str, list[int]] | None = None) -> tuple[list[int], list[int]]:
     """One model iteration as indices into ``members`` ((config_id, phase, ...) tuples): every call position of
@@ -300,18 +328,80 @@ def _sequence(members: list[tuple], positions: dict[str, list[int]],
     whose call drops its outputs (:func:`opcost.timing.measure_rotation`'s ``release``): the last entry at or
     before the position where the model drops them (``releases``, per configuration parallel to ``positions``;
     default: at once), never before the entry itself."""
-    by_config: dict[str, list[int]] = {}
-    for i, m in enumerate(members):
-        by_config.setdefault(m[0], []).append(i)
-    calls = sorted((p, r, cid) for cid in by_config
-                   for p, r in zip(positions[cid], (releases or {}).get(cid, positions[cid])))
-    sequence, at, until = [], [], []
-    for p, r, cid in calls:
-        sequence += by_config[cid]
-        at += [p] * len(by_config[cid])
-        until += [r] * len(by_config[cid])
+    sequence, at, until, _ = _calls(members, positions, releases)
     release = [max(j, bisect.bisect_right(at, r) - 1) for j, r in enumerate(until)]
     return sequence, release
+
+
+def _feed(members: list[tuple], reps: dict[str, object], positions: dict[str, list[int]],
+          feeds: dict[str, list | None]) -> list:
+    """:func:`opcost.timing.measure_rotation`'s ``feed`` for the iteration :func:`_sequence` builds from the same
+    arguments: each forward call reads the outputs of the calls that produced its inputs in the model (column
+    `feeds`), where the producer is in the rotation and the replay can take them (``reps``: config_id ->
+    :class:`opcost.replay.Replay`); its other inputs are rewritten as ``cache: fresh`` rewrites them. None for an
+    entry that reads no producer."""
+    sequence, at, _, rank = _calls(members, positions)
+    entry_at = {}  # position -> the entry of its forward call
+    for j, (i, p) in enumerate(zip(sequence, at)):
+        if members[i][1] == "forward":
+            entry_at.setdefault(p, j)
+    plan = []
+    for j, (i, p, k) in enumerate(zip(sequence, at, rank)):
+        cid, phase = members[i][0], members[i][1]
+        rep, per_call = reps.get(cid), feeds.get(cid)
+        srcs = per_call[k] if per_call is not None and k < len(per_call) else []
+        if phase != "forward" or rep is None or not rep.slots or not srcs:
+            plan.append(None)
+            continue
+        producers, wiring = [], []  # entries read; per input: (index into producers, output index) or None
+        for inp, src in zip(range(len(rep.slots)), list(srcs) + [None] * len(rep.slots)):
+            e = entry_at.get(src[0]) if src is not None and rep.slots[inp] is not None else None
+            if e is None or e >= j:
+                wiring.append(None)
+                continue
+            if e not in producers:
+                producers.append(e)
+            wiring.append((producers.index(e), int(src[1])))
+        plan.append((_binder(rep, wiring), producers) if producers else None)
+    return plan
+
+
+def _binder(rep, wiring: list) -> Callable[[list], Callable[[], None]]:
+    """``bind(outputs)`` for :func:`_feed`: puts each wired producer output in its input's place (once checked to
+    have the recorded shape, dtype, strides and device; else the input keeps its own tensor), rewrites the other
+    inputs as :func:`opcost.replay.refresher` does, and returns the function that puts the inputs back."""
+    originals = list(rep.inputs)
+    fits: dict[int, bool] = {}  # input -> the producer output has the input's layout (checked on first bind)
+    rewrite = refresher([t for t, w in zip(originals, wiring) if w is None])
+
+    def bind(outputs: list) -> Callable[[], None]:
+        bound, own = [], []
+        for k, w in enumerate(wiring):
+            if w is None:
+                continue
+            ts = tensors_of(outputs[w[0]]) if outputs[w[0]] is not None else []
+            t = ts[w[1]] if w[1] < len(ts) else None
+            if t is not None and k not in fits:
+                o = originals[k]
+                fits[k] = (t.shape == o.shape and t.dtype == o.dtype and t.stride() == o.stride()
+                           and t.device == o.device)
+            if t is not None and fits[k]:
+                rep.slots[k](t)
+                bound.append(k)
+            else:
+                own.append(originals[k])
+        if rewrite is not None:
+            rewrite()
+        if own:  # a producer output that did not fit: the input is rewritten instead
+            again = refresher(own)
+            if again is not None:
+                again()
+
+        def undo() -> None:
+            for k in bound:
+                rep.slots[k](originals[k])
+        return undo
+    return bind
 
 
 def _with_iterations(fns: list, prep: list, sequence: list[int] | None, release: list[int] | None,
@@ -386,6 +476,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
     timed = {r["config_id"] for r in rows}
     positions = {r["config_id"]: _positions(r) for r in list(rows) + list(context)}
     releases = {r["config_id"]: _releases(r) for r in list(rows) + list(context)}
+    feeds = {r["config_id"]: _feeds(r) for r in list(rows) + list(context)}
     reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
     whole = None  # the iteration's Measurement
     try:
@@ -396,6 +487,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
             except Exception as e:
                 failed[row["config_id"]] = _failure(e)
                 log.warning("%s %s %s", row["config_id"], row["op_type"], failed[row["config_id"]])
+        by_id = {row["config_id"]: rep for row, rep in reps}
         with mode_context(rows[0]["mode"]):
             members = _members(reps, fresh, failed)
             results: dict[str, dict] = {}
@@ -408,15 +500,19 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                     targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy or (
                         not attempt and m[0] in timed)]
                     sequence, release = (None, None) if shuffle else _sequence(members, positions, releases)
+                    feed = _feed(members, by_id, positions, feeds) if fresh and sequence is not None and \
+                        rows[0]["mode"] == "inference" else None
                     fns, prep = [m[2] for m in members], [m[3] for m in members]
                     paired = iteration is not None and every > 0 and not attempt
                     spread = None
                     if paired:
                         fns, prep, sequence, release, spread = _with_iterations(fns, prep, sequence, release,
                                                                                 iteration, every)
+                        feed = feed + [None, None] if feed is not None else None
                     try:
                         ms = measure_rotation(fns, settings, device, prep, seed=seed + attempt, targets=targets,
-                                              shuffle=shuffle, sequence=sequence, release=release, every=spread)
+                                              shuffle=shuffle, sequence=sequence, release=release, every=spread,
+                                              feed=feed)
                         if paired:
                             if len(fns) == len(members) + 2:
                                 log.info("model iteration after a round: trimmed mean %.3g ms; after an iteration "

@@ -37,6 +37,9 @@ class Replay:
     inputs: list = field(default_factory=list)
     params: list = field(default_factory=list)
     close: Callable[[], None] = lambda: None
+    # per entry of ``inputs``: a function that makes the call read another tensor in its place (None: that input
+    # cannot be replaced, e.g. inputs rotating over a pool); see :func:`slots`
+    slots: list = field(default_factory=list)
 
     def outputs(self) -> list[torch.Tensor]:
         """The tensors one forward call returns (call inside ``context()``)."""
@@ -150,6 +153,32 @@ class ModelCache:
 def tensor_inputs(args, kwargs) -> list[torch.Tensor]:
     """A call's tensor inputs in order: positional arguments, then keyword values (containers walked)."""
     return tensors_of(list(args)) + tensors_of(list(kwargs.values()))
+
+
+def slots(args, kwargs) -> list[Callable[[torch.Tensor], None]]:
+    """Per tensor input of a call (the order of :func:`tensor_inputs`): a setter that puts another tensor in its
+    place in the (mutable, list or dict) argument structure the call reads; None where it sits in a tuple."""
+    out: list = []
+
+    def walk(container, keys):
+        for k in keys:
+            x = container[k]
+            if isinstance(x, torch.Tensor):
+                out.append(_setter(container, k) if isinstance(container, (list, dict)) else None)
+            elif isinstance(x, (list, tuple)):
+                walk(x, range(len(x)))
+            elif isinstance(x, dict):
+                walk(x, list(x))
+
+    walk(args, range(len(args)))
+    walk(kwargs, list(kwargs))
+    return out
+
+
+def _setter(container, key) -> Callable[[torch.Tensor], None]:
+    def put(t: torch.Tensor) -> None:
+        container[key] = t
+    return put
 
 
 def _map_tensors(obj, fn):
@@ -301,4 +330,5 @@ def build(row: dict, models: ModelCache, device: str, placement=None, placer=Non
         def zero():
             for t in leaves:
                 t.grad = None
-    return Replay(_phases(forward, zero, training), ctx, tensor_inputs(args, kwargs), params, close)
+    return Replay(_phases(forward, zero, training), ctx, tensor_inputs(args, kwargs), params, close,
+                  slots(args, kwargs) if len(sets) == 1 else [])

@@ -101,6 +101,11 @@ LAYERS = Table(
                                  "or after which the model dropped its last reference to that call's outputs (the "
                                  "call's own position when dropped at once, the last position when still alive at "
                                  "the iteration's end); profiling keeps each replayed output alive as long"),
+        _c("feeds", "string", "JSON list, one entry per `positions` entry: per tensor input of that call (positional "
+                              "arguments, then keyword values), `[position, output index]` of the recorded call "
+                              "whose output it is (the latest, when an in-place op returned it again), or null (a "
+                              "model input, a parameter, a tensor made outside the records); profiling feeds each "
+                              "replayed call its producer's output of the same round (`cache: fresh`)"),
         _c("params", "string", "JSON: module constructor parameters read from the module, or the aten op's "
                                "arguments with tensors as specs"),
         _c("inputs", "string", "JSON list of input tensor specs `{T: shape, dtype, stride, grad}`"),
@@ -132,6 +137,7 @@ CONFIGS = Table(
         _c("order", "Int64", "as in `layers`, in `workload`"),
         _c("positions", "string", "as in `layers`, in `workload`"),
         _c("releases", "string", "as in `layers`, in `workload`"),
+        _c("feeds", "string", "as in `layers`, in `workload`"),
     ),
 )
 

@@ -158,12 +158,16 @@ class _CpuClock:
             fn()
         return time.perf_counter() - t0
 
-    def time_call(self, fn: Callable[[], object], drop: list, keep: bool) -> tuple[float, object]:
+    def time_call(self, fn: Callable[[], object], drop: list, keep: bool,
+                  after: Callable[[], object] | None = None) -> tuple[float, object]:
         """(seconds, output) of one call of ``fn`` that also drops ``drop`` (outputs of earlier calls the model
-        frees here); the output is returned when ``keep``, else dropped inside the timed region too."""
+        frees here) and runs ``after`` (e.g. drops the call's references to its inputs, as the model's frame
+        does); the output is returned when ``keep``, else dropped inside the timed region too."""
         t0 = time.perf_counter()
         out = fn()
         drop.clear()
+        if after is not None:
+            after()
         if not keep:
             out = None
         return time.perf_counter() - t0, out
@@ -185,10 +189,13 @@ class _CudaClock:
         self.end.synchronize()
         return self.start.elapsed_time(self.end) / 1e3
 
-    def time_call(self, fn: Callable[[], object], drop: list, keep: bool) -> tuple[float, object]:
+    def time_call(self, fn: Callable[[], object], drop: list, keep: bool,
+                  after: Callable[[], object] | None = None) -> tuple[float, object]:
         self.start.record()
         out = fn()
         drop.clear()
+        if after is not None:
+            after()
         if not keep:
             out = None
         self.end.record()
@@ -236,7 +243,8 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
                      device: str = "cpu", prepare: Sequence[Callable[[], object] | None] | None = None, clock=None,
                      seed: int = 0, targets: Sequence[int] | None = None, shuffle: bool = True,
                      sequence: Sequence[int] | None = None, every: Sequence[int] | None = None,
-                     release: Sequence[int] | None = None) -> list[Measurement]:
+                     release: Sequence[int] | None = None,
+                     feed: Sequence[tuple[Callable, list[int]] | None] | None = None) -> list[Measurement]:
     """Time ``fns`` in rotation (see module docstring): a round calls each once, in an order shuffled per round
     (seeded: reproducible), timing each call alone; ``prepare[i]``, if given, runs untimed just before call i (e.g.
     rewrite its inputs, as their producer would have just before it in a model). Warm-up: at least
@@ -259,7 +267,13 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     output, as the model frees an operator's output during or after its last consumer (its own index: dropped at
     once, inside its own timed call; an entry that does not run in a round drops its due outputs at the next one
     that does). The allocator then hands each call memory as the model's live outputs leave it, instead of the
-    buffer the previous call just freed, and every free is timed where the model frees it."""
+    buffer the previous call just freed, and every free is timed where the model frees it. ``feed`` (with
+    ``release``, one entry per entry of it): None, or ``(bind, producers)``: the call reads outputs of earlier
+    entries of the same round (``producers``: their entry indices; each kept until its last reader has run); in
+    place of ``prepare``, ``bind(outputs)`` runs untimed just before the call with those entries' outputs (None for
+    one that did not run) and returns the function that undoes it, run inside the timed call right after ``fn``
+    (where the model's frame drops its arguments), so that an operator reads the memory its producer just wrote,
+    as in the model."""
     if clock is None:
         clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
     n = len(fns)
@@ -275,6 +289,18 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
         release = [max(j, int(r)) for j, r in enumerate(release)]
         if sequence is None or shuffle or len(release) != len(order):
             raise ValueError("release needs an unshuffled sequence and one entry per sequence entry")
+    last_read: dict[int, int] = {}  # producer entry -> the last entry that reads its outputs
+    if feed is not None:
+        if release is None or len(feed) != len(order):
+            raise ValueError("feed needs a release and one entry per sequence entry")
+        for j, f in enumerate(feed):
+            for p in (f[1] if f is not None else ()):
+                if not 0 <= p < j:
+                    raise ValueError(f"sequence entry {j} reads entry {p}, which does not run before it")
+                last_read[p] = j
+    reads_at: dict[int, list[int]] = {}  # entry -> producers whose outputs are no longer needed after it
+    for p, j in last_read.items():
+        reads_at.setdefault(j, []).append(p)
     rng = random.Random(seed)
     samples: list[list[float]] = [[] for _ in range(n)]
     counter = [0]  # rounds run so far, warm-up included
@@ -287,11 +313,17 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
         k = counter[0]
         counter[0] += 1
         held: dict[int, list] = {}  # round entry -> outputs its call drops
+        outs: dict[int, object] = {}  # round entry -> its output, while a later entry still reads it (feed)
         due = 0  # the next round entry whose outputs have not been handed to a call to drop
         for j, i in enumerate(order):
             if k % every[i]:
                 continue
-            if prepare[i] is not None:
+            undo = None
+            if feed is not None and feed[j] is not None:
+                undo = feed[j][0]([outs.get(p) for p in feed[j][1]])
+                for p in reads_at.get(j, ()):
+                    outs.pop(p, None)  # the call's arguments hold it now: freed where the model frees it
+            elif prepare[i] is not None:
                 prepare[i]()
             try:
                 if release is None:
@@ -299,15 +331,19 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
                 else:
                     drop = [o for r in range(due, j + 1) for o in held.pop(r, ())]
                     due = j + 1
-                    t, out = clock.time_call(fns[i], drop, release[j] > j)
+                    t, out = clock.time_call(fns[i], drop, release[j] > j or j in last_read, undo)
                     if out is not None:
-                        held.setdefault(release[j], []).append(out)
+                        if j in last_read:
+                            outs[j] = out
+                        if release[j] > j:
+                            held.setdefault(release[j], []).append(out)
                         del out
             except Exception as e:
                 raise RotationError(i, e) from e
             if record:
                 samples[i].append(t)
         held.clear()  # outputs alive at the iteration's end
+        outs.clear()
 
     rounds = 0
     while rounds < max(1, settings.warmup_calls) or time.perf_counter() - t_start < settings.warmup_s:
