@@ -5,8 +5,8 @@ by each tool, same threads, same callables (opcost's replay of the configuration
 
 * opcost: the default isolated method (`profile.cache: fresh`, `profile.order: model`): all configurations of the
   model in one rotation, each round the model's call sequence with its repeats (`opcost.timing.measure_rotation`,
-  large inputs rewritten before each call), default profile settings (95% CI of each median within 2% or
-  0.2 us, cap 1 s per configuration, or stopped once the medians still short of it could not get there before
+  each call reading its producer's output of the same round, other large inputs rewritten before it), default
+  profile settings (95% CI of each median within 2% or 0.2 us, cap 1 s per configuration, or stopped once the medians still short of it could not get there before
   the cap); its wall time is divided among the configurations;
 * opcost blocked: `opcost.timing.measure`, back-to-back calls per configuration (`profile.cache: warm`);
 * torch adaptive: `Timer.adaptive_autorange(threshold=0.05, max_run_time=1)`;
@@ -51,7 +51,8 @@ def main() -> None:
 
     from opcost.config import validate
     from opcost.e2e import measure_e2e
-    from opcost.profile import _positions, _releases, _sequence, _with_iterations, measurement_order
+    from opcost.profile import (_feed, _feeds, _positions, _releases, _sequence, _with_iterations,
+                                measurement_order)
     from opcost.replay import ModelCache, build, refresher
     from opcost.timing import TimingSettings, measure, measure_rotation
 
@@ -84,23 +85,24 @@ def main() -> None:
         op_type_all.update({r["config_id"]: r["op_type"] for r in records})
         reps = [(row["config_id"], build(row, cache, "cpu")) for row in records]
         with torch.inference_mode():
-            calls = [(cid, fn, refresher(rep.inputs)) for cid, rep in reps for _, fn in rep.callables()]
-            sequence, release = _sequence(calls, {r["config_id"]: _positions(r) for r in records},
-                                          {r["config_id"]: _releases(r) for r in records})
+            calls = [(cid, phase, fn, refresher(rep.inputs)) for cid, rep in reps for phase, fn in rep.callables()]
+            positions = {r["config_id"]: _positions(r) for r in records}
+            sequence, release = _sequence(calls, positions, {r["config_id"]: _releases(r) for r in records})
+            feed = _feed(calls, dict(reps), positions, {r["config_id"]: _feeds(r) for r in records})
             for rnd in (1, 2):
                 e2e[(model, rnd)] = float(measure_e2e(wl, e2e_settings, "cpu")[0]["median_s"].iloc[0])
                 print(f"{model} run {rnd}: e2e {e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
                 t0 = time.perf_counter()
                 n = len(calls)  # two model iterations close every e2e_every-th round, as in the pipeline
-                fns, prep, seq, rel, spread = _with_iterations([c[1] for c in calls], [c[2] for c in calls],
+                fns, prep, seq, rel, spread = _with_iterations([c[2] for c in calls], [c[3] for c in calls],
                                                                sequence, release, wl.step, every)
                 ms = measure_rotation(fns, settings, prepare=prep, shuffle=False, sequence=seq, release=rel,
-                                      every=spread)
+                                      every=spread, feed=feed + [None, None])
                 wall = (time.perf_counter() - t0) / n
                 rotation_e2e[(model, rnd)] = ms[-1].median
                 rows += [{"model": model, "config_id": cid, "tool": "opcost", "round": rnd, "median_s": m.median,
-                          "wall_s": wall} for (cid, _, _), m in zip(calls, ms)]
-                for cid, fn, _ in calls:
+                          "wall_s": wall} for (cid, _, _, _), m in zip(calls, ms)]
+                for cid, _, fn, _ in calls:
                     for name, tool in tools.items():  # per-configuration tools interleaved: drift hits all alike
                         t0 = time.perf_counter()
                         med = tool(fn)
