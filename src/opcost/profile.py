@@ -354,8 +354,9 @@ def _feed(members: list[tuple], reps: dict[str, object], positions: dict[str, li
             plan.append(None)
             continue
         producers, wiring = [], []  # entries read; per input: (index into producers, output index) or None
-        for inp, src in zip(range(len(rep.slots)), list(srcs) + [None] * len(rep.slots)):
-            e = entry_at.get(src[0]) if src is not None and rep.slots[inp] is not None else None
+        for inp, slot in enumerate(rep.slots):
+            src = srcs[inp] if inp < len(srcs) else None
+            e = entry_at.get(src[0]) if src is not None and slot is not None else None
             if e is None or e >= j:
                 wiring.append(None)
                 continue
