@@ -111,44 +111,39 @@ class Output:
         self.freed.append(self.name)
 
 
+class FreeLog:
+    """A rotation clock that logs, per call, the call's output name and the Outputs freed inside its timed region
+    (its output when not kept, the drops, and what ``after`` releases)."""
+
+    def __init__(self, freed, log):
+        self.freed, self.log = freed, log
+
+    def time_call(self, fn, drop, keep, after=None):
+        before, out = len(self.freed), fn()
+        drop.clear()
+        if after is not None:
+            after()
+        name = out.name
+        if not keep:
+            out = None
+        self.log.append((name, self.freed[before:]))
+        return 1e-3, out
+
+
 def test_rotation_keeps_outputs_alive_until_their_release_call_drops_them():
     freed, log = [], []
 
-    class Clock:
-        def time_call(self, fn, drop, keep, after=None):
-            before, out = len(freed), fn()
-            drop.clear()
-            if after is not None:
-                after()
-            name = out.name
-            if not keep:
-                out = None
-            log.append((name, freed[before:]))  # what this call freed, inside its timed region
-            return 1e-3, out
-
     fns = [lambda k=k: Output(k, freed) for k in "abcd"]
     # a's output lives until d's call (as a residual), b's until c's, c's and d's die at once
-    measure_rotation(fns, ROT, clock=Clock(), sequence=[0, 1, 2, 3], shuffle=False, release=[3, 2, 2, 3])
+    measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2, 3], shuffle=False, release=[3, 2, 2, 3])
     assert log[:8] == [("a", []), ("b", []), ("c", ["b", "c"]), ("d", ["a", "d"])] * 2
     with pytest.raises(ValueError, match="release"):
-        measure_rotation(fns, ROT, clock=Clock(), release=[0, 1, 2, 3])
+        measure_rotation(fns, ROT, clock=FreeLog(freed, log), release=[0, 1, 2, 3])
 
 
 def test_rotation_feeds_each_call_the_outputs_its_producers_made_in_the_same_round():
     freed, log, slot = [], [], {}
     made = iter(range(10**6))
-
-    class Clock:
-        def time_call(self, fn, drop, keep, after=None):
-            before, out = len(freed), fn()
-            drop.clear()
-            if after is not None:
-                after()
-            name = out.name
-            if not keep:
-                out = None
-            log.append((name, freed[before:]))
-            return 1e-3, out
 
     def produce(k):
         return Output(f"{k}{next(made)}", freed)
@@ -163,7 +158,7 @@ def test_rotation_feeds_each_call_the_outputs_its_producers_made_in_the_same_rou
     fns = [lambda: produce("a"), lambda: produce("b"), consume]
     # c reads a's and b's outputs; the model drops a's right after b (release 1) and b's at c (release 2);
     # a feeder's output is kept for its reader even so, and freed inside the reader's call, with its arguments
-    ms = measure_rotation(fns, ROT, clock=Clock(), sequence=[0, 1, 2], shuffle=False, release=[1, 2, 2],
+    ms = measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2], shuffle=False, release=[1, 2, 2],
                           feed=[None, None, (bind, [0, 1])])
     assert all(m.n == 10 for m in ms)
     first = log[:3]
@@ -171,10 +166,11 @@ def test_rotation_feeds_each_call_the_outputs_its_producers_made_in_the_same_rou
     assert first[2] == ("c<a0,b1", ["b1", "a0", "c<a0,b1"])  # read this round's outputs; all freed in its call
     assert log[3:6] == [("a2", []), ("b3", []), ("c<a2,b3", ["b3", "a2", "c<a2,b3"])]
     with pytest.raises(ValueError, match="does not run before"):
-        measure_rotation(fns, ROT, clock=Clock(), sequence=[0, 1, 2], shuffle=False, release=[1, 2, 2],
+        measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2], shuffle=False, release=[1, 2, 2],
                          feed=[(bind, [2]), None, None])
     with pytest.raises(ValueError, match="feed needs a release"):
-        measure_rotation(fns, ROT, clock=Clock(), sequence=[0, 1, 2], shuffle=False, feed=[None, None, None])
+        measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2], shuffle=False,
+                         feed=[None, None, None])
 
 
 def test_rotation_calls_a_sparse_member_every_nth_round_only():
