@@ -94,10 +94,10 @@ def main() -> None:
                 print(f"{model} run {rnd}: e2e {e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
                 t0 = time.perf_counter()
                 n = len(calls)  # two model iterations close every e2e_every-th round, as in the pipeline
-                fns, prep, seq, rel, spread = _with_iterations([c[2] for c in calls], [c[3] for c in calls],
-                                                               sequence, release, wl.step, every)
+                fns, prep, seq, rel, spread, fed = _with_iterations([c[2] for c in calls], [c[3] for c in calls],
+                                                                    sequence, release, wl.step, every, feed)
                 ms = measure_rotation(fns, settings, prepare=prep, shuffle=False, sequence=seq, release=rel,
-                                      every=spread, feed=feed + [None, None])
+                                      every=spread, feed=fed)
                 wall = (time.perf_counter() - t0) / n
                 rotation_e2e[(model, rnd)] = ms[-1].median
                 rows += [{"model": model, "config_id": cid, "tool": "opcost", "round": rnd, "median_s": m.median,

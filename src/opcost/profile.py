@@ -406,17 +406,21 @@ def _binder(rep, wiring: list) -> Callable[[list], Callable[[], None]]:
 
 
 def _with_iterations(fns: list, prep: list, sequence: list[int] | None, release: list[int] | None,
-                     iteration: Callable[[], object], every: int) -> tuple[list, list, list | None, list | None, list]:
-    """A rotation's callables, prepare steps, sequence and release (see :func:`_sequence`) with the end-to-end
-    reference appended, and :func:`opcost.timing.measure_rotation`'s ``every``. Model order (a ``sequence``): two
-    model iterations close every ``every``-th round; the first finds the state the round left, the second the
-    model's own (a run's iterations follow each other): the reference, the last callable. Shuffled rounds (no
-    ``sequence``): one, anywhere in the round."""
+                     iteration: Callable[[], object], every: int, feed: list | None = None
+                     ) -> tuple[list, list, list | None, list | None, list, list | None]:
+    """A rotation's callables, prepare steps, sequence, release (see :func:`_sequence`) and feed (see
+    :func:`_feed`) with the end-to-end reference appended, and :func:`opcost.timing.measure_rotation`'s
+    ``every``. Model order (a ``sequence``): two model iterations close every ``every``-th round, reading no
+    operator's output; the first finds the state the round left, the second the model's own (a run's iterations
+    follow each other): the reference, the last callable. Shuffled rounds (no ``sequence``): one, anywhere in the
+    round."""
     n, iters = len(fns), 1 if sequence is None else 2
     fns, prep = fns + [iteration] * iters, prep + [None] * iters
     if sequence is not None:
         sequence, release = sequence + [n, n + 1], release + [len(sequence), len(sequence) + 1]
-    return fns, prep, sequence, release, [1] * n + [every] * iters
+    if feed is not None:
+        feed = feed + [None] * iters
+    return fns, prep, sequence, release, [1] * n + [every] * iters, feed
 
 
 def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
@@ -507,9 +511,8 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                     paired = iteration is not None and every > 0 and not attempt
                     spread = None
                     if paired:
-                        fns, prep, sequence, release, spread = _with_iterations(fns, prep, sequence, release,
-                                                                                iteration, every)
-                        feed = feed + [None, None] if feed is not None else None
+                        fns, prep, sequence, release, spread, feed = _with_iterations(fns, prep, sequence, release,
+                                                                                      iteration, every, feed)
                     try:
                         ms = measure_rotation(fns, settings, device, prep, seed=seed + attempt, targets=targets,
                                               shuffle=shuffle, sequence=sequence, release=release, every=spread,
