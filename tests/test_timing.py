@@ -282,3 +282,56 @@ def test_noisy_configurations_are_remeasured_and_the_least_noisy_attempt_kept(mo
     assert calls["n"] == 4  # 3 configurations + 1 re-measurement of the noisy one
     assert (~meas["noisy"]).all() and sorted(meas["attempts"]) == [1, 1, 2]
     assert sorted(r["config_id"] for r in journal) == ["c0", "c1", "c2"]  # each journaled once, when final
+
+
+def test_two_measurements_agree_within_twice_the_precision_target():
+    s = TimingSettings(target_rel_ci=0.02, abs_ci_s=2e-7)
+
+    def at(ms: float) -> Measurement:
+        return Measurement(np.full(20, ms * 1e-3), 1, 0.0, s)
+
+    assert at(2.0).agrees(at(2.07)) and at(2.07).agrees(at(2.0))  # 3.4% apart: each within 2% of 2.035
+    assert not at(2.0).agrees(at(2.1))  # 4.9% apart
+    assert not at(21e-3).agrees(at(30e-3))  # a slow visit: 21 vs 30 us
+    assert at(1e-3).agrees(at(1.3e-3))  # 1.0 vs 1.3 us: 30% apart, but within twice the 0.2 us floor
+
+
+def _scripted_visits(monkeypatch, script: dict):
+    """profile_configs' back-to-back passes over configurations whose visits return the scripted medians (ms,
+    tight samples): returns (measurements, visits made per configuration)."""
+    import pandas as pd
+
+    from opcost import profile as prof
+    from opcost.energy import NoMeter, missing
+
+    made = {cid: 0 for cid in script}
+
+    def fake_measure(row, models, device, settings, energy, *placement_and_pool):
+        cid = row["config_id"]
+        ms = script[cid][made[cid]]
+        made[cid] += 1
+        samples = ms * 1e-3 * (1 + 0.001 * np.sin(np.arange(20)))
+        return [("default", None, "forward", Measurement(samples, 1, 0.0, settings), missing(NoMeter()))]
+
+    monkeypatch.setattr(prof, "_measure_config", fake_measure)
+    configs = pd.DataFrame([{"config_id": cid, "op_type": "x", "mode": "inference", "scope": "functional",
+                             "op": "aten.x.default", "params": "{}", "inputs": "[]", "replay": "{}", "models": "[]"}
+                            for cid in script])
+    meas, _ = prof.profile_configs(configs, {}, "cpu", "float32", TimingSettings(), remeasure=1, cache="warm",
+                                   visits=2)
+    return meas.set_index("config_id"), made
+
+
+def test_visits_go_on_until_two_agree_and_a_slow_visit_is_not_kept(monkeypatch):
+    meas, made = _scripted_visits(monkeypatch, {"steady": [2.0, 2.01], "slow_first": [3.0, 2.0, 2.02],
+                                                "slow_second": [2.0, 2.9, 2.01]})
+    assert made == {"steady": 2, "slow_first": 3, "slow_second": 3}  # a third pass for the two that disagreed
+    assert meas["attempts"].to_dict() == made
+    assert (meas["median_s"] < 2.05e-3).all() and (meas["median_s"] > 1.95e-3).all()
+    assert not meas["noisy"].any()
+
+
+def test_visits_that_never_agree_keep_the_lower_median(monkeypatch):
+    meas, made = _scripted_visits(monkeypatch, {"drifting": [3.0, 2.0, 2.5]})
+    assert made == {"drifting": 3}  # visits + remeasure passes at most
+    assert abs(meas.loc["drifting", "median_s"] - 2.0e-3) < 1e-5

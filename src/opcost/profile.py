@@ -139,7 +139,8 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                     settings: TimingSettings, remeasure: int = 1, on_result=None, energy=None,
                     placement: PlacementSettings | None = None, cache: str = "fresh",
                     context: pd.DataFrame | None = None, rotation_size: int = MAX_ROTATION,
-                    order: str = "model", e2e_every: int = 0, on_e2e=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    order: str = "model", e2e_every: int = 0, on_e2e=None,
+                    visits: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
     rows, `samples` rows).
 
@@ -156,7 +157,12 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
 
     Configurations flagged noisy are measured again, up to ``remeasure`` more times (blocked: after all the others,
     at another moment of the machine's life; rotation: in another rotation of the same group, timing only them);
-    per placement and phase the least noisy attempt is kept and ``attempts`` records how many were made. A
+    per placement and phase the least noisy attempt is kept and ``attempts`` records how many were made.
+    ``visits`` (back-to-back states): each configuration is measured in passes over all of them until, per placement
+    and phase, two of its measurements that are not noisy agree (:meth:`opcost.timing.Measurement.agrees`), at most
+    ``visits`` + ``remeasure`` times; of the closest agreeing pair the more precise is kept, else the lower median
+    of the measurements that are not noisy (a machine that was slow for a whole visit makes it slower, never
+    faster). A
     configuration that cannot be replayed gets a row with status ``failed: ...`` and the others go on.
     ``on_result(rows, samples)`` is called once per finished configuration (the journal hook). ``energy(fn)``
     returns the energy columns of a phase (default: missing, meter none). ``context``: configurations that rotate
@@ -181,14 +187,15 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     tiers, placer = _placement_tiers(placement, device, needed=1)
     models = ModelCache(models_cfg, device, dtype)
     facts = host_facts(device)
-    best: dict[str, dict] = {}  # config_id -> {(placement, phase): (verified, Measurement, energy, cache label)}
+    tries: dict[str, dict] = {}  # config_id -> {(placement, phase): [(verified, Measurement, energy, cache label)]}
     attempts: dict[str, int] = {}
     failed: dict[str, str] = {}
     ordered = measurement_order(configs).to_dict("records")
     by_id = {r["config_id"]: r for r in ordered}
     todo = [r["config_id"] for r in ordered]
     final: dict[str, tuple] = {}  # config_id -> (rows, samples), built once, when the configuration is settled
-    last_round = max(0, remeasure)
+    visits = max(1, int(visits))
+    last_round = max(0, remeasure) + visits - 1
     fast = tiers[0].name if tiers else None
     llc = llc_bytes()
     pools: dict[str, tuple[int, str]] = {}  # config_id -> (input copies, cache label), worked out once
@@ -208,11 +215,8 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                 result = None
             if result is not None:
                 failed.pop(cid, None)
-                old = best.setdefault(cid, {})
                 for plc, ver, ph, m, e in result:  # m is None: this placement failed (e: the reason)
-                    prev = old.get((plc, ph))
-                    if prev is None or prev[1] is None or (m is not None and _rel_iqr(m) < _rel_iqr(prev[1])):
-                        old[(plc, ph)] = (ver, m, e, pools[cid][1])
+                    tries.setdefault(cid, {}).setdefault((plc, ph), []).append((ver, m, e, pools[cid][1]))
                 eta = (time.perf_counter() - t_round) / k * (len(todo) - k)
                 for plc, ver, ph, m, _ in result:
                     if m is None:
@@ -222,18 +226,40 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
                              m.rel_ci, " NOISY" if m.noisy else "",
                              "" if ver is None or matches_all(plc, ver) else f" PLACEMENT MISMATCH ({ver})",
                              f" (attempt {attempts[cid]})" if attempts[cid] > 1 else "", eta)
-            still_noisy = cid in best and any(m is not None and m.noisy for _, m, _, _ in best[cid].values())
-            if not still_noisy or round_ == last_round:
-                final[cid] = _rows(row, best.get(cid), failed.get(cid), attempts[cid], facts, fast)
+            picks = {key: _pick(t, visits) for key, t in tries.get(cid, {}).items()}  # none: it never ran
+            if all(done for _, done in picks.values()) or round_ == last_round:
+                final[cid] = _rows(row, {key: kept for key, (kept, _) in picks.items()} or None, failed.get(cid),
+                                   attempts[cid], facts, fast)
                 if on_result is not None:
                     on_result(*final[cid])
         todo = [cid for cid in todo if cid not in final]
         if not todo:
             break
-        log.info("re-measuring %d noisy configurations (round %d of %d)", len(todo), round_ + 1, last_round)
+        log.info("measuring %d configurations again (noisy, or fewer than %d agreeing visits; pass %d of %d)",
+                 len(todo), visits, round_ + 2, last_round + 1)
     rows = [r for cid in by_id for r in final[cid][0]]
     samples = [x for cid in by_id for x in final[cid][1]]
     return frame(MEASUREMENTS, rows), frame(SAMPLES, samples)
+
+
+def _pick(tries: list[tuple], visits: int) -> tuple[tuple, bool]:
+    """(the attempt kept, settled) of one placement and phase of a configuration, from its attempts (verified,
+    Measurement or None when the placement failed, energy or failure, cache label), oldest first; see
+    :func:`profile_configs`."""
+    ok = [t for t in tries if t[1] is not None]
+    if not ok:  # the placement failed (its reason in the energy slot): not measured again
+        return tries[-1], True
+    if visits <= 1:
+        best = min(ok, key=lambda t: _rel_iqr(t[1]))
+        return best, not best[1].noisy
+    usable = [t for t in ok if not t[1].noisy]
+    pairs = [(a, b) for i, a in enumerate(usable) for b in usable[i + 1:] if a[1].agrees(b[1])]
+    if pairs:
+        a, b = min(pairs, key=lambda p: abs(p[0][1].median - p[1][1].median))
+        return min((a, b), key=lambda t: t[1].rel_ci), True
+    if usable:
+        return min(usable, key=lambda t: t[1].median), False
+    return min(ok, key=lambda t: _rel_iqr(t[1])), False
 
 
 def matches_all(requested: str, verified: str) -> bool:

@@ -152,7 +152,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     placement = PlacementSettings.from_config(config["placement"])
     key = settings_key(settings, config["device"], config["dtype"], config["threads"], config["profile"]["remeasure"],
                        placement, cache_state(config["profile"]["cache"], config["device"]), config["affinity"],
-                       config["profile"]["rotation_size"], config["profile"]["order"])
+                       config["profile"]["rotation_size"], config["profile"]["order"], config["profile"]["visits"])
     journal = Journal(Path(journal_dir) / f"profile_iter{iteration}_chunk{chunk}_{key}.jsonl")
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
     done = {r["config_id"] for r in done_rows}
@@ -166,6 +166,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
                                     cache=cache_state(config["profile"]["cache"], config["device"]),
                                     context=context, rotation_size=int(config["profile"]["rotation_size"]),
                                     order=config["profile"]["order"], e2e_every=int(config["profile"]["e2e_every"]),
+                                    visits=int(config["profile"]["visits"]),
                                     on_e2e=lambda row, smp: (e2e_rows.append(row), e2e_samples.append(smp)))
     energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)

@@ -133,6 +133,15 @@ class Measurement:
         return (self.rel_ci / shrink <= self.settings.target_rel_ci
                 or (hi - lo) / 2 / shrink <= self.settings.abs_ci_s)
 
+    def agrees(self, other: "Measurement") -> bool:
+        """Two measurements of one thing (e.g. visits minutes apart) agree: their medians differ by at most twice
+        the precision target (each within its target of the truth), relative to their mean, or twice the absolute
+        floor ``abs_ci_s``. A machine that ran slow for the whole of one visit (on this project's VM: episodes of
+        0.1-0.3 s at 1.3-1.8x) gives a tight but wrong median that only a second visit shows."""
+        d = abs(self.median - other.median)
+        s = self.settings
+        return bool(d <= s.target_rel_ci * (self.median + other.median) or d <= 2 * s.abs_ci_s)
+
     @property
     def noisy(self) -> bool:
         """Blocked samples (averages of many calls): IQR/median above ``noisy_iqr`` (the machine disturbed the
