@@ -57,6 +57,26 @@ def test_adaptive_stop_hits_cap_on_noisy_operator():
     assert m.rel_ci > 0.01 and m.noisy
 
 
+def test_a_second_visit_completes_the_first():
+    s = TimingSettings(target_rel_ci=0.01, min_samples=10, max_samples=1000, warmup_s=0, warmup_calls=2,
+                       max_seconds=60, min_sample_s=0)
+    spread = list(np.random.default_rng(0).permutation(np.linspace(0.9e-3, 1.1e-3, 101)))  # +-10%, uniform
+    alone = measure(lambda: None, s, clock=ScriptedClock(itertools.cycle(spread)))
+    assert alone.n > 10 and alone.precise
+    prior = Measurement(np.tile(spread, 8), 1, 1.0, s)  # 808 earlier samples: precise
+    second = measure(lambda: None, s, clock=ScriptedClock(itertools.cycle(spread)), prior=prior)
+    assert second.n == 10 and not second.precise and prior.pooled(second).precise
+    assert prior.pooled(second).n == 818
+    longer = replace(s, min_sample_s=5e-3)  # alone: samples of 5 calls; completing a visit: of as many as it took
+    assert measure(lambda: None, longer, clock=ScriptedClock(itertools.cycle(spread))).calls_per_sample == 5
+    assert measure(lambda: None, longer, clock=ScriptedClock(itertools.cycle(spread)),
+                   prior=prior).calls_per_sample == 1
+    third = measure(lambda: None, longer, clock=ScriptedClock(itertools.cycle(spread)), calls=3)
+    assert third.calls_per_sample == 3
+    with pytest.raises(ValueError, match="do not pool"):
+        prior.pooled(third)
+
+
 class PerCallableClock:
     """Scripted per-call durations for each callable of a rotation (the callable returns its name); records the
     order of the calls."""

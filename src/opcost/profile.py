@@ -70,13 +70,16 @@ def _cache_label(row: dict, cache: str, llc: int | None) -> str:
 
 
 def _measure_config(row: dict, models: ModelCache, device: str, settings: TimingSettings, energy, placer=None,
-                    tiers=(), place_cfg=None, pool: int = 1) -> list[tuple]:
+                    tiers=(), place_cfg=None, pool: int = 1, earlier: dict | None = None) -> list[tuple]:
     """[(placement text, verified text, phase, Measurement, energy columns)] for one configuration, one entry per
-    placement and phase; raises when it cannot be replayed."""
+    placement and phase; raises when it cannot be replayed. ``earlier``: {(placement text, phase): the Measurements
+    of earlier visits} (:func:`_visit`)."""
+    earlier = earlier or {}
     if placer is None:
         rep = build(row, models, device, pool=pool)
         with rep.context():
-            return [(DEFAULT, None, phase, measure(fn, settings, device), energy(fn)) for phase, fn in rep.callables()]
+            return [(DEFAULT, None, phase, measure(fn, settings, device, **_visit(earlier.get((DEFAULT, phase)))),
+                     energy(fn)) for phase, fn in rep.callables()]
     probe = build(row, models, device)
     with probe.context():
         alias = aliased_input(probe.inputs, probe.outputs())
@@ -93,7 +96,8 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
                 for t in rep.outputs():  # outputs land on their tier: the allocator reuses the bound memory
                     if t.untyped_storage().data_ptr() not in inputs:  # not a view of an input (already placed)
                         placer.bind_output(t, plc.out)
-                results = [(phase, measure(fn, settings, device), energy(fn)) for phase, fn in rep.callables()]
+                results = [(phase, measure(fn, settings, device, **_visit(earlier.get((str(plc), phase)))),
+                            energy(fn)) for phase, fn in rep.callables()]
                 verified = _verify(rep, placer)
         except Exception as e:
             if k == 0:  # the all-fast placement: the configuration itself fails
@@ -107,6 +111,17 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
             placer.unbind_outputs()
         out += [(str(plc), verified, phase, m, e) for phase, m, e in results]
     return out
+
+
+def _visit(earlier: list | None) -> dict:
+    """:func:`opcost.timing.measure`'s arguments for another visit, after ``earlier`` visits' Measurements: the
+    second completes the first where that one is not noisy; any later one stands alone; all take samples of as many
+    calls as the first, so that any two can be pooled."""
+    if not earlier:
+        return {}
+    if len(earlier) == 1 and not earlier[0].noisy:
+        return {"prior": earlier[0]}
+    return {"calls": earlier[0].calls_per_sample}
 
 
 def _verify(rep, placer) -> str:
@@ -160,9 +175,10 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     per placement and phase the least noisy attempt is kept and ``attempts`` records how many were made.
     ``visits`` (back-to-back states): each configuration is measured in passes over all of them until, per placement
     and phase, two of its measurements that are not noisy agree (:meth:`opcost.timing.Measurement.agrees`), at most
-    ``visits`` + ``remeasure`` times; of the closest agreeing pair the more precise is kept, else the lower median
-    of the measurements that are not noisy (a machine that was slow for a whole visit makes it slower, never
-    faster). A
+    ``visits`` + ``remeasure`` times; the second visit samples until both visits' samples together meet the
+    precision target (:func:`opcost.timing.measure`'s ``prior``); the closest agreeing pair's samples are kept
+    together, else the lower median of the measurements that are not noisy (a machine that was slow for a whole
+    visit makes it slower, never faster). A
     configuration that cannot be replayed gets a row with status ``failed: ...`` and the others go on.
     ``on_result(rows, samples)`` is called once per finished configuration (the journal hook). ``energy(fn)``
     returns the energy columns of a phase (default: missing, meter none). ``context``: configurations that rotate
@@ -207,8 +223,10 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
             if cid not in pools:
                 pools[cid] = _cold_pool(row, cache, llc)
             pool = pools[cid][0]
+            earlier = {key: [x[1] for x in t if x[1] is not None] for key, t in tries.get(cid, {}).items()}
             try:
-                result = _measure_config(row, models, device, settings, energy, placer, tiers, placement, pool)
+                result = _measure_config(row, models, device, settings, energy, placer, tiers, placement, pool,
+                                         earlier if visits > 1 else None)
             except Exception as e:  # one bad configuration must not lose the others
                 log.warning("[%d/%d] %s %s failed: %s", k, len(todo), cid, row["op_type"], e)
                 failed[cid] = _failure(e)
@@ -256,7 +274,7 @@ def _pick(tries: list[tuple], visits: int) -> tuple[tuple, bool]:
     pairs = [(a, b) for i, a in enumerate(usable) for b in usable[i + 1:] if a[1].agrees(b[1])]
     if pairs:
         a, b = min(pairs, key=lambda p: abs(p[0][1].median - p[1][1].median))
-        return min((a, b), key=lambda t: t[1].rel_ci), True
+        return (a[0], a[1].pooled(b[1]), a[2], a[3]), True
     if usable:
         return min(usable, key=lambda t: t[1].median), False
     return min(ok, key=lambda t: _rel_iqr(t[1])), False

@@ -68,8 +68,9 @@ _STATS = (
                      "in-situ samples are single calls)"),
     _c("calls_per_sample", "Int64", "back-to-back calls timed together in one sample"),
     _c("noisy", "boolean", "IQR/median above the configured noise threshold (after re-measuring)"),
-    _c("attempts", "Int64", "measurements made (noisy isolated configurations are re-measured later; the "
-                            "least noisy attempt is kept)"),
+    _c("attempts", "Int64", "measurements made: noisy isolated configurations are re-measured later (the least "
+                            "noisy attempt is kept); back-to-back ones are visited until two visits agree (config "
+                            "`profile.visits`: their samples are kept together)"),
 )
 
 _ENERGY = (

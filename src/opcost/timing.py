@@ -134,13 +134,21 @@ class Measurement:
                 or (hi - lo) / 2 / shrink <= self.settings.abs_ci_s)
 
     def agrees(self, other: "Measurement") -> bool:
-        """Two measurements of one thing (e.g. visits minutes apart) agree: their medians differ by at most twice
-        the precision target (each within its target of the truth), relative to their mean, or twice the absolute
-        floor ``abs_ci_s``. A machine that ran slow for the whole of one visit (on this project's VM: episodes of
-        0.1-0.3 s at 1.3-1.8x) gives a tight but wrong median that only a second visit shows."""
+        """Two measurements of one thing (e.g. visits seconds apart) agree: their medians differ by at most twice
+        the precision target relative to their mean (each within its target of the truth), the sum of their CI
+        half-widths (a short visit's median is less certain), or twice the absolute floor ``abs_ci_s``. A machine
+        that ran slow for the whole of one visit gives a tight but wrong median that only another visit shows."""
         d = abs(self.median - other.median)
         s = self.settings
-        return bool(d <= s.target_rel_ci * (self.median + other.median) or d <= 2 * s.abs_ci_s)
+        half = sum((hi - lo) / 2 for lo, hi in (self.ci, other.ci))
+        return bool(d <= max(s.target_rel_ci * (self.median + other.median), half) or d <= 2 * s.abs_ci_s)
+
+    def pooled(self, other: "Measurement") -> "Measurement":
+        """One measurement of both visits' samples (taken with the same ``calls_per_sample``)."""
+        if other.calls_per_sample != self.calls_per_sample:
+            raise ValueError(f"samples of {self.calls_per_sample} and {other.calls_per_sample} calls do not pool")
+        return Measurement(np.concatenate([self.samples, other.samples]), self.calls_per_sample,
+                           self.wall_s + other.wall_s, self.settings, self.rotation)
 
     @property
     def noisy(self) -> bool:
@@ -213,26 +221,31 @@ class _CudaClock:
 
 
 def measure(fn: Callable[[], object], settings: TimingSettings = TimingSettings(), device: str = "cpu",
-            clock=None) -> Measurement:
-    """Time ``fn`` adaptively (see module docstring). ``clock`` overrides the device clock (tests)."""
+            clock=None, prior: Measurement | None = None, calls: int | None = None) -> Measurement:
+    """Time ``fn`` adaptively (see module docstring). ``clock`` overrides the device clock (tests). ``prior``: an
+    earlier visit's measurement of the same thing; this visit takes samples of as many calls as it did and stops,
+    after ``min_samples``, once the samples of both are precise (:meth:`Measurement.pooled`): a second visit
+    completes the first instead of repeating it. Returns this visit's samples only. ``calls``: samples of this many
+    calls (default: the prior's, else enough calls to last ``min_sample_s``, from the warm-up)."""
     if clock is None:
         clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
     t_start = time.perf_counter()
     # warm-up: at least warmup_calls calls and warmup_s seconds; also estimates the cost of one call
-    calls, spent = 0, 0.0
-    while calls < settings.warmup_calls or spent < settings.warmup_s:
+    warm, spent = 0, 0.0
+    while warm < settings.warmup_calls or spent < settings.warmup_s:
         spent += clock.time_block(fn, 1)
-        calls += 1
+        warm += 1
         if time.perf_counter() - t_start > settings.max_seconds / 2:
             break
-    per_call = max(spent / max(calls, 1), 1e-9)
-    cps = max(1, math.ceil(settings.min_sample_s / per_call))
+    per_call = max(spent / max(warm, 1), 1e-9)
+    cps = calls or (prior.calls_per_sample if prior is not None else
+                    max(1, math.ceil(settings.min_sample_s / per_call)))
     samples: list[float] = []
     while True:
         for _ in range(settings.block):
             samples.append(clock.time_block(fn, cps) / cps)
         m = Measurement(np.asarray(samples), cps, time.perf_counter() - t_start, settings)
-        if m.n >= settings.min_samples and m.precise:
+        if m.n >= settings.min_samples and (m if prior is None else prior.pooled(m)).precise:
             break
         if m.n >= settings.max_samples or time.perf_counter() - t_start >= settings.max_seconds:
             break
