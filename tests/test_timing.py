@@ -132,21 +132,18 @@ class Output:
 
 
 class FreeLog:
-    """A rotation clock that logs, per call, the call's output name and the Outputs freed inside its timed region
-    (its output when not kept, the drops, and what ``after`` releases)."""
+    """A rotation clock that logs, per call, the call's output name and the Outputs freed after it and before the
+    next call (its output when not kept, the drops, and what the feed's undo releases)."""
 
     def __init__(self, freed, log):
-        self.freed, self.log = freed, log
+        self.freed, self.log, self.mark = freed, log, 0
 
-    def time_call(self, fn, drop, keep, after=None):
-        before, out = len(self.freed), fn()
-        drop.clear()
-        if after is not None:
-            after()
-        name = out.name
-        if not keep:
-            out = None
-        self.log.append((name, self.freed[before:]))
+    def time_call(self, fn):
+        if self.log:
+            self.log[-1][1].extend(self.freed[self.mark:])
+        out = fn()
+        self.mark = len(self.freed)
+        self.log.append((out.name, []))
         return 1e-3, out
 
 
@@ -173,17 +170,17 @@ def test_rotation_feeds_each_call_the_outputs_its_producers_made_in_the_same_rou
 
     def bind(outputs):
         slot["in"] = [o for o in outputs if o is not None]
-        return slot.clear  # the call's argument references go away inside its timed region
+        return slot.clear  # the call's argument references go away right after it
 
     fns = [lambda: produce("a"), lambda: produce("b"), consume]
     # c reads a's and b's outputs; the model drops a's right after b (release 1) and b's at c (release 2);
-    # a feeder's output is kept for its reader even so, and freed inside the reader's call, with its arguments
+    # a feeder's output is kept for its reader even so, and freed right after the reader's call, with its arguments
     ms = measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2], shuffle=False, release=[1, 2, 2],
                           feed=[None, None, (bind, [0, 1])])
     assert all(m.n == 10 for m in ms)
     first = log[:3]
     assert first[0] == ("a0", []) and first[1] == ("b1", [])
-    assert first[2] == ("c<a0,b1", ["b1", "a0", "c<a0,b1"])  # read this round's outputs; all freed in its call
+    assert first[2] == ("c<a0,b1", ["b1", "a0", "c<a0,b1"])  # read this round's outputs; all freed after it
     assert log[3:6] == [("a2", []), ("b3", []), ("c<a2,b3", ["b3", "a2", "c<a2,b3"])]
     with pytest.raises(ValueError, match="does not run before"):
         measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2], shuffle=False, release=[1, 2, 2],

@@ -175,18 +175,10 @@ class _CpuClock:
             fn()
         return time.perf_counter() - t0
 
-    def time_call(self, fn: Callable[[], object], drop: list, keep: bool,
-                  after: Callable[[], object] | None = None) -> tuple[float, object]:
-        """(seconds, output) of one call of ``fn`` that also drops ``drop`` (outputs of earlier calls the model
-        frees here) and runs ``after`` (e.g. drops the call's references to its inputs, as the model's frame
-        does); the output is returned when ``keep``, else dropped inside the timed region too."""
+    def time_call(self, fn: Callable[[], object]) -> tuple[float, object]:
+        """(seconds, output) of one call of ``fn``."""
         t0 = time.perf_counter()
         out = fn()
-        drop.clear()
-        if after is not None:
-            after()
-        if not keep:
-            out = None
         return time.perf_counter() - t0, out
 
 
@@ -206,15 +198,9 @@ class _CudaClock:
         self.end.synchronize()
         return self.start.elapsed_time(self.end) / 1e3
 
-    def time_call(self, fn: Callable[[], object], drop: list, keep: bool,
-                  after: Callable[[], object] | None = None) -> tuple[float, object]:
+    def time_call(self, fn: Callable[[], object]) -> tuple[float, object]:
         self.start.record()
         out = fn()
-        drop.clear()
-        if after is not None:
-            after()
-        if not keep:
-            out = None
         self.end.record()
         self.end.synchronize()
         return self.start.elapsed_time(self.end) / 1e3, out
@@ -287,15 +273,17 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     timed in the same minutes as its operators at a fraction of a round's cost). ``release`` (with ``sequence`` and
     ``shuffle=False``, one entry per entry of it): the index of the round entry whose call drops this entry's
     output, as the model frees an operator's output during or after its last consumer (its own index: dropped at
-    once, inside its own timed call; an entry that does not run in a round drops its due outputs at the next one
-    that does). The allocator then hands each call memory as the model's live outputs leave it, instead of the
-    buffer the previous call just freed, and every free is timed where the model frees it. ``feed`` (with
+    once; an entry that does not run in a round drops its due outputs at the next one that does), right after that
+    call, untimed: the allocator then hands each call memory as the model's live outputs leave it, instead of the
+    buffer the previous call just freed, and the frees happen where the model's Python glue between operators does
+    them, which the trace-modelled overhead accounts for (timed inside the call they added the harness's own Python,
+    0.2-1.5 us per call here). ``feed`` (with
     ``release``, one entry per entry of it): None, or ``(bind, producers)``: the call reads outputs of earlier
     entries of the same round (``producers``: their entry indices; each kept until its last reader has run); in
     place of ``prepare``, ``bind(outputs)`` runs untimed just before the call with those entries' outputs (None for
-    one that did not run) and returns the function that undoes it, run inside the timed call right after ``fn``
-    (where the model's frame drops its arguments), so that an operator reads the memory its producer just wrote,
-    as in the model."""
+    one that did not run) and returns the function that undoes it, run untimed right after the call (where the
+    model's frame drops its arguments), so that an operator reads the memory its producer just wrote, as in the
+    model."""
     if clock is None:
         clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
     n = len(fns)
@@ -351,15 +339,18 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
                 if release is None:
                     t = clock.time_block(fns[i], 1)
                 else:
-                    drop = [o for r in range(due, j + 1) for o in held.pop(r, ())]
+                    t, out = clock.time_call(fns[i])
+                    # untimed, before the next call: the frees and reference drops of the model's glue after it
+                    for r in range(due, j + 1):
+                        held.pop(r, None)
                     due = j + 1
-                    t, out = clock.time_call(fns[i], drop, release[j] > j or j in last_read, undo)
-                    if out is not None:
-                        if j in last_read:
-                            outs[j] = out
-                        if release[j] > j:
-                            held.setdefault(release[j], []).append(out)
-                        del out
+                    if undo is not None:
+                        undo()
+                    if j in last_read:
+                        outs[j] = out
+                    if release[j] > j:
+                        held.setdefault(release[j], []).append(out)
+                    del out
             except Exception as e:
                 raise RotationError(i, e) from e
             if record:
