@@ -132,19 +132,25 @@ class Output:
 
 
 class FreeLog:
-    """A rotation clock that logs, per call, the call's output name and the Outputs freed after it and before the
-    next call (its output when not kept, the drops, and what the feed's undo releases)."""
+    """A rotation clock that logs, per call, the call's output name and the Outputs freed in the call's timed
+    free (its output when not kept, the drops, and fed outputs no later call reads); raises if anything is freed
+    outside a timed region."""
 
     def __init__(self, freed, log):
-        self.freed, self.log, self.mark = freed, log, 0
+        self.freed, self.log = freed, log
 
     def time_call(self, fn):
-        if self.log:
-            self.log[-1][1].extend(self.freed[self.mark:])
+        assert not self.log or len(self.freed) == self.mark, "freed outside the timed regions"
         out = fn()
-        self.mark = len(self.freed)
         self.log.append((out.name, []))
         return 1e-3, out
+
+    def time_free(self, dead):
+        before = len(self.freed)
+        dead.clear()
+        self.log[-1][1].extend(sorted(self.freed[before:]))
+        self.mark = len(self.freed)
+        return 1e-4
 
 
 def test_rotation_keeps_outputs_alive_until_their_release_call_drops_them():
@@ -153,7 +159,7 @@ def test_rotation_keeps_outputs_alive_until_their_release_call_drops_them():
     fns = [lambda k=k: Output(k, freed) for k in "abcd"]
     # a's output lives until d's call (as a residual), b's until c's, c's and d's die at once
     measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2, 3], shuffle=False, release=[3, 2, 2, 3])
-    assert log[:8] == [("a", []), ("b", []), ("c", ["b", "c"]), ("d", ["a", "d"])] * 2
+    assert log[:8] == [("a", []), ("b", []), ("c", ["b", "c"]), ("d", ["a", "d"])] * 2  # frees sorted by name
     with pytest.raises(ValueError, match="release"):
         measure_rotation(fns, ROT, clock=FreeLog(freed, log), release=[0, 1, 2, 3])
 
@@ -180,8 +186,8 @@ def test_rotation_feeds_each_call_the_outputs_its_producers_made_in_the_same_rou
     assert all(m.n == 10 for m in ms)
     first = log[:3]
     assert first[0] == ("a0", []) and first[1] == ("b1", [])
-    assert first[2] == ("c<a0,b1", ["b1", "a0", "c<a0,b1"])  # read this round's outputs; all freed after it
-    assert log[3:6] == [("a2", []), ("b3", []), ("c<a2,b3", ["b3", "a2", "c<a2,b3"])]
+    assert first[2] == ("c<a0,b1", ["a0", "b1", "c<a0,b1"])  # read this round's outputs; all freed after it
+    assert log[3:6] == [("a2", []), ("b3", []), ("c<a2,b3", ["a2", "b3", "c<a2,b3"])]
     with pytest.raises(ValueError, match="does not run before"):
         measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2], shuffle=False, release=[1, 2, 2],
                          feed=[(bind, [2]), None, None])

@@ -181,6 +181,12 @@ class _CpuClock:
         out = fn()
         return time.perf_counter() - t0, out
 
+    def time_free(self, dead: list) -> float:
+        """Seconds to drop the references in ``dead`` (the last ones: the frees)."""
+        t0 = time.perf_counter()
+        dead.clear()
+        return time.perf_counter() - t0
+
 
 class _CudaClock:
     def __init__(self):
@@ -204,6 +210,13 @@ class _CudaClock:
         self.end.record()
         self.end.synchronize()
         return self.start.elapsed_time(self.end) / 1e3, out
+
+    def time_free(self, dead: list) -> float:
+        self.start.record()
+        dead.clear()
+        self.end.record()
+        self.end.synchronize()
+        return self.start.elapsed_time(self.end) / 1e3
 
 
 def measure(fn: Callable[[], object], settings: TimingSettings = TimingSettings(), device: str = "cpu",
@@ -274,16 +287,16 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     ``shuffle=False``, one entry per entry of it): the index of the round entry whose call drops this entry's
     output, as the model frees an operator's output during or after its last consumer (its own index: dropped at
     once; an entry that does not run in a round drops its due outputs at the next one that does), right after that
-    call, untimed: the allocator then hands each call memory as the model's live outputs leave it, instead of the
-    buffer the previous call just freed, and the frees happen where the model's Python glue between operators does
-    them, which the trace-modelled overhead accounts for (timed inside the call they added the harness's own Python,
-    0.2-1.5 us per call here). ``feed`` (with
+    call: the allocator then hands each call memory as the model's live outputs leave it, instead of the buffer the
+    previous call just freed. The frees are timed, added to the call's sample: the model pays them between its
+    operators, and the trace-modelled overhead (T1 - T1r) cancels them out of its gaps. ``feed`` (with
     ``release``, one entry per entry of it): None, or ``(bind, producers)``: the call reads outputs of earlier
     entries of the same round (``producers``: their entry indices; each kept until its last reader has run); in
     place of ``prepare``, ``bind(outputs)`` runs untimed just before the call with those entries' outputs (None for
-    one that did not run) and returns the function that undoes it, run untimed right after the call (where the
-    model's frame drops its arguments), so that an operator reads the memory its producer just wrote, as in the
-    model."""
+    one that did not run) and returns the function that undoes it, run untimed right after the call (the
+    harness's own work, ~0.15 us a call here: timed, it added 6.5% to tiny_dlrm b1's operator sum), so that an
+    operator reads the memory its producer just wrote, as in the model; a fed output whose last reader this is
+    is freed, timed, with the call's other frees."""
     if clock is None:
         clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
     n = len(fns)
@@ -328,11 +341,10 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
         for j, i in enumerate(order):
             if k % every[i]:
                 continue
-            undo = None
+            undo, read = None, []
             if feed is not None and feed[j] is not None:
                 undo = feed[j][0]([outs.get(p) for p in feed[j][1]])
-                for p in reads_at.get(j, ()):
-                    outs.pop(p, None)  # the call's arguments hold it now: freed where the model frees it
+                read = [outs.pop(p, None) for p in reads_at.get(j, ())]  # no later call reads them
             elif prepare[i] is not None:
                 prepare[i]()
             try:
@@ -340,17 +352,19 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
                     t = clock.time_block(fns[i], 1)
                 else:
                     t, out = clock.time_call(fns[i])
-                    # untimed, before the next call: the frees and reference drops of the model's glue after it
-                    for r in range(due, j + 1):
-                        held.pop(r, None)
+                    dead = [o for r in range(due, j + 1) for o in held.pop(r, ())] + read  # what the model drops
                     due = j + 1
+                    del read
                     if undo is not None:
-                        undo()
+                        undo()  # untimed: the harness puts the call's own inputs back (~0.15 us per call)
                     if j in last_read:
                         outs[j] = out
                     if release[j] > j:
                         held.setdefault(release[j], []).append(out)
+                    else:
+                        dead.append(out)
                     del out
+                    t += clock.time_free(dead)  # timed: the frees, where the model frees
             except Exception as e:
                 raise RotationError(i, e) from e
             if record:
