@@ -294,7 +294,7 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     entries of the same round (``producers``: their entry indices; each kept until its last reader has run); in
     place of ``prepare``, ``bind(outputs)`` runs untimed just before the call with those entries' outputs (None for
     one that did not run) and returns the function that undoes it, run untimed right after the call (the
-    harness's own work, ~0.15 us a call here: timed, it added 6.5% to tiny_dlrm b1's operator sum), so that an
+    harness's own work: 0.15-0.17 us a call here, ~4% of tiny_dlrm b1's operator sum), so that an
     operator reads the memory its producer just wrote, as in the model; a fed output whose last reader this is
     is freed, timed, with the call's other frees."""
     if clock is None:
