@@ -137,7 +137,7 @@ class FreeLog:
     outside a timed region."""
 
     def __init__(self, freed, log):
-        self.freed, self.log = freed, log
+        self.freed, self.log, self.mark = freed, log, 0
 
     def time_call(self, fn):
         assert not self.log or len(self.freed) == self.mark, "freed outside the timed regions"
@@ -351,6 +351,7 @@ def test_visits_go_on_until_two_agree_and_a_slow_visit_is_not_kept(monkeypatch):
     assert made == {"steady": 2, "slow_first": 3, "slow_second": 3}  # a third pass for the two that disagreed
     assert meas["attempts"].to_dict() == made
     assert (meas["median_s"] < 2.05e-3).all() and (meas["median_s"] > 1.95e-3).all()
+    assert (meas["n"] == 40).all()  # the agreeing pair's samples, kept together
     assert not meas["noisy"].any()
 
 
