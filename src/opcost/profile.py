@@ -223,10 +223,11 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
             if cid not in pools:
                 pools[cid] = _cold_pool(row, cache, llc)
             pool = pools[cid][0]
-            earlier = {key: [x[1] for x in t if x[1] is not None] for key, t in tries.get(cid, {}).items()}
+            earlier = {key: [x[1] for x in t if x[1] is not None]
+                       for key, t in tries.get(cid, {}).items()} if visits > 1 else None
             try:
                 result = _measure_config(row, models, device, settings, energy, placer, tiers, placement, pool,
-                                         earlier if visits > 1 else None)
+                                         earlier)
             except Exception as e:  # one bad configuration must not lose the others
                 log.warning("[%d/%d] %s %s failed: %s", k, len(todo), cid, row["op_type"], e)
                 failed[cid] = _failure(e)
@@ -267,17 +268,16 @@ def _pick(tries: list[tuple], visits: int) -> tuple[tuple, bool]:
     ok = [t for t in tries if t[1] is not None]
     if not ok:  # the placement failed (its reason in the energy slot): not measured again
         return tries[-1], True
-    if visits <= 1:
-        best = min(ok, key=lambda t: _rel_iqr(t[1]))
-        return best, not best[1].noisy
-    usable = [t for t in ok if not t[1].noisy]
-    pairs = [(a, b) for i, a in enumerate(usable) for b in usable[i + 1:] if a[1].agrees(b[1])]
-    if pairs:
-        a, b = min(pairs, key=lambda p: abs(p[0][1].median - p[1][1].median))
-        return (a[0], a[1].pooled(b[1]), a[2], a[3]), True
-    if usable:
-        return min(usable, key=lambda t: t[1].median), False
-    return min(ok, key=lambda t: _rel_iqr(t[1])), False
+    if visits > 1:
+        usable = [t for t in ok if not t[1].noisy]
+        pairs = [(a, b) for i, a in enumerate(usable) for b in usable[i + 1:] if a[1].agrees(b[1])]
+        if pairs:
+            a, b = min(pairs, key=lambda p: abs(p[0][1].median - p[1][1].median))
+            return (a[0], a[1].pooled(b[1]), a[2], a[3]), True
+        if usable:
+            return min(usable, key=lambda t: t[1].median), False
+    best = min(ok, key=lambda t: _rel_iqr(t[1]))  # the least noisy: settled with one visit if not noisy
+    return best, visits <= 1 and not best[1].noisy
 
 
 def matches_all(requested: str, verified: str) -> bool:

@@ -168,7 +168,13 @@ class Measurement:
                 "noisy": self.noisy}
 
 
-class _CpuClock:
+class _Clock:
+    def time_free(self, dead: list) -> float:
+        """Seconds to drop the references in ``dead`` (the last ones: the frees)."""
+        return self.time_call(dead.clear)[0]
+
+
+class _CpuClock(_Clock):
     def time_block(self, fn: Callable[[], object], calls: int) -> float:
         t0 = time.perf_counter()
         for _ in range(calls):
@@ -181,14 +187,8 @@ class _CpuClock:
         out = fn()
         return time.perf_counter() - t0, out
 
-    def time_free(self, dead: list) -> float:
-        """Seconds to drop the references in ``dead`` (the last ones: the frees)."""
-        t0 = time.perf_counter()
-        dead.clear()
-        return time.perf_counter() - t0
 
-
-class _CudaClock:
+class _CudaClock(_Clock):
     def __init__(self):
         import torch
 
@@ -210,13 +210,6 @@ class _CudaClock:
         self.end.record()
         self.end.synchronize()
         return self.start.elapsed_time(self.end) / 1e3, out
-
-    def time_free(self, dead: list) -> float:
-        self.start.record()
-        dead.clear()
-        self.end.record()
-        self.end.synchronize()
-        return self.start.elapsed_time(self.end) / 1e3
 
 
 def measure(fn: Callable[[], object], settings: TimingSettings = TimingSettings(), device: str = "cpu",
