@@ -246,7 +246,7 @@ def record_calls(workload: Workload) -> Capture:
             out = workload.forward()
             if workload.mode == "training":
                 rec.stack.append(LOSS_PATH)
-                loss = loss_of(out)
+                loss = loss_of(out, workload.model.name)
                 rec.stack.pop()
             del out
         rec.recording = False

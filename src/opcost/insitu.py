@@ -90,7 +90,7 @@ def _clock(device: str):
 
 def _forward(wl: Workload):
     out = wl.forward()
-    return loss_of(out) if wl.mode == "training" else None
+    return loss_of(out, wl.model.name) if wl.mode == "training" else None
 
 
 def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock) -> dict[int, float]:

@@ -3,12 +3,13 @@
 An argument structure is described recursively:
 
 * a tensor becomes ``{"T": shape, "dtype": "float32", "stride": [...], "grad": bool}`` (plus ``"values"`` for small
-  integer/bool tensors, or ``"lo"/"hi"/"sorted"`` for large ones, so that indices and offsets replay validly);
+  integer/bool tensors, or ``"lo"/"hi"/"sorted"`` for large ones, so that indices and offsets replay validly, and
+  ``"offset"``, its storage offset, for a view that does not start its buffer);
 * lists/tuples become lists, dicts become ``{"D": {...}}``, dtypes/devices/layouts their string form;
 * other scalars (int, float, bool, str, None) stay as they are.
 
 The identity of an operator configuration is the hash of its canonical form *without* the replay-only fields
-(``values``/``lo``/``hi``/``sorted``), see :func:`config_id`.
+(``values``/``lo``/``hi``/``sorted``/``offset``), see :func:`config_id`.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-REPLAY_ONLY_KEYS = ("values", "lo", "hi", "sorted")
+REPLAY_ONLY_KEYS = ("values", "lo", "hi", "sorted", "offset")
 MAX_STORED_INT_VALUES = 4096
 
 
@@ -40,6 +41,8 @@ def tensor_spec(t: torch.Tensor) -> dict:
         "stride": list(t.stride()) if t.layout == torch.strided else None,
         "grad": bool(t.requires_grad),
     }
+    if t.layout == torch.strided and t.storage_offset():
+        spec["offset"] = int(t.storage_offset())  # a view into a larger buffer (replay-only: not in the id)
     if not (t.is_floating_point() or t.is_complex()) and t.numel() > 0:
         flat = t.detach().reshape(-1).cpu()
         if flat.numel() <= MAX_STORED_INT_VALUES:
@@ -104,9 +107,13 @@ def tensors_in(desc: Any):
 
 
 def _synth_tensor(spec: dict, device: torch.device, generator: torch.Generator) -> torch.Tensor:
+    """A tensor with the recorded shape, dtype, strides and storage offset (any layout: transposed, channels-last,
+    expanded with stride 0, overlapping, a view into a larger buffer) and real values: random floats, the stored
+    integers, or integers within the recorded bounds."""
     dtype = dtype_from_name(spec["dtype"])
     shape = spec["T"]
     stride = spec.get("stride")
+    offset = int(spec.get("offset") or 0)
     if "values" in spec:
         t = torch.tensor(spec["values"], dtype=dtype).reshape(shape)
     elif "lo" in spec:
@@ -120,17 +127,28 @@ def _synth_tensor(spec: dict, device: torch.device, generator: torch.Generator) 
         t = torch.zeros(shape, dtype=torch.bool)
     else:
         t = torch.zeros(shape, dtype=dtype)
-    if stride is not None and list(stride) != list(t.stride()) and t.numel() > 0:
-        # reproduce the memory layout (e.g. a transposed weight), not just the shape
-        size = 1 + sum((n - 1) * s for n, s in zip(shape, stride) if n > 0)
-        buf = torch.empty(size, dtype=dtype)
-        strided = buf.as_strided(shape, stride)
-        strided.copy_(t)
-        t = strided
+    if stride is not None and t.numel() > 0 and (list(stride) != list(t.stride()) or offset):
+        t = _with_layout(t, list(stride), offset, generator)
     t = t.to(device)
     if spec.get("grad") and (dtype.is_floating_point or dtype.is_complex):
         t.requires_grad_(True)
     return t
+
+
+def _with_layout(values: torch.Tensor, stride: list, offset: int, generator: torch.Generator) -> torch.Tensor:
+    """``values`` laid out with ``stride`` at ``offset`` in a buffer of its own: each view element is written to
+    the storage element it maps to (where several share one, as in an expanded tensor, it holds one of their
+    values: the recorded integers of such a layout agree there); the buffer's other elements hold random values
+    of the dtype, never uninitialised memory."""
+    shape = list(values.shape)
+    size = offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+    if values.is_floating_point() or values.is_complex():
+        buf = torch.randn(size, generator=generator).to(values.dtype)
+    else:
+        buf = torch.zeros(size, dtype=values.dtype)
+    where = torch.arange(size).as_strided(shape, stride, offset)
+    buf[where.reshape(-1)] = values.reshape(-1)
+    return buf.as_strided(shape, stride, offset)
 
 
 def _numel(shape) -> int:

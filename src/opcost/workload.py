@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -29,13 +30,30 @@ def parse_workload_key(key: str) -> tuple[str, str, int]:
     return model, mode, int(batch.removeprefix("b"))
 
 
-def loss_of(out) -> torch.Tensor:
-    """The scalar that training mode back-propagates: the mean of the (first) floating output."""
+def floating_outputs(out) -> list[torch.Tensor]:
+    """The floating-point tensors of a model's output, in order: tensors, tuples and lists, dicts (transformers'
+    ``ModelOutput`` included) and dataclasses, walked depth first."""
+    if isinstance(out, torch.Tensor):
+        return [out] if out.is_floating_point() or out.is_complex() else []
+    if isinstance(out, dict):
+        out = list(out.values())
+    elif dataclasses.is_dataclass(out) and not isinstance(out, type):
+        out = [getattr(out, f.name) for f in dataclasses.fields(out)]
     if isinstance(out, (tuple, list)):
-        out = next(o for o in out if isinstance(o, torch.Tensor) and o.is_floating_point())
-    elif isinstance(out, dict):
-        out = next(o for o in out.values() if isinstance(o, torch.Tensor) and o.is_floating_point())
-    return out.float().mean()
+        return [t for o in out for t in floating_outputs(o)]
+    return []
+
+
+def loss_of(out, model: str = "model") -> torch.Tensor:
+    """The scalar that training mode back-propagates: the mean of the first floating-point output that requires
+    grad (:func:`floating_outputs`; e.g. a transformers model's ``last_hidden_state`` or ``logits``)."""
+    floats = floating_outputs(out)
+    grads = [t for t in floats if t.requires_grad]
+    if not grads:
+        what = "no floating-point output" if not floats else "no output that requires grad"
+        raise OpcostError(f"model {model}", f"training needs a differentiable output, but the model returned {what} "
+                                            f"({type(out).__name__})")
+    return grads[0].float().mean()
 
 
 @dataclass
@@ -58,7 +76,7 @@ class Workload:
                 self.model.module(*self.inputs)
         else:
             self.model.module.zero_grad(set_to_none=True)
-            loss_of(self.model.module(*self.inputs)).backward()
+            loss_of(self.model.module(*self.inputs), self.model.name).backward()
 
     def sync(self) -> Callable[[], None]:
         dev = next(iter(self.inputs)).device if self.inputs else torch.device("cpu")
@@ -73,6 +91,8 @@ def make_workload(model: LoadedModel, batch: int, mode: str, seed: int = 0) -> W
     wl = Workload(model, batch, mode, inputs)
     try:
         wl.step()  # also a first warm-up; fails early and clearly when the input does not fit the model
+    except OpcostError:
+        raise
     except Exception as e:
         shapes = [tuple(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
         raise OpcostError(f"model {model.name}", f"{mode} at batch {batch} with inputs {shapes} failed: "

@@ -2,12 +2,17 @@
 
 A model entry's ``model`` field (default: the entry's name) is, in this order of lookup:
 
+* ``timm:<name>`` — a timm model (:mod:`opcost.models.timm_models`), ``kwargs`` passed to ``timm.create_model``;
+* ``hf:<architecture>`` — a Hugging Face transformers model from its config class
+  (:mod:`opcost.models.hf_models`), ``kwargs`` overriding the config;
 * ``package.module:callable`` — imported and called with ``kwargs``;
 * a built-in model name (:data:`opcost.models.builtin.BUILTIN`);
 * a torchvision model name (``torchvision.models.list_models()``), built with random weights (``weights=None``).
 
-Inputs come from the model's ``example_inputs(batch, generator)`` when it has one, else from ``input_shapes``
-(per-sample shapes; the batch dimension is prepended) and ``input_dtype`` (integer inputs draw from ``input_range``).
+Every model is built with random weights; nothing is downloaded. Inputs come from the entry's ``input_shapes`` when
+it sets them (per-sample shapes; the batch dimension is prepended; ``input_dtype``, integer inputs drawn from
+``input_range``), else from the source's own example inputs (timm's input size, token ids and attention mask or
+pixel values for transformers) or the module's ``example_inputs(batch, generator)``, else ``[[3, 224, 224]]``.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from torch import nn
 
 from ..errors import OpcostError
 from ..opspec import dtype_from_name
+from . import hf_models, timm_models
 from .builtin import BUILTIN
 
 
@@ -30,9 +36,19 @@ class LoadedModel:
     make_inputs: Callable[[int, int], tuple]  # (batch, seed) -> inputs on the model's device
 
 
-def _build(name: str, spec: dict) -> nn.Module:
+def _build(name: str, spec: dict) -> tuple[nn.Module, Callable | None]:
+    """The module and, where its source knows them, its example inputs ``(batch, generator) -> tuple``."""
     target = spec.get("model") or name
     kwargs = dict(spec.get("kwargs") or {})
+    for prefix, source in ((timm_models.PREFIX, timm_models), (hf_models.PREFIX, hf_models)):
+        if target.startswith(prefix):
+            try:
+                args = (target.removeprefix(prefix), kwargs) + ((spec.get("seq_len"),) if source is hf_models else ())
+                return source.build(*args)
+            except ImportError as e:
+                raise OpcostError(f"model {name}", f"{target}: {e.name or e} is not installed") from None
+            except Exception as e:  # a model constructor may raise anything
+                raise OpcostError(f"model {name}", f"{target}: {type(e).__name__}: {e}") from None
     if ":" in target:
         mod_name, _, attr = target.partition(":")
         try:
@@ -60,25 +76,28 @@ def _build(name: str, spec: dict) -> nn.Module:
         raise OpcostError(f"model {name}", f"{target} raised {type(e).__name__}: {e}") from None
     if not isinstance(module, nn.Module):
         raise OpcostError(f"model {name}", f"{target} returned {type(module).__name__}, not a torch.nn.Module")
-    return module
+    example = getattr(module, "example_inputs", None)
+    return module, example if callable(example) else None
 
 
 def load_model(name: str, spec: dict, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
     """Build model ``name`` from its config entry, with random weights, on ``device`` in ``dtype``."""
     torch.manual_seed(0)
-    module = _build(name, spec)
+    module, example = _build(name, spec)
     float_dtype = dtype_from_name(dtype)
     module = module.to(device=device, dtype=float_dtype)
     dev = torch.device(device)
 
-    example = getattr(module, "example_inputs", None)
-    shapes = spec.get("input_shapes") or [[3, 224, 224]]
+    shapes = spec.get("input_shapes")
+    if shapes:
+        example = None  # the entry's shapes win over the source's own inputs
+    shapes = shapes or [[3, 224, 224]]
     in_dtype = dtype_from_name(spec.get("input_dtype") or dtype)
     lo, hi = spec.get("input_range") or [0, 2]
 
     def make_inputs(batch: int, seed: int = 0) -> tuple:
         gen = torch.Generator().manual_seed(seed)
-        if callable(example):
+        if example is not None:
             raw = example(batch, gen)
         elif in_dtype.is_floating_point:
             raw = tuple(torch.randn([batch, *s], generator=gen) for s in shapes)

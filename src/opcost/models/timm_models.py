@@ -1,0 +1,28 @@
+"""``timm:<name>``: a timm model by name, random weights (``pretrained=False``), nothing downloaded.
+
+The entry's ``kwargs`` go to ``timm.create_model`` (``num_classes``, ``img_size``, ``drop_path_rate``...). Example
+inputs are pixel tensors of the model's own input size (its pretrained config's ``input_size``, which follows
+``img_size``), unless the entry sets ``input_shapes``.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+PREFIX = "timm:"
+
+
+def build(name: str, kwargs: dict) -> tuple[nn.Module, callable]:
+    """The model and its ``example_inputs(batch, generator)``."""
+    import timm
+
+    if name not in timm.list_models():
+        close = timm.list_models(f"*{name}*")[:5]
+        raise ValueError(f"timm has no model {name!r}" + (f" (similar: {', '.join(close)})" if close else ""))
+    module = timm.create_model(name, pretrained=False, **kwargs)
+    size = tuple(timm.data.resolve_model_data_config(module)["input_size"])
+
+    def example_inputs(batch: int, generator: torch.Generator) -> tuple:
+        return (torch.randn((batch, *size), generator=generator),)
+
+    return module, example_inputs
