@@ -66,7 +66,7 @@ def main() -> None:
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
             tt = tr.parse(tr.record(wl, f"/tmp/opcost_bench_{model}_b{batch}.json.gz", iterations=10, warmup=3,
-                                    paired=tr.replay_runner(wl, cfg["models"])))
+                                    paired=tr.replay_runner(wl, cfg["models"])[0]))
             parts = tr.summarize(tt, model, args.mode, batch, "cpu", replay=tt.with_marker(tr.REPLAY_MARKER))
             overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
             measurements = pd.concat([iso, ins], ignore_index=True)

@@ -1,4 +1,5 @@
 from opcost import stages
 
-w = snakemake.wildcards
-stages.run_rule(snakemake, stages.extract, snakemake.config, w.model, w.mode, int(w.batch), snakemake.output[0])
+w, o = snakemake.wildcards, snakemake.output
+stages.run_rule(snakemake, stages.extract, snakemake.config, w.model, w.mode, int(w.batch), o.layers,
+                out_failures=o.failures)

@@ -174,7 +174,8 @@ def test_figure_and_stage(tmp_path):
 
     cfg = validate({"models": CONVNET, "placement": TWO_NAMES_NODE0, "threads": 1,
                     "insitu": {"timing": {"max_seconds": 0.01, "min_samples": 3, "warmup_s": 0.0}}})
-    summary = stages.coplace(cfg, "convnet", "inference", 1, tmp_path / "m.parquet", tmp_path / "s.json")
+    stages.coplace(cfg, "convnet", "inference", 1, tmp_path / "m.parquet", tmp_path / "s.json")
+    summary = io.read_json(tmp_path / "s.json")
     meas = io.read_parquet(tmp_path / "m.parquet", tables.MEASUREMENTS)
     assert len(meas) == summary["placements"] and io.read_json(tmp_path / "s.json")["rounds"] == summary["rounds"]
     for mode, placement, why in (("training", TWO_NAMES_NODE0, "inference only"),

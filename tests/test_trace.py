@@ -382,7 +382,7 @@ def test_replay_trace_holds_the_model_ops_and_gives_the_gaps_isolated_costs_incl
     models = validate({"models": {"mlp": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}}})["models"]
     wl = make_workload(load_model("mlp", models["mlp"]), 4, "inference")
     path = trace.record(wl, tmp_path / "model.json.gz", iterations=4, warmup=1,
-                        paired=trace.replay_runner(wl, models))
+                        paired=trace.replay_runner(wl, models)[0])
     model_tt = trace.parse(path)
     replay_tt = model_tt.with_marker(trace.REPLAY_MARKER)
 

@@ -8,12 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import OpcostError
-
-
-def failure(e: BaseException) -> str:
-    """One line naming an error: its type and the first line of its message (at most 300 characters)."""
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+from .failures import failure
 
 
 @dataclass

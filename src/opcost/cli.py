@@ -59,10 +59,11 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         if args.cmd == "extract":
-            from . import stages
+            from . import io, stages, tables
 
             stages.setup_logging()
-            df = stages.extract(_config(args), args.model, args.mode, args.batch, args.out)
+            stages.extract(_config(args), args.model, args.mode, args.batch, args.out)
+            df = io.read_parquet(args.out, tables.LAYERS)
             summary = df.groupby(["scope", "op_type"])["count"].sum()
             print(summary.to_string())
         elif args.cmd == "db":

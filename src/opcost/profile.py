@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .e2e import e2e_frames
+from .failures import failure
 from .energy import NoMeter, missing
 from .hostinfo import host_facts, llc_bytes, now
 from .placement import DEFAULT, Placement, Placer, aliased_input, matches, plan, storages, usable_tiers
@@ -143,7 +144,7 @@ def _placement_tiers(placement: PlacementSettings, device: str, needed: int) -> 
 
 def _failure(e: BaseException) -> str:
     """The `status` of a failed measurement: one line naming the error."""
-    return f"failed: {type(e).__name__}: {e}".splitlines()[0][:300]
+    return f"failed: {failure(e)}"
 
 
 def _rel_iqr(m) -> float:

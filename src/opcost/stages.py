@@ -87,14 +87,50 @@ def _workload(config: dict, model: str, mode: str, batch: int):
     return make_workload(loaded, int(batch), mode)
 
 
-def extract(config: dict, model: str, mode: str, batch: int, out) -> pd.DataFrame:
+def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty: dict, body):
+    """Run one workload's stage, ``body()``, which returns the failure rows of configurations it went on without
+    (or nothing). Without ``out_failures`` (the CLI) an error propagates. With it, an error of the whole workload is
+    recorded as a failure row, every output in ``empty`` (path -> :class:`opcost.tables.Table`, or a function
+    writing the path) is written empty, and the stage succeeds: the run goes on with the other workloads. The
+    failure rows are written to ``out_failures`` (table :data:`opcost.tables.FAILURES`; empty when all went well).
+    Returns ``body()``'s failure rows, or None when the workload failed."""
+    from .failures import failure
+    from .workload import workload_key
+
+    key = workload_key(model, mode, batch)
+    try:
+        rows, result = list(body() or []), []
+    except Exception as e:
+        if out_failures is None:
+            raise
+        if isinstance(e, OpcostError):
+            reason = str(e)
+            log.error("%s failed: %s", stage, reason)
+        else:
+            reason = failure(e)
+            log.exception("%s failed (the run goes on without this workload)", stage)
+        rows, result = [{"stage": stage, "workload": key, "config_id": None, "op_type": None,
+                         "reason": reason}], None
+        for path, table in empty.items():
+            table(path) if callable(table) else io.write_parquet(tables.frame(table, []), path, table)
+    if out_failures is not None:
+        io.write_parquet(tables.frame(tables.FAILURES, [{"stage": stage, "workload": key, **r} for r in rows]),
+                         out_failures, tables.FAILURES)
+    return rows if result is not None else None
+
+
+def extract(config: dict, model: str, mode: str, batch: int, out, out_failures=None) -> None:
+    """Operator configurations of one workload (table `layers`); see :func:`_guarded` for ``out_failures``."""
     from .extract import extract as run
 
-    _prepare(config)
-    df = run(_workload(config, model, mode, batch))
-    io.write_parquet(df, out, tables.LAYERS)
-    log.info("%s %s b%s: %d configurations, %d calls per iteration", model, mode, batch, len(df), df["count"].sum())
-    return df
+    def body():
+        _prepare(config)
+        df = run(_workload(config, model, mode, batch))
+        io.write_parquet(df, out, tables.LAYERS)
+        log.info("%s %s b%s: %d configurations, %d calls per iteration", model, mode, batch, len(df),
+                 df["count"].sum())
+
+    _guarded("extract", model, mode, batch, out_failures, {out: tables.LAYERS}, body)
 
 
 def placement_tiers(config: dict, out) -> dict:
@@ -184,71 +220,84 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     return meas
 
 
-def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples) -> pd.DataFrame:
+def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples, out_failures=None) -> None:
     from .e2e import measure_e2e
     from .timing import TimingSettings
 
-    _prepare(config)
-    wl = _workload(config, model, mode, batch)
-    energy = _Energy(config)
-    row, samples = measure_e2e(wl, TimingSettings.from_config(config["e2e"]["timing"]), config["device"], energy)
-    energy.close()
-    io.write_parquet(samples, out_samples, tables.SAMPLES)
-    io.write_parquet(row, out, tables.E2E)
-    log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
-             row["n"].iloc[0])
-    return row
+    def body():
+        _prepare(config)
+        wl = _workload(config, model, mode, batch)
+        energy = _Energy(config)
+        row, samples = measure_e2e(wl, TimingSettings.from_config(config["e2e"]["timing"]), config["device"],
+                                   energy)
+        energy.close()
+        io.write_parquet(samples, out_samples, tables.SAMPLES)
+        io.write_parquet(row, out, tables.E2E)
+        log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
+                 row["n"].iloc[0])
+
+    _guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
 
 
-def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, out_e2e) -> pd.DataFrame:
+def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, out_e2e, out_failures=None) -> None:
     from .insitu import profile_insitu
     from .timing import TimingSettings
 
-    _prepare(config)
-    wl = _workload(config, model, mode, batch)
-    meas, samples, e2e_row = profile_insitu(wl, TimingSettings.from_config(config["insitu"]["timing"]),
-                                            config["device"])
-    io.write_parquet(e2e_row, out_e2e, tables.E2E)
-    io.write_parquet(samples, out_samples, tables.SAMPLES)
-    io.write_parquet(meas, out, tables.MEASUREMENTS)
-    log.info("%s %s b%s: %d in-situ rows, median samples %d", model, mode, batch, len(meas),
-             int(meas["n"].median()) if len(meas) else 0)
-    return meas
+    def body():
+        _prepare(config)
+        wl = _workload(config, model, mode, batch)
+        meas, samples, e2e_row = profile_insitu(wl, TimingSettings.from_config(config["insitu"]["timing"]),
+                                                config["device"])
+        io.write_parquet(e2e_row, out_e2e, tables.E2E)
+        io.write_parquet(samples, out_samples, tables.SAMPLES)
+        io.write_parquet(meas, out, tables.MEASUREMENTS)
+        log.info("%s %s b%s: %d in-situ rows, median samples %d", model, mode, batch, len(meas),
+                 int(meas["n"].median()) if len(meas) else 0)
+
+    _guarded("insitu", model, mode, batch, out_failures,
+             {out: tables.MEASUREMENTS, out_samples: tables.SAMPLES, out_e2e: tables.E2E}, body)
 
 
 TRACE_PARTS = ("op_types", "iterations", "op_kernels", "overheads", "overhead_samples")
 
 
-def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables: dict) -> dict:
+def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables: dict, out_failures=None) -> None:
     """Kineto trace of the workload's end-to-end iterations (Perfetto-readable JSON) and its analysis tables
-    (``out_tables``: part name in :data:`TRACE_PARTS` -> path)."""
+    (``out_tables``: part name in :data:`TRACE_PARTS` -> path). A configuration that cannot be replayed is left
+    out of the replayed iterations (a failure row); see :func:`_guarded` for ``out_failures``."""
     from . import trace as tr
 
-    _prepare(config)
-    wl = _workload(config, model, mode, batch)
-    settings = config["trace"]
-    # inference: the gaps isolated costs already include, from the replayed operators recorded alongside
-    paired = tr.replay_runner(wl, config["models"], config["device"], config["dtype"]) \
-        if mode == "inference" else None
-    tr.record(wl, out_trace, iterations=int(settings["iterations"]), warmup=int(settings["warmup"]),
-              device=config["device"], paired=paired)
-    tt = tr.parse(out_trace)
-    dilation = None
-    replay = tt.with_marker(tr.REPLAY_MARKER) if paired is not None else None
-    if paired is None and not config["device"].startswith("cuda"):  # CPU: the profiler's bookkeeping in the gaps
-        side = Path(out_trace).with_name(f".{Path(out_trace).name}")  # a side file, removed after parsing
-        calib = side.with_name(side.name + ".calibration.json.gz")
-        dilation = tr.profiler_dilation(calib)
-        calib.unlink(missing_ok=True)
-        log.info("profiler cost per top-level call (calibrated, subtracted from gaps): %.2f us", dilation * 1e6)
-    parts = tr.summarize(tt, model, mode, batch, config["device"], dilation, replay)
-    for part in TRACE_PARTS:
-        io.write_parquet(parts[f"trace_{part}"], out_tables[part], getattr(tables, f"TRACE_{part.upper()}"))
-    check = tr.trace_prediction(tt)
-    log.info("%s %s b%s: %d traced iterations, median %.3f ms; top-level ops %.3f ms (%+.1f%%); with modelled "
-             "gaps %.3f ms (%+.1f%%)", model, mode, batch, tt.n_iterations, check["measured_s"] * 1e3,
-             check["plain_s"] * 1e3, check["plain_error"] * 100, check["predicted_s"] * 1e3, check["error"] * 100)
-    return check
+    def body():
+        _prepare(config)
+        wl = _workload(config, model, mode, batch)
+        settings = config["trace"]
+        # inference: the gaps isolated costs already include, from the replayed operators recorded alongside
+        paired, left_out = tr.replay_runner(wl, config["models"], config["device"], config["dtype"]) \
+            if mode == "inference" else (None, {})
+        tr.record(wl, out_trace, iterations=int(settings["iterations"]), warmup=int(settings["warmup"]),
+                  device=config["device"], paired=paired)
+        tt = tr.parse(out_trace)
+        dilation = None
+        replay = tt.with_marker(tr.REPLAY_MARKER) if paired is not None else None
+        if paired is None and not config["device"].startswith("cuda"):  # CPU: the profiler's bookkeeping in gaps
+            side = Path(out_trace).with_name(f".{Path(out_trace).name}")  # a side file, removed after parsing
+            calib = side.with_name(side.name + ".calibration.json.gz")
+            dilation = tr.profiler_dilation(calib)
+            calib.unlink(missing_ok=True)
+            log.info("profiler cost per top-level call (calibrated, subtracted from gaps): %.2f us", dilation * 1e6)
+        parts = tr.summarize(tt, model, mode, batch, config["device"], dilation, replay)
+        for part in TRACE_PARTS:
+            io.write_parquet(parts[f"trace_{part}"], out_tables[part], getattr(tables, f"TRACE_{part.upper()}"))
+        check = tr.trace_prediction(tt)
+        log.info("%s %s b%s: %d traced iterations, median %.3f ms; top-level ops %.3f ms (%+.1f%%); with "
+                 "modelled gaps %.3f ms (%+.1f%%)", model, mode, batch, tt.n_iterations, check["measured_s"] * 1e3,
+                 check["plain_s"] * 1e3, check["plain_error"] * 100, check["predicted_s"] * 1e3,
+                 check["error"] * 100)
+        return [{"config_id": cid, "op_type": op, "reason": f"left out of the replayed iterations: {why}"}
+                for cid, (op, why) in left_out.items()]
+
+    empty = {out_tables[p]: getattr(tables, f"TRACE_{p.upper()}") for p in TRACE_PARTS}
+    _guarded("trace", model, mode, batch, out_failures, {out_trace: tr.write_empty, **empty}, body)
 
 
 def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2e, out_layers) -> None:
@@ -334,38 +383,57 @@ def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predict
         log.info("wrote %s", p)
 
 
-def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary) -> dict:
+def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary, out_failures=None) -> None:
     """Simultaneous placement profiling of one workload (:mod:`opcost.coplace`): measurements with ``source =
     coplace`` and a JSON summary (rounds, layers, placements covered, wall seconds, isolated-equivalent estimate).
-    Skipped, with an empty table and the reason in the summary, for training or fewer than two usable tiers."""
+    Skipped, with an empty table and the reason in the summary, for training or fewer than two usable tiers; see
+    :func:`_guarded` for ``out_failures``."""
     from .coplace import profile_coplace
     from .placement import Settings as PlacementSettings, usable_tiers
     from .timing import TimingSettings
     from .workload import workload_key
 
-    _prepare(config)
-    placement = PlacementSettings.from_config(config["placement"])
-    tiers, skipped = usable_tiers(placement, config["device"]) if placement.enabled else ([], {})
-    why = None
-    if mode != "inference":
-        why = f"simultaneous placement profiling runs inference only, not {mode}"
-    elif len(tiers) < 2:
-        why = (f"{len(tiers)} usable placement tier(s) ({', '.join(t.name for t in tiers) or 'none'}): a placement "
-               "comparison needs two" + (f"; {'; '.join(skipped.values())}" if skipped else ""))
-    if why is not None:
-        log.warning("coplace %s %s b%s skipped: %s", model, mode, batch, why)
+    def skip(why: str) -> None:
         io.write_parquet(tables.frame(tables.MEASUREMENTS, []), out, tables.MEASUREMENTS)
         io.write_json({"workload": workload_key(model, mode, int(batch)), "skipped": why, "rounds": 0}, out_summary)
-        return {"skipped": why}
-    wl = _workload(config, model, mode, batch)
-    meas, summary = profile_coplace(wl, TimingSettings.from_config(config["insitu"]["timing"]), config["device"],
-                                    placement)
-    io.write_parquet(meas, out, tables.MEASUREMENTS)
-    io.write_json({**summary, "skipped": None}, out_summary)
-    log.info("%s %s b%s: %d placements of %d leaf-module calls in %d rounds, %.1f s (isolated estimate %.1f s); "
-             "%d placement mismatches", model, mode, batch, summary["placements"], summary["layers"],
-             summary["rounds"], summary["wall_s"], summary["isolated_estimate_s"], summary["placement_mismatches"])
-    return summary
+
+    def body():
+        _prepare(config)
+        placement = PlacementSettings.from_config(config["placement"])
+        tiers, skipped = usable_tiers(placement, config["device"]) if placement.enabled else ([], {})
+        why = None
+        if mode != "inference":
+            why = f"simultaneous placement profiling runs inference only, not {mode}"
+        elif len(tiers) < 2:
+            why = (f"{len(tiers)} usable placement tier(s) ({', '.join(t.name for t in tiers) or 'none'}): a "
+                   "placement comparison needs two" + (f"; {'; '.join(skipped.values())}" if skipped else ""))
+        if why is not None:
+            log.warning("coplace %s %s b%s skipped: %s", model, mode, batch, why)
+            skip(why)
+            return
+        wl = _workload(config, model, mode, batch)
+        meas, summary = profile_coplace(wl, TimingSettings.from_config(config["insitu"]["timing"]),
+                                        config["device"], placement)
+        io.write_parquet(meas, out, tables.MEASUREMENTS)
+        io.write_json({**summary, "skipped": None}, out_summary)
+        log.info("%s %s b%s: %d placements of %d leaf-module calls in %d rounds, %.1f s (isolated estimate "
+                 "%.1f s); %d placement mismatches", model, mode, batch, summary["placements"], summary["layers"],
+                 summary["rounds"], summary["wall_s"], summary["isolated_estimate_s"],
+                 summary["placement_mismatches"])
+
+    _guarded("coplace", model, mode, batch, out_failures,
+             {out: tables.MEASUREMENTS, out_summary: lambda _: skip("failed: see results/failures.tsv")}, body)
+
+
+def failures(failure_paths, measurements_path, layers_path, out_tsv) -> pd.DataFrame:
+    """Every failure of the run (:func:`opcost.failures.collect`) to ``out_tsv``, and the short list in the log."""
+    from .failures import collect, text
+
+    df = collect(io.read_many(failure_paths, tables.FAILURES),
+                 io.read_parquet(measurements_path, tables.MEASUREMENTS), io.read_parquet(layers_path, tables.LAYERS))
+    io.write_text(df.to_csv(sep="\t", index=False), out_tsv)
+    (log.warning if len(df) else log.info)("%s", text(df))
+    return df
 
 
 def run_rule(smk, fn, *args, **kwargs):

@@ -260,7 +260,22 @@ PREDICTIONS = Table(
     ),
 )
 
-ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, CONSISTENCY, PREDICTIONS)
+FAILURES = Table(
+    "failures", "results/failures/{stage}/{model}/{mode}_b{batch}.parquet, results/failures.tsv",
+    "What could not be done, one row per failure: a workload that could not be built or run in a stage, or one "
+    "operator configuration that could not be replayed or timed. The rest of the run goes on without it; "
+    "`results/failures.tsv` lists every failure of the run (profiling failures come from `measurements` rows "
+    "whose status is `failed: ...`).",
+    (
+        _c("stage", "string", "the stage that failed: `extract`, `e2e`, `insitu`, `trace`, `coplace`, `profile`"),
+        _c("workload", "string", "`model/mode/b{batch}`"),
+        _c("config_id", "string", "the operator configuration that failed; missing when the whole workload failed"),
+        _c("op_type", "string", "its operator type; missing when the whole workload failed"),
+        _c("reason", "string", "one line: the error"),
+    ),
+)
+
+ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, CONSISTENCY, PREDICTIONS, FAILURES)
 
 
 def frame(table: Table, rows) -> pd.DataFrame:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -67,6 +68,8 @@ from .tables import (
     TRACE_OVERHEADS,
     frame,
 )
+
+log = logging.getLogger("opcost")
 
 MARKER = "opcost_iteration"
 WARM_MARKER = "opcost_iteration_after_replay"  # paired traces: the unanalysed model iteration after a replay
@@ -145,6 +148,22 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
     return path
 
 
+def write_empty(path) -> Path:
+    """An empty Chrome trace (no events), gzipped when the name ends in ``.gz``: what a workload that could not be
+    traced leaves, so that the run goes on."""
+    from .io import atomic
+
+    path = Path(path)
+    opener = gzip.open if path.name.endswith(".gz") else open
+
+    def write(tmp):
+        with opener(tmp, "wt") as f:
+            json.dump({"traceEvents": []}, f)
+
+    atomic(path, write)
+    return path
+
+
 def profiler_dilation(path, calls: int = 2000, repeats: int = 7, record_shapes: bool = True) -> float:
     """Seconds the profiler adds per top-level op call, measured: a loop of ``calls`` cheap aten calls (an add of
     one-element tensors under inference_mode) timed without the profiler and under :func:`record` (same settings;
@@ -173,16 +192,19 @@ def profiler_dilation(path, calls: int = 2000, repeats: int = 7, record_shapes: 
     return max(0.0, (traced - float(np.median(plain))) / calls)
 
 
-def replay_runner(wl, models_cfg: dict, device: str = "cpu", dtype: str = "float32") -> Callable[[], None]:
+def replay_runner(wl, models_cfg: dict, device: str = "cpu",
+                  dtype: str = "float32") -> tuple[Callable[[], None], dict[str, tuple[str, str]]]:
     """One iteration of ``wl``'s operator configurations replayed in the model's call order, each call exactly as
     isolated profiling makes it (:func:`opcost.replay.build`, its own synthesized inputs): a model without the
     glue between its operators. Each output is dropped at once: holding each until the call the model drops it at
-    (as the rotation does) made every replay gap ~1 µs longer (Python bookkeeping and costlier frees), the modelled
-    overhead 35-140 µs smaller per iteration, while tiny_bert b1's operators still summed ~50 µs below its
-    iteration (README / docs/measurements.md, 2026-11-25 session 10).
+    (as the rotation does) lengthened every replay gap by ~1 µs of Python bookkeeping and costlier frees, which
+    the modelled overhead then lacked (docs/measurements.md).
+    Returns the runner and the configurations left out of it, {config_id: (op_type, reason)}: those that cannot be
+    built or fail on a first call (the replayed iteration goes on without them).
     Inference workloads only (a training iteration's backward has no per-call replay)."""
     import torch
 
+    from .failures import failure
     from .extract import extract, record_calls
     from .replay import ModelCache, build
 
@@ -193,15 +215,24 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu", dtype: str = "float
     sequence = capture.config_ids(wl.mode)
     rows = {r["config_id"]: r for r in layers.drop_duplicates("config_id").to_dict("records")}
     cache = ModelCache(models_cfg, device, dtype)
-    fns = {cid: build(rows[cid], cache, device).phases["forward"] for cid in set(sequence)}
-    calls = [fns[cid] for cid in sequence]
+    fns, failed = {}, {}
+    for cid in dict.fromkeys(sequence):
+        try:
+            fn = build(rows[cid], cache, device).phases["forward"]
+            with torch.inference_mode():
+                fn()
+            fns[cid] = fn
+        except Exception as e:  # one configuration that cannot be replayed must not cost the workload its trace
+            failed[cid] = (rows[cid]["op_type"], failure(e))
+            log.warning("%s %s left out of the replay: %s", cid, rows[cid]["op_type"], failed[cid][1])
+    calls = [fns[cid] for cid in sequence if cid in fns]
 
     def run():
         with torch.inference_mode():
             for fn in calls:
                 fn()
 
-    return run
+    return run, failed
 
 
 # ---------------------------------------------------------------------------------------------------- parsing

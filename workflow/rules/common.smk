@@ -1,4 +1,6 @@
 import json
+import time
+from pathlib import Path
 
 from opcost.config import validate as validate_config, workloads
 from opcost.errors import OpcostError
@@ -8,6 +10,7 @@ try:
 except OpcostError as e:
     raise WorkflowError(str(e)) from None
 
+STARTED = time.time()
 WORKLOADS = workloads(config)
 CHUNKS = list(range(config["profile"]["chunks"]))
 ENV = "../../envs/opcost.yaml"
@@ -103,6 +106,15 @@ def get_trace_tables(part):
     return inputs
 
 
+FAILING_STAGES = ["extract", "e2e", "insitu", "trace"]  # per-workload stages that record failures
+
+
+def get_failure_tables(wildcards=None):
+    """Every per-workload stage's failure table (coplace's when enabled)."""
+    stages = FAILING_STAGES + (["coplace"] if config["placement"]["simultaneous"] else [])
+    return [p for s in stages for p in per_workload(f"results/failures/{s}/{{model}}/{{mode}}_b{{batch}}.parquet")]
+
+
 def get_coplace(kind):
     """Input function: simultaneous placement profiling outputs (`table` or `summary`), when enabled."""
 
@@ -113,3 +125,14 @@ def get_coplace(kind):
         return per_workload(f"results/coplace/{{model}}/{{mode}}_b{{batch}}.{ext}")
 
     return inputs
+
+
+def print_failures(path):
+    """The run's failures (results/failures.tsv), when this run wrote it: the last lines a user sees."""
+    if Path(path).exists() and Path(path).stat().st_mtime >= STARTED:
+        import pandas as pd
+
+        from opcost.failures import text
+
+        failures = pd.read_csv(path, sep="\t", dtype="string")
+        print(f"opcost: {text(failures)}" + (f"\n(all of them: {path})" if len(failures) else ""))

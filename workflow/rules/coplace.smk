@@ -4,6 +4,7 @@ rule coplace:
     output:
         table="results/coplace/{model}/{mode}_b{batch}.parquet",
         summary="results/coplace/{model}/{mode}_b{batch}.summary.json",
+        failures="results/failures/coplace/{model}/{mode}_b{batch}.parquet",
     log:
         "logs/coplace/{model}/{mode}_b{batch}.log",
     threads: config["threads"]

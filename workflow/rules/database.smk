@@ -18,3 +18,20 @@ rule database:
         ENV
     script:
         "../../scripts/database.py"
+
+
+rule failures:
+    """Every failure of the run, one line each: workloads a stage could not build or run, configurations that could
+    not be replayed or timed (the run went on without them)."""
+    input:
+        failures=get_failure_tables,
+        measurements="results/db/measurements.parquet",
+        layers="results/db/layers.parquet",
+    output:
+        "results/failures.tsv",
+    log:
+        "logs/failures.log",
+    conda:
+        ENV
+    script:
+        "../../scripts/failures.py"

@@ -3,6 +3,7 @@ rule e2e:
     output:
         table="results/e2e/{model}/{mode}_b{batch}.parquet",
         samples="results/e2e/{model}/{mode}_b{batch}.samples.parquet",
+        failures="results/failures/e2e/{model}/{mode}_b{batch}.parquet",
     log:
         "logs/e2e/{model}/{mode}_b{batch}.log",
     threads: config["threads"]

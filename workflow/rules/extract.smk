@@ -1,7 +1,8 @@
 rule extract:
     """Leaf-module calls and aten ops outside leaf modules of one model workload, deduplicated with counts."""
     output:
-        "results/layers/{model}/{mode}_b{batch}.parquet",
+        layers="results/layers/{model}/{mode}_b{batch}.parquet",
+        failures="results/failures/extract/{model}/{mode}_b{batch}.parquet",
     log:
         "logs/extract/{model}/{mode}_b{batch}.log",
     conda:

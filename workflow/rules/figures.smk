@@ -8,6 +8,7 @@ rule figures:
         consistency="results/validation/consistency.parquet",
         loop="results/loop/summary.json",
         tiers="results/placement/tiers.json",
+        failures="results/failures.tsv",
         coplace=get_coplace("summary"),
         trace_op_types=get_trace_tables("op_types"),
         trace_iterations=get_trace_tables("iterations"),

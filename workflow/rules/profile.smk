@@ -26,6 +26,7 @@ rule insitu:
         table="results/insitu/{model}/{mode}_b{batch}.parquet",
         samples="results/insitu/{model}/{mode}_b{batch}.samples.parquet",
         e2e="results/insitu/{model}/{mode}_b{batch}.e2e.parquet",
+        failures="results/failures/insitu/{model}/{mode}_b{batch}.parquet",
     log:
         "logs/insitu/{model}/{mode}_b{batch}.log",
     threads: config["threads"]

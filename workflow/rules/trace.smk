@@ -8,6 +8,7 @@ rule trace:
         op_kernels="results/trace/{model}/{mode}_b{batch}.op_kernels.parquet",
         overheads="results/trace/{model}/{mode}_b{batch}.overheads.parquet",
         overhead_samples="results/trace/{model}/{mode}_b{batch}.overhead_samples.parquet",
+        failures="results/failures/trace/{model}/{mode}_b{batch}.parquet",
     log:
         "logs/trace/{model}/{mode}_b{batch}.log",
     threads: config["threads"]
