@@ -15,7 +15,8 @@ def tiny_run(tmp_path_factory):
     from tests.helpers import TINY, snakemake
 
     work = tmp_path_factory.mktemp("tiny")
-    snakemake("--configfile", str(TINY), "--cores", "1", cwd=work)
+    proc = snakemake("--configfile", str(TINY), "--cores", "1", cwd=work)
+    (work / "snakemake.out").write_text(proc.stdout + proc.stderr)
     return work
 
 

@@ -1,9 +1,17 @@
-"""Model resolution and bad input: one line naming the model and the cause."""
+"""Model resolution (torchvision, built-ins, module:callable, timm:, hf:) and bad input: one line naming the model."""
 import pytest
+import torch
 
+from opcost.check import check_workload
 from opcost.errors import OpcostError
 from opcost.models import load_model
-from opcost.workload import make_workload
+from opcost.workload import loss_of, make_workload
+
+SMALL_BERT = {"model": "hf:BertModel", "seq_len": 16,
+              "kwargs": dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                             vocab_size=100)}
+SMALL_GPT2 = {"model": "hf:gpt2", "seq_len": 16, "kwargs": dict(n_layer=1, n_embd=32, n_head=2, vocab_size=100)}
+SMALL_VIT = {"model": "timm:vit_tiny_patch16_224", "kwargs": {"img_size": 32, "depth": 2}}
 
 
 def test_torchvision_builtin_and_callable_resolve():
@@ -13,11 +21,62 @@ def test_torchvision_builtin_and_callable_resolve():
     assert m.module.fc1.out_features == 4 and m.make_inputs(3)[0].shape == (3, 8)
 
 
+def test_timm_models_by_name_with_their_own_input_size():
+    m = load_model("vit", SMALL_VIT)
+    assert type(m.module).__name__ == "VisionTransformer" and len(m.module.blocks) == 2  # kwargs passed through
+    assert m.make_inputs(2)[0].shape == (2, 3, 32, 32)  # the model's input size follows img_size
+    assert load_model("vit", {**SMALL_VIT, "input_shapes": [[3, 48, 48]]}).make_inputs(1)[0].shape == (1, 3, 48, 48)
+
+
+def test_hf_models_from_config_classes_with_token_ids_and_mask():
+    bert = load_model("bert", SMALL_BERT)
+    assert bert.module.model.config.num_hidden_layers == 1  # kwargs override the config; random weights
+    ids, mask = bert.make_inputs(3)
+    assert ids.shape == mask.shape == (3, 16) and ids.dtype == torch.long and int(ids.max()) < 100
+    assert bool((mask == 1).all())
+    gpt2 = load_model("gpt2", SMALL_GPT2)  # a model type (AutoModel of it) instead of a class
+    assert type(gpt2.module.model).__name__ == "GPT2Model" and gpt2.module.model.config.use_cache is False
+    vit = load_model("hfvit", {"model": "hf:ViTModel", "kwargs": dict(num_hidden_layers=1, hidden_size=32,
+                     num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=16)})
+    assert vit.make_inputs(2)[0].shape == (2, 3, 32, 32)  # pixel values of the config's size
+
+
+def test_training_loss_from_model_outputs_of_any_structure():
+    wl = make_workload(load_model("bert", SMALL_BERT), 2, "training")  # a ModelOutput: last_hidden_state
+    wl.step()
+    assert wl.model.module.model.embeddings.word_embeddings.weight.grad is not None
+    x = torch.ones(2, requires_grad=True)
+    assert loss_of(({"a": torch.arange(3), "b": [x * 2]},)).item() == 2.0  # nested: first float needing grad
+    with pytest.raises(OpcostError, match="model ints: training needs a differentiable output"):
+        loss_of(torch.arange(3), "ints")
+
+
+@pytest.mark.parametrize("name, spec", [("vit", SMALL_VIT), ("bert", SMALL_BERT), ("gpt2", SMALL_GPT2),
+                                        ("convnext", {"model": "timm:convnext_atto"}),
+                                        ("tv_vit", {"model": "vit_b_16", "kwargs": {"image_size": 32},
+                                                    "input_shapes": [[3, 32, 32]]})])
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_every_configuration_of_zoo_models_replays(name, spec, mode):
+    # batch 2: the ViTs' class token and BERT's position ids are expanded (stride 0) inputs
+    res = check_workload(name, spec, 2, mode)
+    assert res.error is None and res.configs > 10 and res.replay_failures == {}, res.first_failure()
+
+
+def test_a_configuration_that_cannot_replay_is_reported_not_raised():
+    res = check_workload("picky", {"model": "tests.tiny_models:make_picky", "input_shapes": [[8]]}, 2, "inference")
+    assert res.error is None and list(res.replay_failures) and not res.ok
+    (what, why), = res.replay_failures.items()
+    assert what.endswith(" Picky") and why == "ValueError: picky: inputs must be positive"
+
+
 @pytest.mark.parametrize("name, spec, needle", [
     ("nosuch", {}, "unknown model 'nosuch'"),
     ("boom", {"model": "tests.tiny_models:explode"}, "RuntimeError: this factory always fails"),
     ("missing", {"model": "tests.tiny_models:nothing_here"}, "cannot import"),
     ("badkw", {"model": "resnet18", "kwargs": {"no_such_kwarg": 1}}, "model badkw"),
+    ("notimm", {"model": "timm:no_such_net"}, "timm has no model 'no_such_net'"),
+    ("nohf", {"model": "hf:NoSuchModel"}, "neither a transformers model class"),
+    ("hfkw", {"model": "hf:BertModel", "kwargs": {"no_such_setting": 1}}, "BertConfig has no setting"),
 ])
 def test_bad_models_fail_with_one_line(name, spec, needle):
     with pytest.raises(OpcostError) as e:

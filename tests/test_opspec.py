@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from opcost.opspec import config_id, describe, strip_replay, synthesize
@@ -42,3 +43,33 @@ def test_operator_names_round_trip_through_replay():
     for func in (torch.ops.aten.add_.Tensor, torch.ops.aten.relu.default, torch.ops.aten.flatten.using_ints):
         assert op_overload(overload_name(func)) is func
     assert overload_name(torch.ops.aten.relu.default) == "aten.relu.default"
+
+
+def _layouts():
+    base = torch.randn(4, 6, 8)
+    return {
+        "expanded": torch.randn(1, 1, 8).expand(3, 5, 8),  # a class token fed to cat: stride 0
+        "overlapping": torch.randn(20).as_strided((4, 4), (2, 1)),  # rows share elements
+        "transposed": base.transpose(0, 2),
+        "channels_last": torch.randn(2, 3, 5, 5).to(memory_format=torch.channels_last),
+        "storage_offset": base[1:, 2:],  # a view that does not start its buffer
+        "view_of_larger": base[:, 0],  # the first token of every sequence
+        "expanded_ints": torch.arange(7).expand(3, 7),  # position ids
+        "overlapping_ints": torch.arange(20).as_strided((4, 4), (2, 1)),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_layouts()))
+def test_any_layout_replays_with_its_strides_and_real_values(kind):
+    t = _layouts()[kind]
+    desc = describe([t])
+    (s,) = synthesize(desc)
+    assert (s.shape, s.stride(), s.storage_offset(), s.dtype) == (t.shape, t.stride(), t.storage_offset(), t.dtype)
+    if t.is_floating_point():
+        assert torch.isfinite(s).all() and s.std() > 0
+        assert torch.equal(torch.cat([s, s]), torch.cat([s.contiguous(), s.contiguous()]))  # readable by ops
+    else:
+        assert torch.equal(s, t)  # stored integers (indices, position ids) replay exactly, in their layout
+    # the storage offset is replay-only: the same operator configuration whatever the view's position
+    same = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+    assert config_id("op", {}, desc, "inference") == config_id("op", {}, describe([same]), "inference")

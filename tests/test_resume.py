@@ -34,6 +34,7 @@ def _snakemake(args, cwd):
 
 def test_kill_9_mid_profiling_then_resume(tmp_path):
     cfg = yaml.safe_load(TINY.read_text())
+    del cfg["models"]["broken"]
     cfg["profile"] = {"chunks": 1, "remeasure": 0, "rotation_size": 2,
                       "timing": {"max_seconds": 0.3, "target_rel_ci": 0.0001, "min_samples": 5, "warmup_s": 0.0}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))

@@ -418,3 +418,22 @@ def test_replay_gaps_are_subtracted_instead_of_the_profiler_cost():
     assert model.t1["aten::add"] == pytest.approx(1.5e-6) and model.t1_default == pytest.approx(2e-6)
     assert model.tail == pytest.approx(8e-6)
     assert model.gap_s({"aten::add": 10, "aten::mul": 1}) == pytest.approx(10 * 1.5e-6 + 2e-6 + 8e-6)
+
+
+def test_a_configuration_that_cannot_replay_leaves_the_trace_without_it(tmp_path):
+    from opcost import io, stages, tables
+    from opcost.config import validate
+
+    cfg = validate({"models": {"picky": {"model": "tests.tiny_models:make_picky", "input_shapes": [[8]]}},
+                    "threads": 1, "trace": {"iterations": 2, "warmup": 1}})
+    outs = {part: tmp_path / f"{part}.parquet" for part in stages.TRACE_PARTS}
+    stages.trace(cfg, "picky", "inference", 2, tmp_path / "t.json.gz", outs, out_failures=tmp_path / "f.parquet")
+    fail = io.read_parquet(tmp_path / "f.parquet", tables.FAILURES)
+    assert fail[["stage", "workload", "op_type"]].values.tolist() == [["trace", "picky/inference/b2", "Picky"]]
+    assert fail["reason"].iloc[0] == "left out of the replayed iterations: ValueError: picky: inputs must be positive"
+    tt = trace.parse(tmp_path / "t.json.gz")
+    model_ops = trace.op_calls(tt)["op_type"].tolist()
+    replay_ops = trace.op_calls(tt.with_marker(trace.REPLAY_MARKER))["op_type"].tolist()
+    assert model_ops.count("aten::mul") == 2 and tt.n_iterations == 2  # Picky's checks and x * 2 run in the model
+    assert replay_ops == ["aten::linear", "aten::abs", "aten::add", "aten::sum"] * 2  # the rest, without Picky
+    assert "T1r" in set(io.read_parquet(outs["overheads"], tables.TRACE_OVERHEADS)["kind"])

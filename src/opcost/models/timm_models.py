@@ -1,8 +1,9 @@
 """``timm:<name>``: a timm model by name, random weights (``pretrained=False``), nothing downloaded.
 
 The entry's ``kwargs`` go to ``timm.create_model`` (``num_classes``, ``img_size``, ``drop_path_rate``...). Example
-inputs are pixel tensors of the model's own input size (its pretrained config's ``input_size``, which follows
-``img_size``), unless the entry sets ``input_shapes``.
+inputs are pixel tensors of the model's own input size (its pretrained config's ``input_size``; for a
+patch-embedding model the image size it was built for, which ``img_size`` sets), unless the entry sets
+``input_shapes``.
 """
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ def build(name: str, kwargs: dict) -> tuple[nn.Module, callable]:
         raise ValueError(f"timm has no model {name!r}" + (f" (similar: {', '.join(close)})" if close else ""))
     module = timm.create_model(name, pretrained=False, **kwargs)
     size = tuple(timm.data.resolve_model_data_config(module)["input_size"])
+    fixed = getattr(getattr(module, "patch_embed", None), "img_size", None)
+    if fixed is not None:  # a patch-embedding model is built for one image size, which kwargs may change
+        size = (size[0], *((fixed, fixed) if isinstance(fixed, int) else fixed))
 
     def example_inputs(batch: int, generator: torch.Generator) -> tuple:
         return (torch.randn((batch, *size), generator=generator),)
