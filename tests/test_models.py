@@ -1,5 +1,6 @@
 """Model resolution (torchvision, built-ins, module:callable, timm:, hf:) and bad input: one line naming the model."""
 import pytest
+import yaml
 import torch
 
 from opcost.check import check_workload
@@ -90,3 +91,21 @@ def test_input_shape_the_model_rejects():
     with pytest.raises(OpcostError) as e:
         make_workload(m, 2, "inference")
     assert str(e.value).startswith("model mlp: inference at batch 2 with inputs [(2, 5)] failed")
+
+
+def test_check_models_names_what_would_fail_before_a_long_run(tmp_path, capsys, monkeypatch):
+    from opcost.cli import main
+
+    (tmp_path / "my_models.py").write_text("from tests.tiny_models import make_mlp, make_picky\n")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"batch_sizes": [2], "models": {
+        "mlp": {"model": "my_models:make_mlp", "input_shapes": [[8]]},  # a module in the working directory
+        "picky": {"model": "my_models:make_picky", "input_shapes": [[8]]},
+        "gone": {"model": "nowhere:make"}}}))
+    monkeypatch.chdir(tmp_path)
+    assert main(["check-models", "c.yaml"]) == 1
+    out = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert out["mlp/inference/b2"].startswith("ok, 6 configurations")
+    assert out["picky/inference/b2"].startswith("FAILED replay ") and out["picky/inference/b2"].endswith(
+        " Picky: ValueError: picky: inputs must be positive")
+    assert out["gone/inference/b2"].startswith("FAILED load: model gone: cannot import 'nowhere:make'")
+    assert main(["check-models", "c.yaml", "--models", "mlp"]) == 0

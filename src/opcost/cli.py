@@ -55,6 +55,10 @@ def main(argv=None) -> int:
 
     sub.add_parser("schema", help="print the data-contract document (docs/data.md)")
     sub.add_parser("check-config", help="validate a config file").add_argument("config")
+    cm = sub.add_parser("check-models", help="before a long run: build each workload of a config, run and extract "
+                                            "one iteration, replay every operator configuration once")
+    cm.add_argument("config")
+    cm.add_argument("--models", nargs="+", help="only these config model names")
 
     args = p.parse_args(argv)
     try:
@@ -86,10 +90,34 @@ def main(argv=None) -> int:
 
             cfg = config.load(args.config)
             print(f"{args.config}: ok, {len(config.workloads(cfg))} workloads")
+        elif args.cmd == "check-models":
+            return _check_models(args)
     except OpcostError as e:
         print(f"opcost: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_models(args) -> int:
+    """One line per workload of the config (ok, or the first failure); exit 1 when any failed."""
+    import torch
+
+    from . import config
+    from .check import check_workload
+
+    cfg = config.load(args.config)
+    torch.set_num_threads(int(cfg["threads"]))
+    failed = 0
+    for model, mode, batch in config.workloads(cfg):
+        if args.models and model not in args.models:
+            continue
+        res = check_workload(model, cfg["models"][model], batch, mode, cfg["device"], cfg["dtype"])
+        failed += not res.ok
+        print(f"{res.workload}: " + (f"ok, {res.configs} configurations, {res.calls} calls" if res.ok else
+                                     f"FAILED {res.first_failure()}" + (
+                                         f" (and {len(res.replay_failures) - 1} more configurations)"
+                                         if len(res.replay_failures) > 1 else "")), flush=True)
+    return 1 if failed else 0
 
 
 def _print_prediction(args) -> None:

@@ -5,7 +5,8 @@ A model entry's ``model`` field (default: the entry's name) is, in this order of
 * ``timm:<name>`` — a timm model (:mod:`opcost.models.timm_models`), ``kwargs`` passed to ``timm.create_model``;
 * ``hf:<architecture>`` — a Hugging Face transformers model from its config class
   (:mod:`opcost.models.hf_models`), ``kwargs`` overriding the config;
-* ``package.module:callable`` — imported and called with ``kwargs``;
+* ``package.module:callable`` — imported (from the working directory, ``PYTHONPATH`` or the installed packages)
+  and called with ``kwargs``;
 * a built-in model name (:data:`opcost.models.builtin.BUILTIN`);
 * a torchvision model name (``torchvision.models.list_models()``), built with random weights (``weights=None``).
 
@@ -17,6 +18,8 @@ pixel values for transformers) or the module's ``example_inputs(batch, generator
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -51,10 +54,13 @@ def _build(name: str, spec: dict) -> tuple[nn.Module, Callable | None]:
                 raise OpcostError(f"model {name}", f"{target}: {type(e).__name__}: {e}") from None
     if ":" in target:
         mod_name, _, attr = target.partition(":")
+        if os.getcwd() not in sys.path:  # as `python -m` would: the working directory's modules, after the rest
+            sys.path.append(os.getcwd())
         try:
             fn = getattr(importlib.import_module(mod_name), attr)
         except (ImportError, AttributeError) as e:
-            raise OpcostError(f"model {name}", f"cannot import {target!r}: {e}") from None
+            raise OpcostError(f"model {name}", f"cannot import {target!r} (from the working directory "
+                                               f"{os.getcwd()}, PYTHONPATH or installed packages): {e}") from None
     elif target in BUILTIN:
         fn = BUILTIN[target]
     else:
