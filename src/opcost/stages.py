@@ -87,19 +87,20 @@ def _workload(config: dict, model: str, mode: str, batch: int):
     return make_workload(loaded, int(batch), mode)
 
 
-def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty: dict, body):
+def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty: dict, body) -> None:
     """Run one workload's stage, ``body()``, which returns the failure rows of configurations it went on without
     (or nothing). Without ``out_failures`` (the CLI) an error propagates. With it, an error of the whole workload is
     recorded as a failure row, every output in ``empty`` (path -> :class:`opcost.tables.Table`, or a function
     writing the path) is written empty, and the stage succeeds: the run goes on with the other workloads. The
     failure rows are written to ``out_failures`` (table :data:`opcost.tables.FAILURES`; empty when all went well).
-    Returns ``body()``'s failure rows, or None when the workload failed."""
+    Callers run :func:`_prepare` first: a host that cannot run the config at all (a CUDA device it lacks) fails the
+    job, not one workload."""
     from .failures import failure
     from .workload import workload_key
 
     key = workload_key(model, mode, batch)
     try:
-        rows, result = list(body() or []), []
+        rows = list(body() or [])
     except Exception as e:
         if out_failures is None:
             raise
@@ -109,14 +110,12 @@ def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty:
         else:
             reason = failure(e)
             log.exception("%s failed (the run goes on without this workload)", stage)
-        rows, result = [{"stage": stage, "workload": key, "config_id": None, "op_type": None,
-                         "reason": reason}], None
+        rows = [{"config_id": None, "op_type": None, "reason": reason}]
         for path, table in empty.items():
             table(path) if callable(table) else io.write_parquet(tables.frame(table, []), path, table)
     if out_failures is not None:
         io.write_parquet(tables.frame(tables.FAILURES, [{"stage": stage, "workload": key, **r} for r in rows]),
                          out_failures, tables.FAILURES)
-    return rows if result is not None else None
 
 
 def extract(config: dict, model: str, mode: str, batch: int, out, out_failures=None) -> None:
@@ -124,12 +123,12 @@ def extract(config: dict, model: str, mode: str, batch: int, out, out_failures=N
     from .extract import extract as run
 
     def body():
-        _prepare(config)
         df = run(_workload(config, model, mode, batch))
         io.write_parquet(df, out, tables.LAYERS)
         log.info("%s %s b%s: %d configurations, %d calls per iteration", model, mode, batch, len(df),
                  df["count"].sum())
 
+    _prepare(config)
     _guarded("extract", model, mode, batch, out_failures, {out: tables.LAYERS}, body)
 
 
@@ -225,7 +224,6 @@ def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples, out_f
     from .timing import TimingSettings
 
     def body():
-        _prepare(config)
         wl = _workload(config, model, mode, batch)
         energy = _Energy(config)
         row, samples = measure_e2e(wl, TimingSettings.from_config(config["e2e"]["timing"]), config["device"],
@@ -236,6 +234,7 @@ def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples, out_f
         log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
                  row["n"].iloc[0])
 
+    _prepare(config)
     _guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
 
 
@@ -244,7 +243,6 @@ def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, ou
     from .timing import TimingSettings
 
     def body():
-        _prepare(config)
         wl = _workload(config, model, mode, batch)
         meas, samples, e2e_row = profile_insitu(wl, TimingSettings.from_config(config["insitu"]["timing"]),
                                                 config["device"])
@@ -254,6 +252,7 @@ def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, ou
         log.info("%s %s b%s: %d in-situ rows, median samples %d", model, mode, batch, len(meas),
                  int(meas["n"].median()) if len(meas) else 0)
 
+    _prepare(config)
     _guarded("insitu", model, mode, batch, out_failures,
              {out: tables.MEASUREMENTS, out_samples: tables.SAMPLES, out_e2e: tables.E2E}, body)
 
@@ -268,7 +267,6 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
     from . import trace as tr
 
     def body():
-        _prepare(config)
         wl = _workload(config, model, mode, batch)
         settings = config["trace"]
         # inference: the gaps isolated costs already include, from the replayed operators recorded alongside
@@ -297,6 +295,7 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
                 for cid, (op, why) in left_out.items()]
 
     empty = {out_tables[p]: getattr(tables, f"TRACE_{p.upper()}") for p in TRACE_PARTS}
+    _prepare(config)
     _guarded("trace", model, mode, batch, out_failures, {out_trace: tr.write_empty, **empty}, body)
 
 
@@ -398,7 +397,6 @@ def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary, o
         io.write_json({"workload": workload_key(model, mode, int(batch)), "skipped": why, "rounds": 0}, out_summary)
 
     def body():
-        _prepare(config)
         placement = PlacementSettings.from_config(config["placement"])
         tiers, skipped = usable_tiers(placement, config["device"]) if placement.enabled else ([], {})
         why = None
@@ -421,6 +419,7 @@ def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary, o
                  summary["rounds"], summary["wall_s"], summary["isolated_estimate_s"],
                  summary["placement_mismatches"])
 
+    _prepare(config)
     _guarded("coplace", model, mode, batch, out_failures,
              {out: tables.MEASUREMENTS, out_summary: lambda _: skip("failed: see results/failures.tsv")}, body)
 

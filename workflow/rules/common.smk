@@ -1,4 +1,5 @@
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -135,4 +136,5 @@ def print_failures(path):
         from opcost.failures import text
 
         failures = pd.read_csv(path, sep="\t", dtype="string")
-        print(f"opcost: {text(failures)}" + (f"\n(all of them: {path})" if len(failures) else ""))
+        print(f"opcost: {text(failures)}" + (f"\n(all of them: {path})" if len(failures) else ""),
+              file=sys.stderr)  # after Snakemake's own log lines, which go to stderr
