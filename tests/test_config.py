@@ -18,6 +18,12 @@ def test_defaults_are_filled():
     ({"models": {"m": {}}, "device": "tpu"}, "config: device"),
     ({"models": {"m": {}}, "profile": {"timing": {"max_seconds": 0}}}, "config: profile.timing.max_seconds"),
     ({}, "config: (top level): 'models' is a required property"),
+    ({"models": {"m": {}}, "batch_sizes": [2, 2]}, "config: batch_sizes: [2, 2] has non-unique elements"),
+    ({"models": {"m": {"modes": ["training", "training"]}}}, "config: models.m.modes: ['training', 'training'] has"),
+    ({"models": {"a/b": {}}}, "config: models.a/b: a model name names files"),
+    ({"models": {"timm:vit": {}}}, "config: models.timm:vit: a model name names files"),
+    ({"models": {"m": {"input_dtype": "float33"}}}, "config: models.m.input_dtype: 'float33' is not one of"),
+    ({"models": {"m": {}}, "loop": {"target": 1.5}}, "config: loop.target: 1.5 is greater than the maximum of 1"),
 ])
 def test_errors_are_one_line_naming_the_key(bad, culprit):
     with pytest.raises(OpcostError) as e:

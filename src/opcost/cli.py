@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import OpcostError
+from .errors import OpcostError, from_os_error
 
 
 def _config(args) -> dict:
@@ -54,7 +54,8 @@ def main(argv=None) -> int:
                     help="per-call statistic summed (and of the end-to-end time; default: %(default)s)")
 
     sub.add_parser("schema", help="print the data-contract document (docs/data.md)")
-    sub.add_parser("check-config", help="validate a config file").add_argument("config")
+    sub.add_parser("check-config", help="validate a config file, build each model and run it once at its smallest "
+                                        "batch").add_argument("config")
     cm = sub.add_parser("check-models", help="before a long run: build each workload of a config, run and extract "
                                             "one iteration, replay every operator configuration once")
     cm.add_argument("config")
@@ -88,12 +89,24 @@ def main(argv=None) -> int:
         elif args.cmd == "check-config":
             from . import config
 
+            from .models import load_model
+            from .workload import make_workload
+
             cfg = config.load(args.config)
-            print(f"{args.config}: ok, {len(config.workloads(cfg))} workloads")
+            smallest = {}  # each model once, at its smallest batch
+            for model, mode, batch in config.workloads(cfg):
+                if model not in smallest or batch < smallest[model][1]:
+                    smallest[model] = (mode, batch)
+            for model, (mode, batch) in smallest.items():
+                make_workload(load_model(model, cfg["models"][model], cfg["device"], cfg["dtype"]), batch, mode)
+            print(f"{args.config}: ok, {len(config.workloads(cfg))} workloads; every model builds and runs")
         elif args.cmd == "check-models":
             return _check_models(args)
     except OpcostError as e:
         print(f"opcost: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"opcost: {from_os_error(e)}", file=sys.stderr)
         return 1
     return 0
 

@@ -6,6 +6,7 @@ The schema (``schemas/config.schema.yaml``, also at ``workflow/schemas/``) is th
 from __future__ import annotations
 
 import copy
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import yaml
 
 from .errors import OpcostError
 
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 SCHEMA_PATH = Path(str(resources.files("opcost") / "schemas" / "config.schema.yaml"))
 
 
@@ -58,6 +60,10 @@ def validate(config: dict) -> dict:
             where = _where(list(e.path) + [extra[0]]) if extra else _where(e.path)
             raise OpcostError(f"config: {where}", "unknown key")
         raise OpcostError(f"config: {_where(e.path)}", e.message)
+    for name in config["models"]:
+        if not MODEL_NAME.fullmatch(name):
+            raise OpcostError(f"config: models.{name}", "a model name names files and table rows: use letters, "
+                                                        "digits and _ . + - (the entry's `model` says what to build)")
     return config
 
 
@@ -83,3 +89,40 @@ def workloads(config: dict) -> list[tuple[str, str, int]]:
             for batch in entry.get("batch_sizes") or config["batch_sizes"]:
                 out.append((name, mode, int(batch)))
     return out
+
+
+# What shapes each stage's output: the config keys it reads. A rule declares this slice (``params``), so that a
+# changed key reruns exactly the jobs it affects and an unchanged config reruns nothing.
+_HOST = ("device", "dtype", "threads", "affinity")
+STAGE_KEYS: dict[str, tuple[str, ...]] = {
+    "extract": ("device", "dtype"),
+    "placement_tiers": ("device", "placement"),
+    "profile": (*_HOST, "models", "profile", "placement", "loop", "energy"),
+    "e2e": (*_HOST, "e2e", "energy"),
+    "insitu": (*_HOST, "insitu"),
+    "trace": (*_HOST, "trace"),
+    "coplace": (*_HOST, "placement", "insitu"),
+    "evaluate": ("device", "statistic", "loop"),
+    "validate": ("device", "statistic"),
+    "figures": ("device", "statistic"),
+}
+# a model entry's keys that only choose workloads (new workloads are new jobs; existing ones are unaffected)
+_WORKLOAD_CHOICE = ("batch_sizes", "modes")
+
+
+def model_entry(config: dict, model: str) -> dict:
+    """What of ``models.<model>`` shapes the model's operators and inputs (its entry without batch sizes and modes)."""
+    return {k: v for k, v in config["models"][model].items() if k not in _WORKLOAD_CHOICE}
+
+
+def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
+    """The slice of ``config`` that shapes ``stage``'s output (for a per-workload stage, also the model's entry),
+    as canonical JSON: a rule's ``params``, so that Snakemake reruns the job when, and only when, it changes."""
+    import json
+
+    part = {k: config[k] for k in STAGE_KEYS[stage] if k in config}
+    if "models" in part:
+        part["models"] = {m: model_entry(config, m) for m in sorted(config["models"])}
+    if model is not None:
+        part["model"] = model_entry(config, model)
+    return json.dumps(part, sort_keys=True, separators=(",", ":"), default=str)

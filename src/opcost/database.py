@@ -43,10 +43,13 @@ IDENTITY = {"configs": ["config_id"], "layers": ["model", "batch", "mode", "conf
 
 
 def read_db(path) -> dict[str, pd.DataFrame]:
-    """The tables of a database directory (missing tables are empty)."""
+    """The tables of a database directory (missing tables are empty; a directory with none of them is refused)."""
     path = Path(path)
     if not path.is_dir():
         raise OpcostError(f"database {path}", "not a directory")
+    if not any((path / f"{name}.parquet").exists() for name in DB_TABLES):
+        raise OpcostError(f"database {path}", f"holds no opcost table ({', '.join(f'{n}.parquet' for n in DB_TABLES)}"
+                                              "): a run's database is results/db")
     return {name: io.read_parquet(path / f"{name}.parquet", t) if (path / f"{name}.parquet").exists()
             else frame(t, []) for name, t in DB_TABLES.items()}
 
@@ -90,6 +93,10 @@ def predict_from_db(db: dict, model: str, batch: int, mode: str = "inference", d
         known = sorted({f"{m}/{mo}/b{b}" for m, mo, b in zip(layers["model"], layers["mode"], layers["batch"])})
         raise OpcostError(f"model {model}", f"no {mode} batch {batch} workload in the database "
                                             f"(has: {', '.join(known) or 'none'})")
+    devices = sorted(set(db["measurements"]["device"].dropna()))
+    if device not in devices:
+        raise OpcostError(f"device {device}", f"the database holds no measurement on it (devices: "
+                                              f"{', '.join(devices) or 'none'})")
     costed = costed_layers(wl, db["measurements"], device, source, statistic)
     missing = costed[costed["cost_s"].isna()]
     e2e = db["e2e"]

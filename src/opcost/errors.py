@@ -1,4 +1,5 @@
 """One exception type whose message is a single line naming the culprit (config key, model, operator)."""
+import errno
 
 
 class OpcostError(Exception):
@@ -8,3 +9,16 @@ class OpcostError(Exception):
         self.culprit = culprit
         self.cause = " ".join(str(cause).split())  # force one line
         super().__init__(f"{culprit}: {self.cause}")
+
+
+_WRITABLE = "make it writable for this user, or write elsewhere"
+_REMEDY = {errno.ENOSPC: "free some space and rerun: completed measurements are kept (journal) and not measured again",
+           errno.EACCES: _WRITABLE, errno.EPERM: _WRITABLE, errno.EROFS: "write elsewhere (a read-only file system)"}
+
+
+def from_os_error(e: OSError) -> OpcostError:
+    """An OS error (disk full, permission denied, read-only file system...) as one line naming the path and what
+    to do about it."""
+    path = e.filename or "a file"
+    remedy = _REMEDY.get(e.errno)
+    return OpcostError(str(path), f"{e.strerror or e}" + (f": {remedy}" if remedy else ""))

@@ -63,6 +63,14 @@ def cpus() -> str:
     return ",".join(runs)
 
 
+def allowed_cpus() -> int:
+    """How many CPUs this process may run on (its affinity: what a batch scheduler or taskset gave it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def pin_threads(threads: int) -> str:
     """Restrict this process to ``threads`` CPUs (the first ones it may use) so the OS cannot migrate the intra-op
     threads onto fewer or other cores mid-measurement; returns the CPU list (unchanged where it has no more)."""

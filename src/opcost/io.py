@@ -14,14 +14,25 @@ from .errors import OpcostError
 from .tables import SCHEMA_VERSION, Table, frame
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()  # what open() would give: a shared database stays readable by the group
+
+
 def atomic(path: Path, write, suffix: str = "") -> None:
-    """Write ``path`` through ``write(tmp)`` on a temporary file beside it (ending in ``suffix``), then rename."""
+    """Write ``path`` through ``write(tmp)`` on a temporary file beside it (ending in ``suffix``), then rename.
+    The file gets the mode a plain ``open()`` would give it (the user's umask), not the temporary file's 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -39,14 +50,21 @@ def write_parquet(df: pd.DataFrame, path, table: Table) -> None:
 def read_parquet(path, table: Table) -> pd.DataFrame:
     """Read a table, checking its columns. Columns added to the table since the file was written (by an older
     opcost) read as missing values, so older databases stay mergeable; a file with unknown columns or of another
-    table gets a one-line error naming it."""
+    table gets a one-line error naming it, as does a file that is not Parquet (truncated, corrupt)."""
+    rebuild = f"delete it and rebuild it (in a run: snakemake --cores 1 -R {path} -- results/figures)"
     try:
         df = pd.read_parquet(path)
+    except FileNotFoundError:
+        raise OpcostError(str(path), "no such file") from None
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError: not Parquet, truncated
+        raise OpcostError(str(path), f"unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__}): "
+                                     f"{rebuild}") from None
+    try:
         if len(df.columns):
             df = df.assign(**{c: pd.NA for c in table.names if c not in df.columns})
         return frame(table, df)
     except ValueError as e:
-        raise OpcostError(str(path), f"{e}; it was written by another opcost version: delete it and rerun") from None
+        raise OpcostError(str(path), f"{e}; it was written by another opcost version: {rebuild}") from None
 
 
 def read_many(paths, table: Table) -> pd.DataFrame:

@@ -4,6 +4,7 @@ Each takes the validated config and paths, reads its inputs, and writes its outp
 """
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import sys
@@ -13,7 +14,7 @@ import pandas as pd
 
 from . import figures, io, tables
 from .database import catalog
-from .errors import OpcostError
+from .errors import OpcostError, from_os_error
 
 log = logging.getLogger("opcost")
 
@@ -32,12 +33,17 @@ def _prepare(config: dict) -> None:
 
     from .memory import keep_freed_memory
 
-    keep_freed_memory()  # same allocator behaviour for operator and end-to-end timing (see opcost.memory)
-    torch.set_num_threads(int(config["threads"]))
-    if config["affinity"] == "pin":
-        from .hostinfo import pin_threads
+    from .hostinfo import allowed_cpus, pin_threads
 
-        log.info("pinned to CPUs %s", pin_threads(int(config["threads"])))
+    keep_freed_memory()  # same allocator behaviour for operator and end-to-end timing (see opcost.memory)
+    threads, cpus = int(config["threads"]), allowed_cpus()
+    if threads > cpus:  # more threads than CPUs would time the OS's time slicing; rows record what really ran
+        log.warning("config: threads: %d requested but this process may run on %d CPU(s): measuring with %d threads",
+                    threads, cpus, cpus)
+        threads = cpus
+    torch.set_num_threads(threads)
+    if config["affinity"] == "pin":
+        log.info("pinned to CPUs %s", pin_threads(threads))
     device = config["device"]
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise OpcostError("config: device", f"{device!r} requested but torch finds no CUDA device on this host")
@@ -87,6 +93,9 @@ def _workload(config: dict, model: str, mode: str, batch: int):
     return make_workload(loaded, int(batch), mode)
 
 
+HOST_ERRNOS = (errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EROFS)  # the host's fault, not the workload's
+
+
 def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty: dict, body) -> None:
     """Run one workload's stage, ``body()``, which returns the failure rows of configurations it went on without
     (or nothing). Without ``out_failures`` (the CLI) an error propagates. With it, an error of the whole workload is
@@ -102,7 +111,7 @@ def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty:
     try:
         rows = list(body() or [])
     except Exception as e:
-        if out_failures is None:
+        if out_failures is None or (isinstance(e, OSError) and e.errno in HOST_ERRNOS):
             raise
         if isinstance(e, OpcostError):
             reason = str(e)
@@ -164,15 +173,18 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     ``chunk``; resumes from its journal. ``out_e2e``: the model iterations timed inside its rotations (`e2e` rows
     of method `rotation`; empty when none ran)."""
     from .journal import Journal, settings_key
-    from .loop import LoopSettings, new_op_types
+    from .loop import ALL, LoopSettings, new_op_types
     from .profile import cache_state, chunk_of, profile_configs
     from .timing import TimingSettings
 
     _prepare(config)
     configs = io.read_parquet(configs_path, tables.CONFIGS)
     previous = io.read_json(previous_evaluation)
-    types = new_op_types(iteration, LoopSettings.from_config(config["loop"]), sorted(set(configs["op_type"])),
-                         previous)
+    loop = LoopSettings.from_config(config["loop"])
+    types = new_op_types(iteration, loop, sorted(set(configs["op_type"])), previous)
+    absent = sorted(set(loop.initial_op_types) - set(configs["op_type"]) - {ALL})
+    if iteration == 0 and absent:
+        log.warning("config: loop.initial_op_types: no workload has operator type(s) %s", ", ".join(absent))
     chunks = int(config["profile"]["chunks"])
     in_chunk = configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk)
     mine = configs[configs["op_type"].isin(types) & in_chunk]
@@ -211,11 +223,11 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
                          tables.E2E)
     io.write_parquet(samples, out_samples, tables.SAMPLES)
     io.write_parquet(meas, out_measurements, tables.MEASUREMENTS)
-    per_config = meas.groupby("config_id").agg(ok=("status", lambda s: (s == "ok").all()),
-                                               noisy=("noisy", lambda s: bool(s.fillna(False).any())))
+    n = meas["config_id"].nunique()  # an empty chunk (no configuration of its types hashes to it) is normal
     log.info("SUMMARY chunk %d: %d configurations: %d measured now, %d resumed from the journal, %d failed, "
-             "%d still noisy after re-measuring", chunk, len(per_config), len(per_config) - len(done),
-             len(done), int((~per_config["ok"]).sum()), int(per_config["noisy"].sum()))
+             "%d still noisy after re-measuring", chunk, n, n - len(done), len(done),
+             meas.loc[meas["status"] != "ok", "config_id"].nunique(),
+             meas.loc[meas["noisy"].fillna(False).astype(bool), "config_id"].nunique())
     return meas
 
 
@@ -436,13 +448,15 @@ def failures(failure_paths, measurements_path, layers_path, out_tsv) -> pd.DataF
 
 
 def run_rule(smk, fn, *args, **kwargs):
-    """Entry point of a Snakemake script: log to the rule's log, turn an OpcostError into one line and exit 1."""
+    """Entry point of a Snakemake script: log to the rule's log, turn an OpcostError or an OS error (disk full,
+    permission denied) into one line and exit 1."""
     setup_logging(smk.log[0] if smk.log else None)
     try:
         return fn(*args, **kwargs)
-    except OpcostError as e:
-        log.error("%s", e)
-        sys.exit(f"opcost: {e}")
+    except (OpcostError, OSError) as e:  # OSError: disk full, permission denied... named with the path and remedy
+        err = from_os_error(e) if isinstance(e, OSError) else e
+        log.error("%s", err)
+        sys.exit(f"opcost: {err}")
     except Exception:
         log.exception("unexpected error (a bug in opcost: please report it with this log)")
         raise

@@ -87,9 +87,10 @@ def make_workload(model: LoadedModel, batch: int, mode: str, seed: int = 0) -> W
     if mode not in MODES:
         raise OpcostError(f"model {model.name}", f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
     model.module.train(mode == "training")
-    inputs = model.make_inputs(batch, seed)
-    wl = Workload(model, batch, mode, inputs)
+    inputs = ()
     try:
+        inputs = model.make_inputs(batch, seed)
+        wl = Workload(model, batch, mode, inputs)
         wl.step()  # also a first warm-up; fails early and clearly when the input does not fit the model
     except OpcostError:
         raise

@@ -3,7 +3,7 @@ import sys
 import time
 from pathlib import Path
 
-from opcost.config import validate as validate_config, workloads
+from opcost.config import stage_settings, validate as validate_config, workloads
 from opcost.errors import OpcostError
 
 try:
@@ -23,6 +23,22 @@ wildcard_constraints:
     batch="[0-9]+",
     chunk="[0-9]+",
     n="[0-9]+",
+
+
+def get_tier_check(wildcards=None):
+    """With placement.on_missing: strict, every measuring job waits for the tier check, so that a tier this host
+    lacks stops the run before anything is measured."""
+    return ["results/placement/tiers.json"] if config["placement"]["on_missing"] == "strict" else []
+
+
+def settings_of(stage):
+    """Params function: the config slice that shapes ``stage``'s output (opcost.config.stage_settings), so that a
+    changed key reruns exactly the jobs it affects."""
+
+    def params(wildcards):
+        return stage_settings(config, stage, wildcards.get("model"))
+
+    return params
 
 
 def per_workload(template):
@@ -138,3 +154,24 @@ def print_failures(path):
         failures = pd.read_csv(path, sep="\t", dtype="string")
         print(f"opcost: {text(failures)}" + (f"\n(all of them: {path})" if len(failures) else ""),
               file=sys.stderr)  # after Snakemake's own log lines, which go to stderr
+
+
+
+def missing_intermediates():
+    """Outputs of a completed run (results/figures exists) that have been deleted since."""
+    if not workflow.is_main_process or not Path("results/figures").is_dir():
+        return []
+    db = [f"results/db/{t}.parquet" for t in ("configs", "measurements", "e2e", "layers")]
+    validation = [f"results/validation/{f}" for f in ("predictions.parquet", "predictions.tsv", "consistency.parquet")]
+    loop = [f"results/loop/{f}" for f in ("summary.json", "summary.txt", "significant_ops.yaml")]
+    per_stage = get_layer_tables() + get_e2e_tables() + get_insitu_tables() + get_insitu_e2e_tables()
+    per_stage += [p for part in ("op_types", "overheads") for p in get_trace_tables(part)()]
+    expected = db + validation + loop + per_stage + get_failure_tables() + ["results/failures.tsv"]
+    return [p for p in expected + ["results/placement/tiers.json"] if not Path(p).exists()]
+
+
+MISSING = missing_intermediates()
+if MISSING:  # Snakemake does not rebuild a deleted intermediate while the files made from it exist
+    print(f"opcost: {len(MISSING)} result file(s) of the last run are missing ({', '.join(MISSING[:3])}"
+          f"{', ...' if len(MISSING) > 3 else ''}): the figures are stale; rebuild them with: snakemake --cores 1 "
+          f"-R {' '.join(MISSING)} -- results/figures", file=sys.stderr)

@@ -1,9 +1,13 @@
 rule e2e:
     """End-to-end timing of one model workload with the operators' timing core."""
+    input:
+        tier_check=get_tier_check,
     output:
         table="results/e2e/{model}/{mode}_b{batch}.parquet",
         samples="results/e2e/{model}/{mode}_b{batch}.samples.parquet",
         failures="results/failures/e2e/{model}/{mode}_b{batch}.parquet",
+    params:
+        settings=settings_of("e2e"),
     log:
         "logs/e2e/{model}/{mode}_b{batch}.log",
     threads: config["threads"]

@@ -3,6 +3,8 @@ rule extract:
     output:
         layers="results/layers/{model}/{mode}_b{batch}.parquet",
         failures="results/failures/extract/{model}/{mode}_b{batch}.parquet",
+    params:
+        settings=settings_of("extract"),
     log:
         "logs/extract/{model}/{mode}_b{batch}.log",
     conda:

@@ -20,6 +20,8 @@ rule figures:
             caption="../report/figures.rst",
             category="Figures",
         ),
+    params:
+        settings=settings_of("figures"),
     log:
         "logs/figures.log",
     conda:

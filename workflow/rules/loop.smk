@@ -4,6 +4,8 @@ checkpoint evaluate:
         unpack(get_evaluate_inputs),
     output:
         "results/loop/iter{n}/evaluation.json",
+    params:
+        settings=settings_of("evaluate"),
     log:
         "logs/loop/iter{n}.log",
     conda:

@@ -3,6 +3,8 @@ rule placement_tiers:
     placement.on_missing: strict a missing tier stops the run here, before anything is measured."""
     output:
         "results/placement/tiers.json",
+    params:
+        settings=settings_of("placement_tiers"),
     log:
         "logs/placement_tiers.log",
     conda:

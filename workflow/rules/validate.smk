@@ -15,6 +15,8 @@ rule validate:
             category="Validation",
         ),
         consistency="results/validation/consistency.parquet",
+    params:
+        settings=settings_of("validate"),
     log:
         "logs/validate.log",
     conda:
