@@ -98,6 +98,13 @@ def test_predict_refuses_a_device_the_database_does_not_hold(tiny_run):
     assert _one_line(err) == "opcost: device cuda: the database holds no measurement on it (devices: cpu)"
 
 
+@pytest.mark.parametrize("batch", ["0", "-3", "two"])
+def test_a_batch_size_below_one_is_refused(tmp_path, batch):
+    code, _, err = _cli("extract", "tiny_dlrm", "--batch", batch, "--out", tmp_path / "l.parquet")
+    assert code == 2 and f"argument --batch: {batch!r} is not a batch size" in err and "Traceback" not in err
+    assert not (tmp_path / "l.parquet").exists()
+
+
 def test_an_unwritable_output_names_the_path(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("")  # a file where the output's directory should be

@@ -20,13 +20,24 @@ def _config(args) -> dict:
     return cfg
 
 
+def _positive(text: str) -> int:
+    """A batch size: an integer of at least 1 (argparse prints the one-line error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a batch size (an integer of at least 1)")
+    return value
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="opcost", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
 
     ex = sub.add_parser("extract", help="operator configurations of one model workload -> Parquet")
     ex.add_argument("model", help="config model name, torchvision name, built-in name or module:callable")
-    ex.add_argument("--batch", type=int, default=1)
+    ex.add_argument("--batch", type=_positive, default=1)
     ex.add_argument("--mode", choices=["inference", "training"], default="inference")
     ex.add_argument("--out", required=True, help="output .parquet (columns: docs/data.md, table `layers`)")
     ex.add_argument("--config", help="config file whose `models` entry describes MODEL (inputs, kwargs)")
@@ -45,7 +56,7 @@ def main(argv=None) -> int:
 
     pr = sub.add_parser("predict", help="predict a workload's time from the database alone")
     pr.add_argument("model")
-    pr.add_argument("--batch", type=int, required=True)
+    pr.add_argument("--batch", type=_positive, required=True)
     pr.add_argument("--mode", choices=["inference", "training"], default="inference")
     pr.add_argument("--db", default="results/db")
     pr.add_argument("--device", default="cpu")
