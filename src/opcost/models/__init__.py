@@ -46,8 +46,7 @@ def _build(name: str, spec: dict) -> tuple[nn.Module, Callable | None]:
     for prefix, source in ((timm_models.PREFIX, timm_models), (hf_models.PREFIX, hf_models)):
         if target.startswith(prefix):
             try:
-                args = (target.removeprefix(prefix), kwargs) + ((spec.get("seq_len"),) if source is hf_models else ())
-                return source.build(*args)
+                return source.build(target.removeprefix(prefix), spec)
             except ImportError as e:
                 raise OpcostError(f"model {name}", f"{target}: {e.name or e} is not installed") from None
             except Exception as e:  # a model constructor may raise anything

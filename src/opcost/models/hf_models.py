@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import inspect
 
+from typing import Callable
+
 import torch
 from torch import nn
 
@@ -50,12 +52,12 @@ def _model_class(arch: str):
     return None, config
 
 
-def build(arch: str, kwargs: dict, seq_len: int | None) -> tuple[nn.Module, callable]:
-    """The wrapped model and its ``example_inputs(batch, generator)``."""
+def build(arch: str, entry: dict) -> tuple[nn.Module, Callable]:
+    """The wrapped model of config entry ``entry`` and its ``example_inputs(batch, generator)``."""
     import transformers
 
     cls, config = _model_class(arch)
-    overrides = {"use_cache": False, **kwargs}
+    overrides = {"use_cache": False, **(entry.get("kwargs") or {})}
     for key, value in overrides.items():
         if key != "use_cache" and not hasattr(config, key):
             raise ValueError(f"{type(config).__name__} has no setting {key!r}")
@@ -63,7 +65,7 @@ def build(arch: str, kwargs: dict, seq_len: int | None) -> tuple[nn.Module, call
     model = cls(config) if cls is not None else transformers.AutoModel.from_config(config)
     main = getattr(model, "main_input_name", "input_ids")
     params = inspect.signature(model.forward).parameters
-    seq = int(seq_len or DEFAULT_SEQ_LEN)
+    seq = int(entry.get("seq_len") or DEFAULT_SEQ_LEN)
     if main == "input_ids":
         vocab = int(getattr(config, "vocab_size", None) or 1000)
         names = ["input_ids"] + (["attention_mask"] if "attention_mask" in params else [])

@@ -7,16 +7,19 @@ patch-embedding model the image size it was built for, which ``img_size`` sets),
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import nn
 
 PREFIX = "timm:"
 
 
-def build(name: str, kwargs: dict) -> tuple[nn.Module, callable]:
-    """The model and its ``example_inputs(batch, generator)``."""
+def build(name: str, entry: dict) -> tuple[nn.Module, Callable]:
+    """The model of config entry ``entry`` and its ``example_inputs(batch, generator)``."""
     import timm
 
+    kwargs = dict(entry.get("kwargs") or {})
     if name not in timm.list_models():
         close = timm.list_models(f"*{name}*")[:5]
         raise ValueError(f"timm has no model {name!r}" + (f" (similar: {', '.join(close)})" if close else ""))
