@@ -147,7 +147,6 @@ def _scheduled(work, cfg: dict) -> dict:
 
 
 def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
-    base = yaml.safe_load(TINY.read_text())
     measuring = {"e2e", "insitu", "trace", "coplace", "profile"}
 
     cfg = yaml.safe_load(TINY.read_text())
@@ -158,7 +157,7 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     cfg = yaml.safe_load(TINY.read_text())
     cfg["dtype"] = "float64"
     got = _scheduled(tiny_run, cfg)
-    assert {"extract", "placement_tiers"} - set(got["jobs"]) == {"placement_tiers"} and measuring <= set(got["jobs"])
+    assert "extract" in got["jobs"] and "placement_tiers" not in got["jobs"] and measuring <= set(got["jobs"])
 
     cfg = yaml.safe_load(TINY.read_text())
     cfg["profile"]["timing"]["max_seconds"] = 0.07
@@ -169,9 +168,7 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     cfg["models"]["mlp"]["kwargs"]["width"] = 32
     got = _scheduled(tiny_run, cfg)
     assert got["jobs"]["extract"] == 1 and got["models"] == {"mlp"}  # tiny_dlrm's and broken's jobs untouched
-
-    got = _scheduled(tiny_run, base)
-    assert got["jobs"] == {}  # unchanged: nothing to do
+    # an unchanged config reruns nothing: test_workflow.test_completed_run_has_nothing_left_to_do
 
 
 def test_a_deleted_result_is_named_with_the_command_that_rebuilds_it(tiny_run):

@@ -15,6 +15,9 @@ STARTED = time.time()
 WORKLOADS = workloads(config)
 CHUNKS = list(range(config["profile"]["chunks"]))
 ENV = "../../envs/opcost.yaml"
+# A measuring job takes all of the `measure` resource (profiles/default: measure=100, every other job 1 by default):
+# it never runs beside another job, measuring or not, whatever --cores allows.
+MEASURE_ALONE = 100
 
 
 wildcard_constraints:

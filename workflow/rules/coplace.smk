@@ -13,7 +13,7 @@ rule coplace:
         "logs/coplace/{model}/{mode}_b{batch}.log",
     threads: config["threads"]
     resources:
-        measure=1,
+        measure=MEASURE_ALONE,
     conda:
         ENV
     script:

@@ -12,7 +12,7 @@ rule e2e:
         "logs/e2e/{model}/{mode}_b{batch}.log",
     threads: config["threads"]
     resources:
-        measure=1,
+        measure=MEASURE_ALONE,
     conda:
         ENV
     script:

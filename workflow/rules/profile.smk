@@ -15,7 +15,7 @@ rule profile:
         "logs/profile/iter{n}_chunk{chunk}.log",
     threads: config["threads"]
     resources:
-        measure=1,
+        measure=MEASURE_ALONE,
     conda:
         ENV
     script:
@@ -37,7 +37,7 @@ rule insitu:
         "logs/insitu/{model}/{mode}_b{batch}.log",
     threads: config["threads"]
     resources:
-        measure=1,
+        measure=MEASURE_ALONE,
     conda:
         ENV
     script:

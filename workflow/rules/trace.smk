@@ -17,7 +17,7 @@ rule trace:
         "logs/trace/{model}/{mode}_b{batch}.log",
     threads: config["threads"]
     resources:
-        measure=1,
+        measure=MEASURE_ALONE,
     conda:
         ENV
     script:
