@@ -96,12 +96,17 @@ def test_predict_refuses_a_device_the_database_does_not_hold(tiny_run):
     code, out, err = _cli("predict", "mlp", "--batch", 2, "--db", tiny_run / "results" / "db", "--device", "cuda")
     assert code == 1 and out == ""
     assert _one_line(err) == "opcost: device cuda: the database holds no measurement on it (devices: cpu)"
+    code, out, err = _cli("predict", "mlp", "--batch", 2, "--db", tiny_run / "results" / "db", "--threads", 4)
+    assert code == 1 and _one_line(err) == ("opcost: threads 4: the database holds no measurement taken with 4 "
+                                            "threads (threads: 1)")
+    code, out, err = _cli("predict", "mlp", "--batch", 2, "--db", tiny_run / "results" / "db", "--threads", 1)
+    assert code == 0 and out.startswith("mlp inference b2 on cpu")
 
 
 @pytest.mark.parametrize("batch", ["0", "-3", "two"])
 def test_a_batch_size_below_one_is_refused(tmp_path, batch):
     code, _, err = _cli("extract", "tiny_dlrm", "--batch", batch, "--out", tmp_path / "l.parquet")
-    assert code == 2 and f"argument --batch: {batch!r} is not a batch size" in err and "Traceback" not in err
+    assert code == 2 and f"argument --batch: {batch!r} is not an integer of at least 1" in err and "Traceback" not in err
     assert not (tmp_path / "l.parquet").exists()
 
 

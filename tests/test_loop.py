@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from opcost.loop import LoopSettings, evaluate, significant
+from opcost.loop import LoopSettings, evaluate, significant, summary_text
 from tests.helpers import TINY, snakemake
 
 
@@ -77,6 +77,16 @@ def test_ranking_prefers_the_type_with_most_unattributed_time():
     w = ev["workloads"][0]
     assert w["overhead_s"] == 6.5 and w["coverage"] == pytest.approx((1 + 6.5) / 8)
     assert ev["done"] and ev["stop_reason"] == "target reached"
+    # a sum 50% above the measured time is an error, not coverage: the target is not met
+    ev = evaluate(0, ["A"], layers, meas, e2e, LoopSettings(("A",), 0.9, 5, 1), "cpu",
+                  overhead={("m", 1, "inference"): 11.0})
+    assert ev["workloads"][0]["coverage"] == pytest.approx(1.5)
+    assert ev["above_target"] == ["m/inference/b1"] and ev["below_target"] == [] and ev["next_op_types"] == []
+    assert ev["done"] and ev["stop_reason"] == "sum overshoots the measured time for 1 workload(s)"
+    text = summary_text([ev])
+    assert text.startswith("coverage loop: 1 iteration(s), stopped: sum overshoots the measured time for 1 "
+                           "workload(s) (target 90% to 110%)")
+    assert "m inference b1: coverage 150.0%, the sum overshoots the measured time by 50.0% (overhead +137.5%)" in text
 
 
 def test_significant_list_is_the_fewest_types_reaching_the_target():

@@ -21,13 +21,13 @@ def _config(args) -> dict:
 
 
 def _positive(text: str) -> int:
-    """A batch size: an integer of at least 1 (argparse prints the one-line error)."""
+    """A batch size or thread count: an integer of at least 1 (argparse prints the one-line error)."""
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a batch size (an integer of at least 1)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer of at least 1")
     return value
 
 
@@ -61,6 +61,7 @@ def main(argv=None) -> int:
     pr.add_argument("--db", default="results/db")
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--source", choices=["isolated", "insitu"], default="isolated")
+    pr.add_argument("--threads", type=_positive, help="only measurements taken with this many threads")
     pr.add_argument("--statistic", choices=["trimmed_mean", "median"], default="trimmed_mean",
                     help="per-call statistic summed (and of the end-to-end time; default: %(default)s)")
 
@@ -148,7 +149,7 @@ def _print_prediction(args) -> None:
     from . import database
 
     p = database.predict_from_db(database.read_db(args.db), args.model, args.batch, args.mode, args.device,
-                                 args.source, args.statistic)
+                                 args.source, args.statistic, args.threads)
     print(f"{args.model} {args.mode} b{args.batch} on {args.device} ({args.source} costs, {args.statistic}): "
           f"predicted {p['predicted_s'] * 1e3:.3f} ms" +
           (f", measured {p['measured_s'] * 1e3:.3f} ms (ratio {p['predicted_s'] / p['measured_s']:.3f})"

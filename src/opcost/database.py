@@ -81,9 +81,10 @@ def show(db: dict, op: str | None = None, device: str | None = None, placement: 
 
 
 def predict_from_db(db: dict, model: str, batch: int, mode: str = "inference", device: str = "cpu",
-                    source: str = "isolated", statistic: str | None = None) -> dict:
+                    source: str = "isolated", statistic: str | None = None, threads: int | None = None) -> dict:
     """Prediction for one workload from the database alone: total, breakdown by op type, and the configurations
-    that have no measurement (named, never guessed); ``statistic``: see :data:`opcost.predict.STATISTICS`."""
+    that have no measurement (named, never guessed); ``statistic``: see :data:`opcost.predict.STATISTICS`;
+    ``threads``: only measurements taken with that many threads (a database may hold several)."""
     from .predict import DEFAULT_STATISTIC, STATISTICS, costed_layers
 
     statistic = statistic or DEFAULT_STATISTIC
@@ -97,6 +98,12 @@ def predict_from_db(db: dict, model: str, batch: int, mode: str = "inference", d
     if device not in devices:
         raise OpcostError(f"device {device}", f"the database holds no measurement on it (devices: "
                                               f"{', '.join(devices) or 'none'})")
+    if threads is not None:
+        held = sorted({int(t) for t in db["measurements"]["threads"].dropna()})
+        if threads not in held:
+            raise OpcostError(f"threads {threads}", f"the database holds no measurement taken with {threads} "
+                                                    f"threads (threads: {', '.join(map(str, held)) or 'none'})")
+        db = {**db, **{k: db[k][db[k]["threads"] == threads] for k in ("measurements", "e2e")}}
     costed = costed_layers(wl, db["measurements"], device, source, statistic)
     missing = costed[costed["cost_s"].isna()]
     e2e = db["e2e"]

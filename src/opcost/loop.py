@@ -5,11 +5,13 @@ end-to-end time that Σ count × isolated cost over configurations of profiled t
 overhead its trace models between operators (:func:`opcost.predict.trace_overhead`, where the workload has a trace
 and config ``loop.overhead`` is on: Python glue no operator type can account for, 14-16% of tiny_bert at batch 1
 here). Where an energy meter exists, ``energy_coverage`` is the same for joules, operators only; the stopping rule
-uses time. A workload is
-below target while coverage < ``target``. The next iteration adds the ``add_per_iteration`` unprofiled types with the
+uses time. A workload meets the target when ``target`` <= coverage <= ``2 - target`` (the same tolerance both ways:
+a sum that overshoots the measured time is an error, not coverage). It is below target while coverage < ``target``;
+above it, its sum overshoots, which no further operator type can mend. The next iteration adds the ``add_per_iteration`` unprofiled types with the
 largest *unattributed time* (Σ count × in-situ cost, which exists for every configuration of every workload after
-one in-situ pass) summed over the workloads still below target. The loop stops when every workload reaches the
-target, when no unprofiled type is left, or at ``max_iterations``; the profiled types are then the significant
+one in-situ pass) summed over the workloads still below target. The loop stops when no workload is below
+target (every one met it, or some overshoot: said in the stop reason), when no unprofiled type is left, or at
+``max_iterations``; the profiled types are then the significant
 operator list, written as a config fragment a next run can start from.
 """
 from __future__ import annotations
@@ -66,7 +68,7 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
     measured_j = {(r.model, int(r.batch), r.mode): r.energy_j for r in e2e.itertuples()
                   if r.device == device and pd.notna(r.energy_j)}
     all_types = sorted(set(layers["op_type"]))
-    workloads, below = [], []
+    workloads, below, over = [], [], []
     for (model, batch, mode), g in iso.groupby(["model", "batch", "mode"], sort=True):
         m = measured.get((model, int(batch), mode))
         in_profiled = g["op_type"].isin(profiled)
@@ -87,6 +89,8 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
         workloads.append(w)
         if w["coverage"] is None or w["coverage"] < settings.target:
             below.append((model, int(batch), mode))
+        elif w["coverage"] > 2 - settings.target:
+            over.append((model, int(batch), mode))
     remaining = [t for t in all_types if t not in profiled]
     rank = {}
     if below and remaining:
@@ -98,7 +102,7 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
         rank = {k: float(v) for k, v in rank.items() if v > 0}
     next_types = list(rank)[: settings.add_per_iteration]
     if not below:
-        stop = "target reached"
+        stop = f"sum overshoots the measured time for {len(over)} workload(s)" if over else "target reached"
     elif iteration + 1 >= settings.max_iterations:
         stop = "max iterations"
     elif not next_types:
@@ -108,6 +112,7 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
     return {"iteration": iteration, "target": settings.target, "profiled_op_types": list(profiled),
             "significant_op_types": significant(workloads, settings.target),
             "workloads": workloads, "below_target": [f"{m}/{mo}/b{b}" for m, b, mo in below],
+            "above_target": [f"{m}/{mo}/b{b}" for m, b, mo in over],
             "unattributed_by_op_type": rank, "next_op_types": [] if stop else next_types,
             "done": stop is not None, "stop_reason": stop}
 
@@ -129,10 +134,13 @@ def significant(workloads: list[dict], target: float) -> list[str]:
 
 def summary_text(evaluations: list[dict]) -> str:
     last = evaluations[-1]
+    target = last["target"]
     lines = [f"coverage loop: {len(evaluations)} iteration(s), stopped: {last['stop_reason']} "
-             f"(target {last['target']:.0%})"]
+             f"(target {target:.0%}{f' to {2 - target:.0%}' if target < 1 else ''})"]
     for w in last["workloads"]:
         cov = "n/a" if w["coverage"] is None else f"{w['coverage']:.1%}"
+        if w["coverage"] is not None and w["coverage"] > 2 - target:
+            cov += f", the sum overshoots the measured time by {w['coverage'] - 1:.1%}"
         if w.get("overhead_s") is not None and w["measured_s"]:
             cov += f" (overhead {w['overhead_s'] / w['measured_s']:+.1%})"
         err = "n/a" if w["error"] is None else f"{w['error']:+.1%}"
