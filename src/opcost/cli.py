@@ -100,7 +100,6 @@ def main(argv=None) -> int:
             sys.stdout.write(markdown())
         elif args.cmd == "check-config":
             from . import config
-
             from .models import load_model
             from .workload import make_workload
 

@@ -159,18 +159,16 @@ def print_failures(path):
               file=sys.stderr)  # after Snakemake's own log lines, which go to stderr
 
 
-
 def missing_intermediates():
-    """Outputs of a completed run (results/figures exists) that have been deleted since."""
+    """The run-wide result files (not those of one workload, which a config adding a model has not made yet) that
+    are missing although results/figures exists: deleted since the run that made the figures."""
     if not workflow.is_main_process or not Path("results/figures").is_dir():
         return []
     db = [f"results/db/{t}.parquet" for t in ("configs", "measurements", "e2e", "layers")]
     validation = [f"results/validation/{f}" for f in ("predictions.parquet", "predictions.tsv", "consistency.parquet")]
     loop = [f"results/loop/{f}" for f in ("summary.json", "summary.txt", "significant_ops.yaml")]
-    per_stage = get_layer_tables() + get_e2e_tables() + get_insitu_tables() + get_insitu_e2e_tables()
-    per_stage += [p for part in ("op_types", "overheads") for p in get_trace_tables(part)()]
-    expected = db + validation + loop + per_stage + get_failure_tables() + ["results/failures.tsv"]
-    return [p for p in expected + ["results/placement/tiers.json"] if not Path(p).exists()]
+    run_wide = db + validation + loop + ["results/failures.tsv", "results/placement/tiers.json"]
+    return [p for p in run_wide if not Path(p).exists()]
 
 
 MISSING = missing_intermediates()
