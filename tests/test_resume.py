@@ -38,7 +38,8 @@ def test_kill_9_mid_profiling_then_resume(tmp_path):
     cfg["profile"] = {"chunks": 1, "remeasure": 0, "rotation_size": 2,
                       "timing": {"max_seconds": 0.3, "target_rel_ci": 0.0001, "min_samples": 5, "warmup_s": 0.0}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    args = ["--configfile", "c.yaml", "--cores", "1", "results/db/measurements.parquet"]
+    table = tmp_path / "results" / "profile" / "iter0_chunk0.parquet"  # the profiling job's output, nothing more
+    args = ["--configfile", "c.yaml", "--cores", "1", str(table.relative_to(tmp_path))]
     proc = _snakemake(args, tmp_path)
     journals = tmp_path / "results" / "journal"
     deadline = time.time() + 240
@@ -60,13 +61,13 @@ def test_kill_9_mid_profiling_then_resume(tmp_path):
             before[entry["config_id"]] = entry["rows"][0]["median_s"]
     configs = pd.read_parquet(tmp_path / "results" / "db" / "configs.parquet")
     assert 0 < len(before) < len(configs)
-    assert not (tmp_path / "results" / "profile" / "iter0_chunk0.parquet").exists()
+    assert not table.exists()
 
     _snakemake(["--configfile", "c.yaml", "--unlock"], tmp_path).communicate(timeout=120)  # kill -9 leaves a lock
     out, _ = _snakemake(args, tmp_path).communicate(timeout=600)
     log = (tmp_path / "logs" / "profile" / "iter0_chunk0.log").read_text()
     assert "already measured, resuming" in log, out[-2000:]
-    meas = pd.read_parquet(tmp_path / "results" / "db" / "measurements.parquet")
+    meas = pd.read_parquet(table)
     iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward") & (meas["placement"] == "default")]
     assert sorted(iso["config_id"]) == sorted(configs["config_id"])  # complete, and no duplicates
     kept = iso.set_index("config_id")["median_s"]
