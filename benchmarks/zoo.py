@@ -75,25 +75,22 @@ def main() -> None:
     from opcost.check import check_workload
 
     names = args.only or list(ZOO)
-    models_passed, configs, replay_failed, workloads, rows = set(names), 0, 0, 0, []
+    results = []
     for name in names:
         for mode in args.modes:
             t0 = time.perf_counter()
             res = check_workload(name, ZOO[name], args.batch, mode)
-            workloads += 1
-            configs += res.configs
-            replay_failed += len(res.replay_failures)
-            if not res.ok:
-                models_passed.discard(name)
+            results.append((name, res))
             status = "pass" if res.ok else f"FAIL ({len(res.replay_failures)} configurations)" \
                 if res.error is None else "FAIL"
             print(f"{res.workload:<40} {res.configs:4d} configs {res.calls:5d} calls "
                   f"{time.perf_counter() - t0:6.1f} s  {status}" +
                   (f"  first: {res.first_failure()}" if not res.ok else ""), flush=True)
-            rows.append(res)
-    failed_workloads = sum(1 for r in rows if r.error is not None)
-    summary(models=len(names), passed=len(models_passed), workloads=workloads, configs=configs,
-            replay_failures=replay_failed, workload_failures=failed_workloads)
+    failed_models = {name for name, res in results if not res.ok}
+    summary(models=len(names), passed=len(names) - len(failed_models), workloads=len(results),
+            configs=sum(r.configs for _, r in results),
+            replay_failures=sum(len(r.replay_failures) for _, r in results),
+            workload_failures=sum(r.error is not None for _, r in results))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ class OpcostError(Exception):
 _WRITABLE = "make it writable for this user, or write elsewhere"
 _REMEDY = {errno.ENOSPC: "free some space and rerun: completed measurements are kept (journal) and not measured again",
            errno.EACCES: _WRITABLE, errno.EPERM: _WRITABLE, errno.EROFS: "write elsewhere (a read-only file system)"}
+HOST_ERRNOS = tuple(_REMEDY)  # the host's fault (disk, permissions), never a model's
 
 
 def from_os_error(e: OSError) -> OpcostError:

@@ -138,8 +138,8 @@ def _synth_tensor(spec: dict, device: torch.device, generator: torch.Generator) 
 def _with_layout(values: torch.Tensor, stride: list, offset: int, generator: torch.Generator) -> torch.Tensor:
     """``values`` laid out with ``stride`` at ``offset`` in a buffer of its own: each view element is written to
     the storage element it maps to (where several share one, as in an expanded tensor, it holds one of their
-    values: the recorded integers of such a layout agree there); the buffer's other elements hold random values
-    of the dtype, never uninitialised memory."""
+    values: the recorded integers of such a layout agree there); the buffer's other elements hold random floats,
+    or zeros for integer dtypes, never uninitialised memory."""
     shape = list(values.shape)
     size = offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride))
     if values.is_floating_point() or values.is_complex():

@@ -4,7 +4,6 @@ Each takes the validated config and paths, reads its inputs, and writes its outp
 """
 from __future__ import annotations
 
-import errno
 import logging
 import socket
 import sys
@@ -14,7 +13,7 @@ import pandas as pd
 
 from . import figures, io, tables
 from .database import catalog
-from .errors import OpcostError, from_os_error
+from .errors import HOST_ERRNOS, OpcostError, from_os_error
 
 log = logging.getLogger("opcost")
 
@@ -91,9 +90,6 @@ def _workload(config: dict, model: str, mode: str, batch: int):
         raise OpcostError(f"model {model}", "not in config `models`")
     loaded = load_model(model, config["models"][model], config["device"], config["dtype"])
     return make_workload(loaded, int(batch), mode)
-
-
-HOST_ERRNOS = (errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EROFS)  # the host's fault, not the workload's
 
 
 def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty: dict, body) -> None:
