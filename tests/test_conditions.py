@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from opcost.hostinfo import cpus, llc_bytes
+from opcost.hostinfo import cpus, driver_version_of, llc_bytes
 from opcost.profile import MAX_POOL, pool_size
 from opcost.replay import ModelCache, build, input_bytes
 
@@ -200,3 +200,11 @@ def test_fresh_rotation_feeds_each_operator_its_producers_output(cache):
     assert len(fc1) == len(outs) == 10
     same = [f[3] == o[2] for f, o in zip(fc1, outs)]
     assert all(same) if cache == "fresh" else not any(same)
+
+
+def test_the_driver_version_is_read_from_either_kernel_module_banner():
+    proprietary = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
+    open_module = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+                   "(dvs-builder@U22-I3-AE18-23-3)  Thu Jul 24 20:37:01 UTC 2025")
+    assert driver_version_of(proprietary) == "535.104.05" and driver_version_of(open_module) == "580.159.04"
+    assert driver_version_of("no version here") is None

@@ -1,7 +1,12 @@
+from pathlib import Path
+
 import pytest
+import yaml
 
 from opcost.config import validate, workloads
 from opcost.errors import OpcostError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_defaults_are_filled():
@@ -34,3 +39,10 @@ def test_errors_are_one_line_naming_the_key(bad, culprit):
 def test_workloads_use_per_model_overrides():
     cfg = validate({"models": {"a": {}, "b": {"batch_sizes": [4], "modes": ["training"]}}, "batch_sizes": [1, 2]})
     assert workloads(cfg) == [("a", "inference", 1), ("a", "inference", 2), ("b", "training", 4)]
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in
+                                        [*(ROOT / "config").glob("*.yaml"), *(ROOT / "tests" / "data").glob("*.yaml")]))
+def test_every_shipped_config_is_valid(path):
+    cfg = validate(yaml.safe_load((ROOT / path).read_text()))
+    assert workloads(cfg)

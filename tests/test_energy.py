@@ -71,3 +71,52 @@ def test_nvml_on_a_real_gpu():
         x @ x
     torch.cuda.synchronize()
     assert meter.end(token).joules > 0
+
+
+def _powered(pkg, schedule, stop):
+    """Drive the fake package counter at ``schedule(t)`` watts (t: seconds since start) until ``stop`` is set."""
+    import threading
+    import time
+
+    def run():
+        uj, t0, last = 1_000_000.0, time.perf_counter(), time.perf_counter()
+        while not stop.is_set():
+            now = time.perf_counter()
+            uj += schedule(now - t0) * (now - last) * 1e6
+            last = now
+            (pkg / "energy_uj.new").write_text(f"{int(uj)}\n")
+            (pkg / "energy_uj.new").replace(pkg / "energy_uj")  # whole values, as sysfs reads give
+            time.sleep(0.002)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
+def test_idle_power_waits_for_a_falling_power_to_settle(tmp_path):
+    import threading
+
+    from opcost.energy import idle_power
+
+    pkg, _ = fake_rapl(tmp_path, max_range=1 << 60)
+    stop = threading.Event()
+    th = _powered(pkg, lambda t: 200.0 if t < 0.05 else 100.0 if t < 0.1 else 50.0, stop)  # a device cooling down
+    try:
+        watts = idle_power(RaplMeter(tmp_path), 0.05)
+    finally:
+        stop.set()
+        th.join()
+    assert watts == pytest.approx(50.0, rel=0.25)
+
+
+def test_running_below_the_idle_baseline_is_missing_active_energy_not_negative(tmp_path):
+    pkg, _ = fake_rapl(tmp_path)
+    meter = RaplMeter(tmp_path)
+    state = {"uj": 1_000_000}
+
+    def op():
+        state["uj"] += 10
+        (pkg / "energy_uj").write_text(f"{state['uj']}\n")
+
+    out = measure_energy(op, meter, EnergySettings(trial_s=0.02, trials=2), idle_w=1e9)  # baseline far above
+    assert out["energy_j"] == pytest.approx(10e-6) and out["energy_active_j"] is None and out["idle_w"] == 1e9

@@ -1,6 +1,8 @@
 """Kineto traces: recording a real model, the table model, T1-T5 overheads, GEMM/conv dimensions, prediction."""
 import gzip
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -437,3 +439,46 @@ def test_a_configuration_that_cannot_replay_leaves_the_trace_without_it(tmp_path
     assert model_ops.count("aten::mul") == 2 and tt.n_iterations == 2  # Picky's checks and x * 2 run in the model
     assert replay_ops == ["aten::linear", "aten::abs", "aten::add", "aten::sum"] * 2  # the rest, without Picky
     assert "T1r" in set(io.read_parquet(outs["overheads"], tables.TRACE_OVERHEADS)["kind"])
+
+
+# A real CUDA trace: tiny_dlrm inference at batch 8 on an NVIDIA H200 (torch 2.11, tests/data/gpu.yaml), five
+# iterations each followed by one replay of the workload's operators.
+CUDA_TRACE = Path(__file__).parent / "data" / "cuda_trace_tiny_dlrm_inference_b8.json.gz"
+
+
+@pytest.fixture(scope="module")
+def cuda_trace(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cuda") / CUDA_TRACE.name  # parse caches its tables beside the trace
+    shutil.copy(CUDA_TRACE, path)
+    return trace.parse(path)
+
+
+def test_a_real_cuda_trace_links_every_kernel_to_its_launch_and_op(cuda_trace):
+    tt = cuda_trace
+    assert tt.has_device and tt.n_iterations == 5
+    assert tt.kernels["launch_id"].notna().all() and tt.kernels["top_op"].notna().all()
+    per_iteration = tt.kernels.dropna(subset=["iteration"]).groupby("iteration").size()
+    assert len(per_iteration) == 5 and per_iteration.nunique() == 1  # the same kernels every iteration
+    calls = trace.op_calls(tt)
+    types = trace.op_types(tt, calls)
+    assert types["launches"].sum() == per_iteration.iloc[0]  # per iteration
+    assert {"aten::linear", "aten::embedding_bag", "aten::bmm"} <= set(types["op_type"])
+    kernels = trace.op_kernels(tt)
+    assert (kernels["count"] > 0).all() and kernels["kernel"].str.len().gt(0).all()
+
+
+def test_a_real_cuda_trace_is_launch_bound_and_its_overheads_add_up(cuda_trace):
+    """A small model on a large GPU: the device is busy a few percent of each iteration, so the iteration is the CPU's
+    launch path, which the T1-T5 overhead model (plus device time) must reproduce."""
+    tt = cuda_trace
+    calls = trace.op_calls(tt)
+    its = trace.iterations(tt, calls)
+    assert (its["device_busy_s"] > 0).all() and (its["device_busy_s"] < 0.2 * its["span_s"]).all()
+    assert (its["cpu_busy_s"] <= its["span_s"]).all()
+    stats = trace.overheads(trace.overhead_samples(tt, calls))
+    assert {"T1", "T2", "T3", "T4", "T5"} <= set(stats.loc[stats["op_type"] == "<all>", "kind"])
+    check = trace.trace_prediction(tt)
+    assert check["plain_error"] < -0.8  # device time alone misses most of the iteration
+    assert abs(check["error"]) < 0.1, check  # device time + modelled CPU overheads: within 10%
+    replay = tt.with_marker(trace.REPLAY_MARKER)
+    assert replay.n_iterations == 5 and replay.has_device

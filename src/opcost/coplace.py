@@ -30,7 +30,8 @@ calls of the configuration measured with that placement (single-call samples).
 Limitations: inference only (no backward placement); only leaf-module calls are placed, functional operators
 (residual adds, ``flatten``, functional activations...) run on default memory and are not timed here; a module
 that relies on an in-place side effect on its argument without using the returned tensor sees the placed copy
-modified instead of its argument; as in isolated profiling, outputs are bound to CPU (NUMA) tiers only.
+modified instead of its argument; as in isolated profiling, outputs are bound to CPU (NUMA) tiers only (on GPUs the
+placements keep outputs on the fast tier, where the device allocator puts them).
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ from .errors import OpcostError
 from .extract import Capture, record_calls
 from .hostinfo import host_facts, now
 from .insitu import _clock
-from .placement import Placement, Placer, aliased_input, mbind, plan, storages, usable_tiers
+from .placement import Placement, Placer, aliased_input, mbind, output_tier, plan, storages, usable_tiers
 from .placement import Settings as PlacementSettings
 from .profile import matches_all
 from .replay import _map_tensors, _place_params, tensor_inputs, tensors_of
@@ -179,17 +180,18 @@ def _probe(wl: Workload, count: int) -> list[tuple[int, bool, int | None]]:
     return found
 
 
-def layers_of(wl: Workload, tiers: list[str], settings: PlacementSettings, capture: Capture | None = None
-              ) -> list[Layer]:
+def layers_of(wl: Workload, tiers: list[str], settings: PlacementSettings, capture: Capture | None = None,
+              out_tier: str | None = None) -> list[Layer]:
     """The leaf-module calls of one iteration, each with the placements to cover (as isolated profiling plans them
-    for its configuration)."""
+    for its configuration; ``out_tier``: the tier outputs land on where they cannot be bound, see
+    :func:`~opcost.placement.output_tier`)."""
     cap = capture or record_calls(wl)
     ids = cap.config_ids(wl.mode)
     calls = [(c, cid) for c, cid in zip(cap.calls, ids) if c.scope == "module"]
     probed = _probe(wl, len(calls))
     out = []
     for k, ((call, cid), (n_in, has_params, alias)) in enumerate(zip(calls, probed)):
-        plans = plan(n_in, has_params, tiers, settings.params, settings.max_per_config, alias)
+        plans = plan(n_in, has_params, tiers, settings.params, settings.max_per_config, alias, out_tier)
         out.append(Layer(k, cid, call.op_type, call.path, wl.model.module.get_submodule(call.path), n_in,
                          has_params, alias, plans))
     return out
@@ -347,7 +349,7 @@ def profile_coplace(wl: Workload, settings: TimingSettings, device: str, placeme
     fast = tiers[0].name
     placer = Placer(tiers, device)
     clock = _clock(device)
-    layers = layers_of(wl, [t.name for t in tiers], placement, capture)
+    layers = layers_of(wl, [t.name for t in tiers], placement, capture, output_tier(tiers, device))
     log.info("layers found in %.2f s", time.perf_counter() - t_start)
     rounds = schedule([la.placements for la in layers], fast, gap, owners=[id(la.module) for la in layers])
     log.info("%s: %d leaf-module calls, %d placements to cover, %d rounds", wl.model.name, len(layers),

@@ -196,10 +196,25 @@ class EnergySettings:
         return section(cls, cfg)
 
 
-def idle_power(meter: Meter, seconds: float) -> float:
-    token = meter.begin()
-    time.sleep(seconds)
-    return meter.end(token).watts
+def idle_power(meter: Meter, seconds: float, max_windows: int = 10, patience: int = 2) -> float:
+    """The device's idle power: the lowest of successive windows of ``seconds``, taken until ``patience`` windows in
+    a row bring no new low (more than 2% below the lowest so far) or ``max_windows`` are done. A GPU leaves its
+    high-power state only some time after work (a previous job's): on an H200 the idle power read in one window at
+    the start of successive measuring jobs ranged from 92 to 140 W, above a small model's whole running power (114
+    W), which made its active energy negative. A baseline still read too high understates active energy;
+    :func:`measure_energy` records a negative one as missing."""
+    lowest, calm = float("inf"), 0
+    for _ in range(max_windows):
+        token = meter.begin()
+        time.sleep(seconds)
+        watts = meter.end(token).watts
+        if watts < lowest * 0.98:
+            lowest, calm = watts, 0
+        else:
+            lowest, calm = min(lowest, watts), calm + 1
+            if calm >= patience:
+                break
+    return lowest
 
 
 def measure_energy(fn, meter: Meter, settings: EnergySettings, idle_w: float, sync=lambda: None) -> dict:
@@ -223,7 +238,12 @@ def measure_energy(fn, meter: Meter, settings: EnergySettings, idle_w: float, sy
         active.append((w.joules - idle_w * w.seconds) / calls)
         watts.append(w.watts)
     med = float(np.median(per_call))
-    return {"energy_j": med, "energy_active_j": float(np.median(active)), "power_w": float(np.median(watts)),
+    med_active = float(np.median(active))
+    if med_active < 0:  # running below the idle power measured before: the baseline moved, active energy unknown
+        log.warning("power while running (%.1f W) below the idle power (%.1f W): active energy recorded as missing",
+                    float(np.median(watts)), idle_w)
+    return {"energy_j": med, "energy_active_j": med_active if med_active >= 0 else None,
+            "power_w": float(np.median(watts)),
             "idle_w": idle_w, "energy_spread": float((max(per_call) - min(per_call)) / med) if med > 0 else None,
             "meter": meter.name}
 

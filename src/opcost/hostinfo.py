@@ -5,6 +5,7 @@ import datetime as _dt
 import functools
 import os
 import platform
+import re
 import socket
 
 import torch
@@ -101,9 +102,24 @@ def now() -> str:
 
 
 def _nvidia_driver() -> str | None:
+    """The NVIDIA driver version (``580.159.04``), from NVML where installed, else the kernel module's banner
+    (``NVRM version: NVIDIA UNIX [Open Kernel Module for] x86_64  580.159.04  Release Build ...``)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # no NVML (not installed, no driver library): the kernel module's banner
+        pass
     try:
         with open("/proc/driver/nvidia/version") as f:
-            first = f.readline()
-        return first.split("Kernel Module")[1].split()[0] if "Kernel Module" in first else first.strip()
-    except (OSError, IndexError):
+            return driver_version_of(f.readline())
+    except OSError:
         return None
+
+
+def driver_version_of(banner: str) -> str | None:
+    """The version number in the first line of ``/proc/driver/nvidia/version``, whatever words precede it."""
+    found = re.search(r"\b(\d+\.\d+(?:\.\d+)?)\b", banner.split("Kernel Module", 1)[-1])
+    return found.group(1) if found else None

@@ -169,6 +169,13 @@ class Placement:
         return cls(tuple(parts["in"].split(",")) if parts.get("in") else (), parts.get("w"), parts["out"])
 
 
+def output_tier(tiers: list[Tier], device: str) -> str | None:
+    """The tier every output of a placed call lands on, or None where outputs can be bound to any tier (CPU NUMA
+    tiers, :meth:`Placer.bind_output`). On GPUs kernels allocate their outputs through the device allocator, so
+    outputs stay in device memory: the fast tier."""
+    return tiers[0].name if tiers and str(device).startswith("cuda") else None
+
+
 def plan(n_inputs: int, has_params: bool, tiers: list[str], params: str = "fixed", cap: int = 8,
          alias: int | None = None, out_tier: str | None = None) -> list[Placement]:
     """The placements to measure for a configuration, at most ``cap``: a sample of the product of tiers over inputs,

@@ -15,7 +15,7 @@ from .e2e import e2e_frames
 from .failures import failure
 from .energy import NoMeter, missing
 from .hostinfo import host_facts, llc_bytes, now
-from .placement import DEFAULT, Placement, Placer, aliased_input, matches, plan, storages, usable_tiers
+from .placement import DEFAULT, Placement, Placer, aliased_input, matches, output_tier, plan, storages, usable_tiers
 from .placement import Settings as PlacementSettings
 from .replay import ModelCache, build, input_bytes, mode_context, refresher, tensors_of
 from .tables import MEASUREMENTS, SAMPLES, frame
@@ -84,9 +84,8 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
     probe = build(row, models, device)
     with probe.context():
         alias = aliased_input(probe.inputs, probe.outputs())
-    # outputs can be bound to CPU tiers only: on GPUs they stay in device memory (the fast tier)
     plans = plan(len(probe.inputs), bool(probe.params), [t.name for t in tiers], place_cfg.params,
-                 place_cfg.max_per_config, alias, tiers[0].name if device.startswith("cuda") else None)
+                 place_cfg.max_per_config, alias, output_tier(tiers, device))
     out = []
     for k, plc in enumerate(plans):
         rep = None

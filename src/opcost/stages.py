@@ -295,8 +295,9 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
         for part in TRACE_PARTS:
             io.write_parquet(parts[f"trace_{part}"], out_tables[part], getattr(tables, f"TRACE_{part.upper()}"))
         check = tr.trace_prediction(tt)
-        log.info("%s %s b%s: %d traced iterations, median %.3f ms; top-level ops %.3f ms (%+.1f%%); with "
-                 "modelled gaps %.3f ms (%+.1f%%)", model, mode, batch, tt.n_iterations, check["measured_s"] * 1e3,
+        log.info("%s %s b%s: %d traced iterations, median %.3f ms; top-level ops' %s time %.3f ms (%+.1f%%); "
+                 "with modelled gaps %.3f ms (%+.1f%%)", model, mode, batch, tt.n_iterations,
+                 check["measured_s"] * 1e3, "device" if tt.has_device else "CPU",
                  check["plain_s"] * 1e3, check["plain_error"] * 100, check["predicted_s"] * 1e3,
                  check["error"] * 100)
         return [{"config_id": cid, "op_type": op, "reason": f"left out of the replayed iterations: {why}"}

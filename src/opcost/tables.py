@@ -76,7 +76,9 @@ _STATS = (
 _ENERGY = (
     _c("energy_j", "Float64", "joules per call (median over trials); missing where no energy meter exists "
                               "(never 0 for 'unknown')"),
-    _c("energy_active_j", "Float64", "joules per call above idle power (idle power x duration subtracted)"),
+    _c("energy_active_j", "Float64", "joules per call above idle power (idle power x duration subtracted); "
+                                     "missing where the power while running was below the idle power read at the "
+                                     "job's start"),
     _c("power_w", "Float64", "mean power during the energy trials, watts"),
     _c("idle_w", "Float64", "idle power measured before the job's measurements, watts"),
     _c("energy_spread", "Float64", "(max - min) / median of the per-call energy over trials"),
