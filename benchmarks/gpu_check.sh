@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # GPU check, for a host with a CUDA device: the tests that need a GPU, then a short workflow run on
 # tests/data/gpu.yaml (device cuda; device, pinned-host and managed memory tiers; NVML energy; Kineto traces with
-# CUDA kernels). Writes its logs and a digest of the results to OUTDIR (default gpu_check/) and ends with a
-# SUMMARY line. Usage: bash benchmarks/gpu_check.sh [OUTDIR] [SNAKEMAKE_SECONDS]
+# CUDA kernels). Writes its logs, a digest of the results (benchmarks/gpu_digest.py) and one CUDA trace to OUTDIR
+# (default gpu_check/) and ends with a SUMMARY line. On an H200 the per-workload jobs took 3 minutes and a profiling
+# chunk 164 s (with two visits and two energy trials per placement, since cut to one each).
+# Usage: bash benchmarks/gpu_check.sh [OUTDIR] [SNAKEMAKE_SECONDS]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-gpu_check}; limit=${2:-300}
+out=${1:-gpu_check}; limit=${2:-480}
 mkdir -p "$out"
 PY=${PYTHON:-python3}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
