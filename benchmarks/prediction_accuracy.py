@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,7 @@ def main() -> None:
 
     from opcost.config import validate
     from opcost.e2e import measure_e2e
+    from opcost.engine import engine_call_s, without_engine_calls
     from opcost.insitu import profile_insitu
     from opcost import trace as tr
     from opcost.predict import DEFAULT_STATISTIC, STATISTICS, predict, trace_overhead
@@ -60,14 +62,29 @@ def main() -> None:
             wl, layers, configs = workload_configs(model, batch, args.mode)
             e_before, _ = measure_e2e(wl, e2e_settings, "cpu")
             rotation_e2e = []
-            iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings, cache=args.cache,
-                                     order=args.order, e2e_every=int(cfg["profile"]["e2e_every"]),
-                                     on_e2e=lambda row, _: rotation_e2e.append(row))
+            iso, iso_samples = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings,
+                                               cache=args.cache, order=args.order,
+                                               e2e_every=int(cfg["profile"]["e2e_every"]),
+                                               on_e2e=lambda row, _: rotation_e2e.append(row))
+            engine_s = None
+            if args.mode == "training":  # as the profiling stage: one engine call per iteration, not per backward
+                engine_s = engine_call_s("cpu", op_settings)
+                iso, _ = without_engine_calls(iso, iso_samples, engine_s)
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
-            tt = tr.parse(tr.record(wl, f"/tmp/opcost_bench_{model}_b{batch}.json.gz", iterations=10, warmup=3,
-                                    paired=tr.replay_runner(wl, cfg["models"])[0]))
-            parts = tr.summarize(tt, model, args.mode, batch, "cpu", replay=tt.with_marker(tr.REPLAY_MARKER))
+            # as the pipeline's trace stage: inference pairs each iteration with a replay of its operators (the gaps
+            # isolated costs already hold); training calibrates the profiler's own cost per call instead
+            inference = args.mode == "inference"
+            path = Path(f"/tmp/opcost_bench_{model}_{args.mode}_b{batch}.json.gz")
+            tt = tr.parse(tr.record(wl, path, iterations=10, warmup=3,
+                                    paired=tr.replay_runner(wl, cfg["models"])[0] if inference else None))
+            dilation = None
+            if not inference:
+                calib = path.with_name(f".{path.name}.calibration.json.gz")
+                dilation = tr.profiler_dilation(calib)
+                calib.unlink(missing_ok=True)
+            parts = tr.summarize(tt, model, args.mode, batch, "cpu", dilation,
+                                 replay=tt.with_marker(tr.REPLAY_MARKER) if inference else None)
             overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
             measurements = pd.concat([iso, ins], ignore_index=True)
             row = {"model": model, "batch": batch}
@@ -86,7 +103,8 @@ def main() -> None:
                                 "reference": by.loc["isolated", "reference"],
                                 "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
                                 "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
-                                "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3})
+                                "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
+                                "engine_us": engine_s * 1e6 if engine_s is not None else None})
                 row.update({
                     f"err_isolated{sfx}": float(by.loc["isolated", "error"]),
                     f"err_isolated_vs_interleaved{sfx}": float(by.loc["isolated", "predicted_s"]

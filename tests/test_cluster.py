@@ -19,8 +19,10 @@ def test_cluster_generic_executor_runs_the_tiny_config(tmp_path):
     cfg["models"] = {"mlp": cfg["models"]["mlp"]}
     cfg["profile"]["chunks"] = 1
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    # a chain of submitted jobs (extract -> catalog) and a measuring job; the whole pipeline runs in test_workflow
     snakemake("--configfile", "c.yaml", "--executor", "cluster-generic", "--jobs", "1",
               "--cluster-generic-submit-cmd", str(ROOT / "tests" / "fake_submit.sh"), "--latency-wait", "5",
-              "results/validation/predictions.parquet", cwd=tmp_path, timeout=600)
-    pred = pd.read_parquet(tmp_path / "results" / "validation" / "predictions.parquet")
-    assert set(pred["model"]) == {"mlp"} and (pred["predicted_s"] > 0).all()
+              "results/db/configs.parquet", "results/e2e/mlp/inference_b2.parquet", cwd=tmp_path, timeout=600)
+    configs = pd.read_parquet(tmp_path / "results" / "db" / "configs.parquet")
+    e2e = pd.read_parquet(tmp_path / "results" / "e2e" / "mlp" / "inference_b2.parquet")
+    assert set(configs["op_type"]) >= {"Linear"} and (e2e["median_s"] > 0).all() and list(e2e["model"]) == ["mlp"]

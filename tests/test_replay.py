@@ -48,14 +48,19 @@ def test_training_replay_runs_backward(configs):
     cache = ModelCache(validate({"models": MODELS})["models"], "cpu", "float32")
     rep = build(row, cache, "cpu")
     module = cache.get(json.loads(row["replay"])["model"]).module.get_submodule(json.loads(row["replay"])["path"])
+    weight_grads = []
+    hook = module.weight.register_hook(lambda g: weight_grads.append(g))
     with rep.context():
         phases = dict(rep.callables())
         assert list(phases) == ["forward", "backward"]
         phases["forward"]()
-        assert module.weight.grad is None  # forward alone computes no gradient
+        assert not weight_grads  # forward alone computes no gradient
         phases["backward"]()
         phases["backward"]()  # repeatable on the retained graph
-    assert module.weight.grad is not None and torch.isfinite(module.weight.grad).all()
+    hook.remove()
+    assert len(weight_grads) == 2 and all(torch.isfinite(g).all() for g in weight_grads)
+    # computed, not accumulated: neither the weight nor the replay's leaf inputs gain a .grad to add into
+    assert module.weight.grad is None and all(t.grad is None for t in rep.inputs if isinstance(t, torch.Tensor))
 
 
 def test_inplace_functional_op_replays_in_training(configs):

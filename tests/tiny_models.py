@@ -46,3 +46,43 @@ class PickyNet(nn.Module):
 
 def make_picky() -> nn.Module:
     return PickyNet()
+
+
+def _spin(seconds: float) -> None:
+    import time
+
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        pass
+
+
+class _Timed(torch.autograd.Function):
+    """Identity whose forward and backward each take a known time (a busy wait, whatever the machine's load)."""
+
+    @staticmethod
+    def forward(ctx, x, forward_s, backward_s):
+        ctx.backward_s = backward_s
+        _spin(forward_s)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        _spin(ctx.backward_s)
+        return grad.clone(), None, None
+
+
+class Timed(nn.Module):
+    """A leaf module whose forward costs ``forward_ms`` and whose backward ``backward_ms``, by construction."""
+
+    def __init__(self, forward_ms: float, backward_ms: float):
+        super().__init__()
+        self.forward_s, self.backward_s = forward_ms / 1e3, backward_ms / 1e3
+
+    def forward(self, x):
+        return _Timed.apply(x, self.forward_s, self.backward_s)
+
+
+def make_timed(layers: int = 3, forward_ms: float = 0.5, backward_ms: float = 2.0) -> nn.Module:
+    """``layers`` Timed modules in a row behind a Linear (so the input's gradient is needed): a training iteration
+    costs about layers x (forward_ms + backward_ms)."""
+    return nn.Sequential(nn.Linear(8, 8), *[Timed(forward_ms, backward_ms) for _ in range(layers)])

@@ -381,7 +381,7 @@ def profile_coplace(wl: Workload, settings: TimingSettings, device: str, placeme
                      "phase": "forward", "workload": workload_key(wl.model.name, wl.mode, wl.batch),
                      "status": "ok", "placement": plc, "placement_verified": (bad or vers)[0],
                      "placement_ok": not bad, "baseline": is_baseline(Placement.parse(plc), fast), "cache": None,
-                     **facts,
+                     "engine_s": None, **facts,
                      **m.stats(), **missing(NoMeter()), "attempts": 1, "timestamp": now()})
     meas = frame(MEASUREMENTS, rows)
     summary = {"workload": workload_key(wl.model.name, wl.mode, wl.batch), "device": device,

@@ -201,7 +201,7 @@ def _rows(wl: Workload, ids: list[str], cap: Capture, samples: dict, settings: T
         rows.append({"config_id": cid, "op_type": op_type[cid], "mode": wl.mode, "source": "insitu",
                      "phase": phase, "workload": workload_key(wl.model.name, wl.mode, wl.batch), "status": "ok",
                      "placement": "default", "placement_verified": None, "placement_ok": None, "baseline": True,
-                     "cache": None,
+                     "cache": None, "engine_s": None,
                      **facts, **m.stats(),
                      **missing(NoMeter()), "attempts": 1, "timestamp": now()})
         raw += [{"key": cid, "source": "insitu", "placement": "default", "phase": phase, "i": k, "seconds": float(t)}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .engine import ENGINE_OP_TYPE
 from .predict import DEFAULT_STATISTIC, costed_layers, references
 
 ALL = "all"
@@ -71,7 +72,7 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
     workloads, below, over = [], [], []
     for (model, batch, mode), g in iso.groupby(["model", "batch", "mode"], sort=True):
         m = measured.get((model, int(batch), mode))
-        in_profiled = g["op_type"].isin(profiled)
+        in_profiled = g["op_type"].isin(profiled) | (g["op_type"] == ENGINE_OP_TYPE)  # the engine: with backward
         ov = (overhead or {}).get((model, int(batch), mode)) if settings.overhead else None
         attributed = float(g.loc[in_profiled & g["cost_s"].notna(), "total_s"].sum()) + (ov or 0.0)
         all_measured = bool(g["cost_s"].notna().all())

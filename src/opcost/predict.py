@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .database import latest
+from .engine import engine_rows
 from .tables import CONSISTENCY, PREDICTIONS, frame
 from .timing import ROTATION_STATES
 from .workload import workload_key
@@ -66,7 +67,9 @@ def _sum_present(values: pd.Series) -> float:
 def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str, source: str = "isolated",
                   statistic: str = DEFAULT_STATISTIC) -> pd.DataFrame:
     """Layer rows with their cost per call (cost_s: ``statistic`` summed over phases; missing when unmeasured or
-    failed) and count x cost (total_s), from the baseline-placement measurements of one source and device."""
+    failed) and count x cost (total_s), from the baseline-placement measurements of one source and device; a
+    training workload whose isolated backward costs had the autograd engine's fixed cost taken out gets it back
+    once, as a row of op type :data:`~opcost.engine.ENGINE_OP_TYPE` (count 1)."""
     col = _column(statistic)
     ok = _baseline_ok(measurements, device)
     ok = ok[ok["source"] == source]
@@ -74,7 +77,9 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     out = layers.assign(workload=_workload_col(layers))
     cost = ok.groupby(keys, as_index=False).agg(cost_s=(col, _sum_present), energy_j=("energy_j", _sum_present))
     out = out.merge(cost, on=keys, how="left")
-    return out.assign(total_s=out["count"] * out["cost_s"], total_j=out["count"] * out["energy_j"])
+    out = out.assign(total_s=out["count"] * out["cost_s"], total_j=out["count"] * out["energy_j"])
+    engine = engine_rows(out, ok)  # training: the one autograd engine call per iteration (opcost.engine)
+    return pd.concat([out, engine], ignore_index=True) if len(engine) else out
 
 
 def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tuple, float]:

@@ -296,7 +296,7 @@ def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | No
     """Rows and samples of one configuration; ``result``: {(placement, phase): (verified, Measurement or None,
     energy columns or the failure, cache label)}."""
     base = {"config_id": row["config_id"], "op_type": row["op_type"], "mode": row["mode"], "source": "isolated",
-            "workload": None, "attempts": attempts, **facts, "cache": None, **NO_STATS}
+            "workload": None, "attempts": attempts, **facts, "cache": None, "engine_s": None, **NO_STATS}
     if result is None:
         return [{**base, "phase": "forward", "placement": DEFAULT, "placement_verified": None, "placement_ok": None,
                  "baseline": True,

@@ -117,7 +117,10 @@ def tensors_of(out) -> list[torch.Tensor]:
 
 
 def _phases(forward: Callable[[], object], zero: Callable[[], None], training: bool) -> dict[str, Callable]:
-    """``forward`` alone; in training also ``backward`` alone (repeated on one retained graph)."""
+    """``forward`` alone; in training also ``backward`` alone (repeated on one retained graph). The backward
+    computes the gradient of every leaf its graph reaches (the call's inputs and parameters) and keeps none: inside
+    the model the inputs' gradients flow on to their producers, whereas accumulating them into ``.grad`` of the
+    replay's leaf inputs would add an elementwise add per input and call that no iteration runs."""
     if not training:
         return {"forward": forward}
 
@@ -125,14 +128,30 @@ def _phases(forward: Callable[[], object], zero: Callable[[], None], training: b
         zero()
         outs = [t for t in tensors_of(forward()) if t.requires_grad and t.grad_fn is not None]
         grads = [torch.ones_like(t) for t in outs]
+        leaves = graph_leaves(outs)
 
         def backward():
-            zero()
-            torch.autograd.backward(outs, grads, retain_graph=True)
+            torch.autograd.grad(outs, leaves, grads, retain_graph=True, allow_unused=True)
 
-        return backward if outs else None
+        return backward if outs and leaves else None
 
     return {"forward": forward, "backward": backward_setup}
+
+
+def graph_leaves(outs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaf tensors (requiring grad) that the autograd graph of ``outs`` reaches, each once."""
+    leaves, seen, stack = {}, set(), [t.grad_fn for t in outs]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        variable = getattr(node, "variable", None)  # an AccumulateGrad node: its leaf
+        if variable is not None:
+            leaves[id(variable)] = variable
+        else:
+            stack.extend(fn for fn, _ in node.next_functions)
+    return list(leaves.values())
 
 
 class ModelCache:

@@ -176,6 +176,10 @@ MEASUREMENTS = Table(
                               "`cold:N` (back-to-back, inputs rotate over N "
                               "copies, together larger than twice the last-level cache) or `cold-capped:N` (the "
                               "64-copy cap left the pool smaller); missing for in-situ rows"),
+        _c("engine_s", "Float64", "isolated backward rows: the autograd engine's fixed cost per backward call, "
+                                  "measured in the same job and taken out of this row's statistics and samples "
+                                  "(floored at 0); a training iteration pays it once, so predictions add it once "
+                                  "per iteration (op type `autograd engine`); missing elsewhere"),
     ) + _STATS + _ENERGY,
 )
 

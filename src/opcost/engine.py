@@ -1,0 +1,93 @@
+"""The autograd engine's fixed cost per backward call, and its accounting in training predictions.
+
+A training iteration runs its whole backward in one call of the autograd engine; isolated profiling runs the
+backward of each configuration in a call of its own, so every isolated backward row holds the engine's fixed cost
+per call (graph task set-up, ready queue, thread hand-off; tens of microseconds on a CPU, see
+``benchmarks/autograd_engine.py``) once more than the model pays it. The profiling job measures that cost on its
+device, :func:`without_engine_calls` takes it out of the job's isolated backward rows (column ``engine_s`` of
+`measurements` says how much), and :func:`engine_rows` counts it once per training iteration in every prediction,
+as a pseudo operator type of its own (:data:`ENGINE_OP_TYPE`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+ENGINE_OP_TYPE = "autograd engine"  # op_type of the once-per-iteration row predictions add
+ENGINE_ID = "autograd-engine"  # its config_id
+_STATS = ("median_s", "trimmed_mean_s", "ci_low_s", "ci_high_s")
+
+
+def engine_call_s(device: str, settings, nodes: int = 16, pairs: int = 7, warmup_s: float = 1.0) -> float:
+    """Seconds the autograd engine costs per backward call beyond its nodes: the intercept of the per-call time of
+    a backward over one node and over a chain of ``nodes`` nodes (``x * 2`` on 8 elements), from ``pairs``
+    alternating measurements of the two (the timing core under ``settings``, each capped at 0.2 s) after
+    ``warmup_s`` of both, the median of the pairs' intercepts, never below 0. Alternating keeps the machine's drift
+    out of each difference. On this project's 2-core VM (2 threads) the first pairs of a process read 59-98 us and
+    later ones 48-49 us, hence the warm-up."""
+    import dataclasses
+    import time
+
+    import torch
+
+    from .timing import measure
+
+    x = torch.randn(8, device=device, requires_grad=True)
+
+    def backward_of(k: int):
+        y = x
+        for _ in range(k):
+            y = y * 2
+        grad = torch.ones_like(y)
+        return lambda: torch.autograd.grad([y], [x], [grad], retain_graph=True)
+
+    one, many = backward_of(1), backward_of(nodes)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < warmup_s:  # the first second of backward calls in a process runs slower
+        one()
+        many()
+    short = dataclasses.replace(settings, max_seconds=min(settings.max_seconds, 0.2))
+    estimates = []
+    for _ in range(pairs):
+        t1 = measure(one, short, device).median
+        tn = measure(many, short, device).median
+        estimates.append(t1 - (tn - t1) / (nodes - 1))
+    return max(0.0, float(np.median(estimates)))
+
+
+def _isolated_backward(df: pd.DataFrame, phase_col: str = "phase") -> pd.Series:
+    return (df["source"] == "isolated") & (df[phase_col] == "backward")
+
+
+def without_engine_calls(measurements: pd.DataFrame, samples: pd.DataFrame, engine_s: float
+                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The isolated backward rows (and their samples) less one engine call each, floored at 0; ``engine_s``
+    recorded on those rows."""
+    meas = measurements.copy()
+    rows = _isolated_backward(meas) & (meas["status"] == "ok")
+    for col in _STATS:
+        meas.loc[rows, col] = (meas.loc[rows, col] - engine_s).clip(lower=0.0)
+    meas.loc[rows, "engine_s"] = engine_s
+    smp = samples.copy()
+    ids = set(meas.loc[rows, "config_id"])
+    hit = _isolated_backward(smp) & smp["key"].isin(ids)
+    smp.loc[hit, "seconds"] = (smp.loc[hit, "seconds"] - engine_s).clip(lower=0.0)
+    return meas, smp
+
+
+def engine_rows(costed: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
+    """One row per training workload of ``costed`` (layer rows with costs, see
+    :func:`opcost.predict.costed_layers`) whose backward costs had the engine's cost taken out: count 1, cost the
+    median ``engine_s`` of the ``used`` measurement rows of its configurations."""
+    if "engine_s" not in used or used["engine_s"].isna().all():
+        return costed.iloc[0:0]
+    per_config = used.dropna(subset=["engine_s"]).groupby("config_id")["engine_s"].median()
+    out = []
+    for (model, batch, mode), g in costed[costed["mode"] == "training"].groupby(["model", "batch", "mode"]):
+        values = per_config.reindex(g["config_id"].unique()).dropna()
+        if len(values):
+            e = float(np.median(values))
+            out.append({"model": model, "batch": batch, "mode": mode, "workload": g["workload"].iloc[0],
+                        "config_id": ENGINE_ID, "op_type": ENGINE_OP_TYPE, "scope": "engine", "count": 1,
+                        "cost_s": e, "energy_j": np.nan, "total_s": e, "total_j": np.nan})
+    return pd.DataFrame(out, columns=costed.columns) if out else costed.iloc[0:0]

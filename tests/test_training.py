@@ -1,0 +1,47 @@
+"""Training costs add up: isolated forward and backward of a model whose costs are known by construction."""
+import pytest
+
+from opcost.config import validate
+from opcost.database import catalog
+from opcost.e2e import measure_e2e
+from opcost.engine import ENGINE_OP_TYPE, engine_call_s, without_engine_calls
+from opcost.extract import extract
+from opcost.models import load_model
+from opcost.predict import costed_layers, predict
+from opcost.profile import profile_configs
+from opcost.timing import TimingSettings
+from opcost.workload import make_workload
+
+LAYERS, FORWARD_MS, BACKWARD_MS = 3, 0.5, 2.0
+MODELS = {"timed": {"model": "tests.tiny_models:make_timed", "input_shapes": [[8]],
+                    "kwargs": {"layers": LAYERS, "forward_ms": FORWARD_MS, "backward_ms": BACKWARD_MS}}}
+SHORT = TimingSettings(max_seconds=0.3, warmup_s=0.01, min_samples=5)
+
+
+def test_a_known_backward_cost_is_measured_and_the_iteration_adds_up():
+    cfg = validate({"models": MODELS, "threads": 1})
+    wl = make_workload(load_model("timed", cfg["models"]["timed"]), 4, "training")
+    layers = extract(wl)
+    configs = catalog(layers)
+    timed = configs[configs["op_type"] == "Timed"]
+    assert len(timed) == 1 and int(layers.loc[layers["op_type"] == "Timed", "count"].sum()) == LAYERS
+
+    meas, samples = profile_configs(configs, cfg["models"], "cpu", "float32", SHORT, cache="fresh")
+    engine_s = engine_call_s("cpu", SHORT, pairs=3, warmup_s=0.2)
+    assert 0 < engine_s < 1e-3  # tens of microseconds on a CPU
+    meas, samples = without_engine_calls(meas, samples, engine_s)
+    rows = meas[meas["config_id"].isin(timed["config_id"])].set_index("phase")
+    assert rows.loc["forward", "median_s"] == pytest.approx(FORWARD_MS / 1e3, rel=0.15)
+    assert rows.loc["backward", "median_s"] == pytest.approx(BACKWARD_MS / 1e3, rel=0.1)
+    assert rows.loc["backward", "engine_s"] == engine_s and rows["engine_s"].isna().sum() == 1
+
+    costed = costed_layers(layers, meas, "cpu")
+    engine = costed[costed["op_type"] == ENGINE_OP_TYPE]
+    assert len(engine) == 1 and engine["count"].iloc[0] == 1 and engine["cost_s"].iloc[0] == engine_s
+
+    e2e, _ = measure_e2e(wl, TimingSettings(max_seconds=1.0, warmup_s=0.05, min_samples=10), "cpu")
+    measured = float(e2e["trimmed_mean_s"].iloc[0])
+    assert measured == pytest.approx(LAYERS * (FORWARD_MS + BACKWARD_MS) / 1e3, rel=0.2)  # the construction holds
+    pred = predict(layers, meas, e2e, "cpu", sources=("isolated",)).set_index("source")
+    assert pred.loc["isolated", "reference"] == "dedicated"
+    assert abs(pred.loc["isolated", "error"]) < 0.1, pred.loc["isolated"].to_dict()
