@@ -1,6 +1,7 @@
 """Training costs add up: isolated forward and backward of a model whose costs are known by construction."""
 import pytest
 
+from opcost import figures
 from opcost.config import validate
 from opcost.database import catalog
 from opcost.e2e import measure_e2e
@@ -18,7 +19,7 @@ MODELS = {"timed": {"model": "tests.tiny_models:make_timed", "input_shapes": [[8
 SHORT = TimingSettings(max_seconds=0.3, warmup_s=0.01, min_samples=5)
 
 
-def test_a_known_backward_cost_is_measured_and_the_iteration_adds_up():
+def test_a_known_backward_cost_is_measured_and_the_iteration_adds_up(tmp_path):
     cfg = validate({"models": MODELS, "threads": 1})
     wl = make_workload(load_model("timed", cfg["models"]["timed"]), 4, "training")
     layers = extract(wl)
@@ -45,3 +46,13 @@ def test_a_known_backward_cost_is_measured_and_the_iteration_adds_up():
     pred = predict(layers, meas, e2e, "cpu", sources=("isolated",)).set_index("source")
     assert pred.loc["isolated", "reference"] == "dedicated"
     assert abs(pred.loc["isolated", "error"]) < 0.1, pred.loc["isolated"].to_dict()
+
+    # the breakdown figure splits each op type into its forward and (hatched) backward part
+    forward, backward = figures.breakdown_fractions(costed, pred.reset_index())
+    row = ("timed", "training", 4)
+    assert forward.loc[[row], "Timed"].iloc[0] == pytest.approx(LAYERS * FORWARD_MS / 1e3 / measured, rel=0.2)
+    assert backward.loc[[row], "Timed"].iloc[0] == pytest.approx(LAYERS * BACKWARD_MS / 1e3 / measured, rel=0.2)
+    assert backward.loc[[row], ENGINE_OP_TYPE].iloc[0] == pytest.approx(engine_s / measured)
+    assert forward.loc[[row], ENGINE_OP_TYPE].iloc[0] == pytest.approx(0.0, abs=1e-12)
+    figures.breakdown(costed, pred.reset_index(), tmp_path / "breakdown.png")
+    assert (tmp_path / "breakdown.png").stat().st_size > 0

@@ -55,8 +55,9 @@ def engine_call_s(device: str, settings, nodes: int = 16, pairs: int = 7, warmup
     return max(0.0, float(np.median(estimates)))
 
 
-def _isolated_backward(df: pd.DataFrame, phase_col: str = "phase") -> pd.Series:
-    return (df["source"] == "isolated") & (df[phase_col] == "backward")
+def _isolated_backward(df: pd.DataFrame) -> pd.Series:
+    """Rows of `measurements` or `samples` that are isolated backward timings."""
+    return (df["source"] == "isolated") & (df["phase"] == "backward")
 
 
 def without_engine_calls(measurements: pd.DataFrame, samples: pd.DataFrame, engine_s: float
@@ -89,5 +90,5 @@ def engine_rows(costed: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
             e = float(np.median(values))
             out.append({"model": model, "batch": batch, "mode": mode, "workload": g["workload"].iloc[0],
                         "config_id": ENGINE_ID, "op_type": ENGINE_OP_TYPE, "scope": "engine", "count": 1,
-                        "cost_s": e, "energy_j": np.nan, "total_s": e, "total_j": np.nan})
+                        "cost_s": e, "backward_s": e, "energy_j": np.nan, "total_s": e, "total_j": np.nan})
     return pd.DataFrame(out, columns=costed.columns) if out else costed.iloc[0:0]

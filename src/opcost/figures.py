@@ -33,24 +33,43 @@ def _top_or_other(df: pd.DataFrame, keys: list[str], value: str, top: int) -> tu
     return df.assign(op_type=df["op_type"].where(df["op_type"].isin(kept), "other")), kept
 
 
+def breakdown_fractions(costed: pd.DataFrame, predictions: pd.DataFrame, top: int = TOP_TYPES
+                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(forward, backward): per workload (rows) and op type (columns: the ``top`` types, then `other`), count x
+    isolated cost of each phase as a fraction of the measured end-to-end time; backward is 0 in inference."""
+    costed = costed.assign(backward_total_s=costed["count"] * costed["backward_s"].fillna(0.0))
+    keys = ["model", "mode", "batch"]
+    per_type = costed.groupby(keys + ["op_type"], as_index=False)[["total_s", "backward_total_s"]].sum()
+    per_type, kept = _top_or_other(per_type, keys, "total_s", top)
+    total = per_type.pivot_table(index=keys, columns="op_type", values="total_s", aggfunc="sum", fill_value=0.0)
+    back = per_type.pivot_table(index=keys, columns="op_type", values="backward_total_s", aggfunc="sum",
+                                fill_value=0.0).reindex(index=total.index, columns=total.columns, fill_value=0.0)
+    pred = predictions.set_index(keys)["measured_s"]
+    rows = [i for i in total.index if i in pred.index and pd.notna(pred[i])]
+    cols = [c for c in kept if c in total.columns] + (["other"] if "other" in total.columns else [])
+    measured = pred.loc[rows].to_numpy(dtype=float)
+    back_frac = back.loc[rows, cols].div(measured, axis=0)
+    return total.loc[rows, cols].div(measured, axis=0) - back_frac, back_frac
+
+
 def breakdown(costed: pd.DataFrame, predictions: pd.DataFrame, path: Path) -> None:
-    """Per workload: predicted time by op type as a fraction of the measured end-to-end time."""
-    per_type = costed.groupby(["model", "mode", "batch", "op_type"], as_index=False)["total_s"].sum()
-    per_type, top = _top_or_other(per_type, ["model", "mode", "batch"], "total_s", TOP_TYPES)
-    pivot = per_type.pivot_table(index=["model", "mode", "batch"], columns="op_type", values="total_s",
-                                 aggfunc="sum", fill_value=0.0)
-    pred = predictions.set_index(["model", "mode", "batch"])["measured_s"]
-    pivot = pivot.loc[[i for i in pivot.index if i in pred.index and pd.notna(pred[i])]]
-    cols = [c for c in top if c in pivot.columns] + (["other"] if "other" in pivot.columns else [])
-    frac = pivot[cols].div(pred.loc[pivot.index], axis=0)
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(frac) + 1.8))
-    left = np.zeros(len(frac))
+    """Per workload: predicted time by op type as a fraction of the measured end-to-end time; in training each op
+    type's backward part hatched after its forward part."""
+    fwd_frac, back_frac = breakdown_fractions(costed, predictions)
+    rows, cols = list(fwd_frac.index), list(fwd_frac.columns)
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.8))
+    left = np.zeros(len(rows))
     colors = plt.cm.tab10(np.linspace(0, 1, 10))
     for k, c in enumerate(cols):
-        ax.barh(range(len(frac)), frac[c], left=left, label=c, color="lightgray" if c == "other" else colors[k % 10])
-        left += frac[c].to_numpy()
+        color = "lightgray" if c == "other" else colors[k % 10]
+        ax.barh(range(len(rows)), fwd_frac[c], left=left, label=c, color=color)
+        left += fwd_frac[c].to_numpy()
+        ax.barh(range(len(rows)), back_frac[c], left=left, color=color, hatch="///", edgecolor="white", lw=0)
+        left += back_frac[c].to_numpy()
+    if back_frac.to_numpy().sum() > 0:
+        ax.barh([0], [0], color="white", hatch="///", edgecolor="gray", label="(hatched: backward)")
     ax.axvline(1.0, color="black", lw=1, ls="--", label="measured end-to-end")
-    ax.set_yticks(range(len(frac)), [f"{m} {mo[:5]} b{b}" for m, mo, b in frac.index])
+    ax.set_yticks(range(len(rows)), [f"{m} {mo[:5]} b{b}" for m, mo, b in rows])
     ax.invert_yaxis()
     ax.set_xlabel("sum of count x isolated operator time, as a fraction of the measured end-to-end time")
     ax.set_title("Model time by operator type")

@@ -67,7 +67,8 @@ def _sum_present(values: pd.Series) -> float:
 def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str, source: str = "isolated",
                   statistic: str = DEFAULT_STATISTIC) -> pd.DataFrame:
     """Layer rows with their cost per call (cost_s: ``statistic`` summed over phases; missing when unmeasured or
-    failed) and count x cost (total_s), from the baseline-placement measurements of one source and device; a
+    failed; backward_s: its backward part, training only) and count x cost (total_s), from the baseline-placement
+    measurements of one source and device; a
     training workload whose isolated backward costs had the autograd engine's fixed cost taken out gets it back
     once, as a row of op type :data:`~opcost.engine.ENGINE_OP_TYPE` (count 1)."""
     col = _column(statistic)
@@ -76,7 +77,8 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     keys = ["workload", "config_id"] if source == "insitu" else ["config_id"]
     out = layers.assign(workload=_workload_col(layers))
     cost = ok.groupby(keys, as_index=False).agg(cost_s=(col, _sum_present), energy_j=("energy_j", _sum_present))
-    out = out.merge(cost, on=keys, how="left")
+    backward = ok[ok["phase"] == "backward"].groupby(keys, as_index=False).agg(backward_s=(col, _sum_present))
+    out = out.merge(cost, on=keys, how="left").merge(backward, on=keys, how="left")
     out = out.assign(total_s=out["count"] * out["cost_s"], total_j=out["count"] * out["energy_j"])
     engine = engine_rows(out, ok)  # training: the one autograd engine call per iteration (opcost.engine)
     return pd.concat([out, engine], ignore_index=True) if len(engine) else out
