@@ -200,7 +200,7 @@ def idle_power(meter: Meter, seconds: float, max_windows: int = 10, patience: in
     """The device's idle power: the lowest of successive windows of ``seconds``, taken until ``patience`` windows in
     a row bring no new low (more than 2% below the lowest so far) or ``max_windows`` are done. A GPU leaves its
     high-power state only some time after work (a previous job's): on an H200 the idle power read in one window at
-    the start of successive measuring jobs ranged from 92 to 140 W, above a small model's whole running power (114
+    the start of successive measuring jobs ranged from 78 to 140 W, above a small model's whole running power (114
     W), which made its active energy negative. A baseline still read too high understates active energy;
     :func:`measure_energy` records a negative one as missing."""
     lowest, calm = float("inf"), 0
