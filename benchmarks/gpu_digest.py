@@ -26,7 +26,7 @@ def tiers(p):
 def measurements(p):
     m = pd.read_parquet(p)
     print(f"  rows {len(m)}; devices {sorted(m['device'].unique())}; gpu {m['gpu_name'].dropna().unique()[:1]}")
-    print(m.groupby(["placement_ok", "status"] if "status" in m else ["placement_ok"]).size().to_string())
+    print(m.groupby(["status", "placement_ok"], dropna=False).size().to_string())
     ok = m[m["median_s"].notna()]
     print("  per placement: rows, with energy, median of median_s")
     print(ok.groupby("placement").agg(rows=("median_s", "size"), energy=("energy_j", "count"),

@@ -101,6 +101,7 @@ def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+@functools.lru_cache(maxsize=1)  # one driver per process: NVML is asked once
 def _nvidia_driver() -> str | None:
     """The NVIDIA driver version (``580.159.04``), from NVML where installed, else the kernel module's banner
     (``NVRM version: NVIDIA UNIX [Open Kernel Module for] x86_64  580.159.04  Release Build ...``)."""

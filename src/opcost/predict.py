@@ -68,9 +68,9 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
                   statistic: str = DEFAULT_STATISTIC) -> pd.DataFrame:
     """Layer rows with their cost per call (cost_s: ``statistic`` summed over phases; missing when unmeasured or
     failed; backward_s: its backward part, training only) and count x cost (total_s), from the baseline-placement
-    measurements of one source and device; a
-    training workload whose isolated backward costs had the autograd engine's fixed cost taken out gets it back
-    once, as a row of op type :data:`~opcost.engine.ENGINE_OP_TYPE` (count 1)."""
+    measurements of one source and device; a training workload whose isolated backward costs had the autograd
+    engine's fixed cost taken out gets it back once, as a row of op type :data:`~opcost.engine.ENGINE_OP_TYPE`
+    (count 1)."""
     col = _column(statistic)
     ok = _baseline_ok(measurements, device)
     ok = ok[ok["source"] == source]

@@ -15,7 +15,6 @@ so its module paths start with ``model.``.
 from __future__ import annotations
 
 import inspect
-
 from typing import Callable
 
 import torch
