@@ -13,10 +13,10 @@ from opcost.profile import profile_configs
 from opcost.timing import TimingSettings
 from opcost.workload import make_workload
 
-LAYERS, FORWARD_MS, BACKWARD_MS = 3, 0.5, 2.0
+LAYERS, FORWARD_MS, BACKWARD_MS = 3, 2.0, 2.0  # each well above the ~0.1 ms Python cost of a call
 MODELS = {"timed": {"model": "tests.tiny_models:make_timed", "input_shapes": [[8]],
                     "kwargs": {"layers": LAYERS, "forward_ms": FORWARD_MS, "backward_ms": BACKWARD_MS}}}
-SHORT = TimingSettings(max_seconds=0.3, warmup_s=0.01, min_samples=5)
+SHORT = TimingSettings(max_seconds=1.0, warmup_s=0.01, min_samples=20)  # medians of 20+ single calls
 
 
 def test_a_known_backward_cost_is_measured_and_the_iteration_adds_up(tmp_path):
