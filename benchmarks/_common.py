@@ -19,14 +19,14 @@ def prepare(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def workload_configs(model: str, batch: int, mode: str = "inference"):
-    """(workload, layers, configs) for one model."""
+def workload_configs(model: str, batch: int, mode: str = "inference", spec: dict | None = None):
+    """(workload, layers, configs) for one model (``spec``: its config entry; default: a plain name)."""
     from opcost.database import catalog
     from opcost.extract import extract
     from opcost.models import load_model
     from opcost.workload import make_workload
 
-    wl = make_workload(load_model(model, {}), batch, mode)
+    wl = make_workload(load_model(model, spec or {}), batch, mode)
     layers = extract(wl)
     return wl, layers, catalog(layers)
 
@@ -39,3 +39,16 @@ def p90(values) -> float:
 def summary(**kv) -> None:
     print("SUMMARY " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in kv.items()))
     sys.stdout.flush()
+
+
+def model_entries(models: list[str], config_file: str | None) -> dict:
+    """The validated config of the benchmark's models: each a plain name, or, with ``config_file``, the entries
+    of that config (``models`` empty: all of them), e.g. a model-zoo transformer."""
+    from opcost.config import load, validate
+
+    if config_file:
+        cfg = load(config_file)
+        keep = models or list(cfg["models"])
+        cfg["models"] = {m: cfg["models"][m] for m in keep}
+        return cfg
+    return validate({"models": {m: {} for m in models}})

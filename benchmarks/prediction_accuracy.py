@@ -14,7 +14,7 @@ one Kineto trace in which each analysed model iteration follows another and prec
 model order (calls per top-level op type x (mean gap T1 in the model - mean gap T1r in the replay), plus the tail
 gap's difference; opcost.trace). Prints the error table and one SUMMARY line.
 
-    python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--batches 1 8] [--threads 2]
+    python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--config FILE] [--batches 1 8] [--threads 2]
                                              [--cache fresh|rotation|warm|cold] [--order model|shuffled]
 """
 from __future__ import annotations
@@ -26,12 +26,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from _common import DEFAULT_MODELS, prepare, summary, workload_configs
+from _common import DEFAULT_MODELS, model_entries, prepare, summary, workload_configs
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
+    ap.add_argument("--models", nargs="+", default=None, help=f"default: {' '.join(DEFAULT_MODELS)}, or every model "
+                                                               "of --config")
+    ap.add_argument("--config", help="a config file whose `models` entries describe the models (zoo models, kwargs)")
     ap.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mode", default="inference")
@@ -42,7 +44,6 @@ def main() -> None:
     args = ap.parse_args()
     prepare(args.threads)
 
-    from opcost.config import validate
     from opcost.e2e import measure_e2e
     from opcost.engine import engine_call_s, without_engine_calls
     from opcost.insitu import profile_insitu
@@ -51,15 +52,15 @@ def main() -> None:
     from opcost.profile import profile_configs
     from opcost.timing import TimingSettings
 
-    cfg = validate({"models": {m: {} for m in args.models}})
+    cfg = model_entries(args.models or ([] if args.config else DEFAULT_MODELS), args.config)
     op_settings = TimingSettings.from_config(cfg["profile"]["timing"])
     e2e_settings = TimingSettings.from_config(cfg["e2e"]["timing"])
     insitu_settings = TimingSettings.from_config(cfg["insitu"]["timing"])
     rows = []
     t0 = time.perf_counter()
-    for model in args.models:
+    for model in cfg["models"]:
         for batch in args.batches:
-            wl, layers, configs = workload_configs(model, batch, args.mode)
+            wl, layers, configs = workload_configs(model, batch, args.mode, cfg["models"][model])
             e_before, _ = measure_e2e(wl, e2e_settings, "cpu")
             rotation_e2e = []
             iso, iso_samples = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings,

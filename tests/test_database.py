@@ -33,16 +33,18 @@ def test_merge_combines_machines(tiny_run, tmp_path):
     assert len(merged["configs"]) == len(db["configs"])
 
 
-def test_predict_from_db_names_missing_configurations(tiny_run, tmp_path):
+def test_predict_from_the_database_estimates_what_it_lacks(tiny_run, tmp_path):
+    from opcost import estimate
+
     db = database.read_db(tiny_run / "results" / "db")
-    full = database.predict_from_db(db, "mlp", 2)
-    assert full["missing"].empty and full["predicted_s"] > 0 and full["measured_s"] > 0
+    layers = estimate.workload_layers(db, "mlp", 2, "inference")
+    full = estimate.predict_workload(db, layers)
+    assert full.estimated_share == 0 and full.predicted_s > 0 and full.measured_s > 0
     linear = db["measurements"]["op_type"] == "Linear"
-    partial = database.predict_from_db({**db, "measurements": db["measurements"][~linear]}, "mlp", 2)
-    assert set(partial["missing"]["op_type"]) == {"Linear"}
-    assert partial["predicted_s"] < full["predicted_s"]
-    with pytest.raises(OpcostError, match="model mlp: no inference batch 64 workload"):
-        database.predict_from_db(db, "mlp", 64)
+    partial = estimate.predict_workload({**db, "measurements": db["measurements"][~linear]}, layers)
+    est = partial.layers[partial.layers["method"] != "measured"]
+    assert set(est["op_type"]) == {"Linear"} and 0 < partial.estimated_share < 1
+    assert partial.low_s <= partial.predicted_s <= partial.high_s
 
 
 def test_cli_show_and_predict(tiny_run):
@@ -52,10 +54,11 @@ def test_cli_show_and_predict(tiny_run):
     assert "Linear" in show and "EmbeddingBag" not in show
     pred = subprocess.run([sys.executable, "-m", "opcost.cli", "predict", "mlp", "--batch", "2", "--db", db],
                           capture_output=True, text=True, check=True).stdout
-    assert pred.startswith("mlp inference b2 on cpu (isolated costs, trimmed_mean): predicted") and "Linear" in pred
+    assert pred.startswith("mlp inference b2 (host ") and "isolated costs, trimmed_mean): predicted" in pred
+    assert "Linear" in pred and "0% estimated" in pred
     med = subprocess.run([sys.executable, "-m", "opcost.cli", "predict", "mlp", "--batch", "2", "--db", db,
                           "--statistic", "median"], capture_output=True, text=True, check=True).stdout
-    assert med.startswith("mlp inference b2 on cpu (isolated costs, median): predicted") and med != pred
+    assert "isolated costs, median): predicted" in med and med != pred
     assert list(tables.LAYERS.names) == list(pd.read_parquet(tiny_run / "results" / "db" / "layers.parquet").columns)
 
 

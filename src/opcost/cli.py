@@ -54,16 +54,20 @@ def main(argv=None) -> int:
     sh.add_argument("--placement")
     sh.add_argument("--source", choices=["isolated", "insitu"])
 
-    pr = sub.add_parser("predict", help="predict a workload's time from the database alone")
-    pr.add_argument("model")
+    pr = sub.add_parser("predict", help="predict any model's iteration from the database: measured costs where it "
+                                        "holds the configuration, the cost model's estimates for the rest")
+    pr.add_argument("model", help="a config model name (with --config), torchvision or built-in name, "
+                                  "timm:<name>, hf:<architecture> or module:callable")
     pr.add_argument("--batch", type=_positive, required=True)
     pr.add_argument("--mode", choices=["inference", "training"], default="inference")
     pr.add_argument("--db", default="results/db")
-    pr.add_argument("--device", default="cpu")
-    pr.add_argument("--source", choices=["isolated", "insitu"], default="isolated")
+    pr.add_argument("--config", help="config file whose `models` entry describes MODEL (inputs, kwargs)")
+    pr.add_argument("--host", help="only measurements of this host (a merged database may hold several)")
+    pr.add_argument("--device", help="only measurements on this device (cpu, cuda)")
     pr.add_argument("--threads", type=_positive, help="only measurements taken with this many threads")
     pr.add_argument("--statistic", choices=["trimmed_mean", "median"], default="trimmed_mean",
                     help="per-call statistic summed (and of the end-to-end time; default: %(default)s)")
+    pr.add_argument("--json", action="store_true", help="print one JSON object")
 
     sub.add_parser("schema", help="print the data-contract document (docs/data.md)")
     sub.add_parser("check-config", help="validate a config file, build each model and run it once at its smallest "
@@ -87,8 +91,15 @@ def main(argv=None) -> int:
             from . import database
 
             if args.dbcmd == "merge":
+                from .estimate import refit
+
                 merged = database.merge(args.inputs, args.out)
                 print(", ".join(f"{k}: {len(v)} rows" for k, v in merged.items()))
+                for key, held in refit(args.out).items():  # the cost model beside the database, refitted
+                    err = held.get(held.get("chosen", ""), {}).get("median_abs_error")
+                    print(f"cost model {key}: " + (f"{held['chosen']}, held-out median |error| {err:.1%} over "
+                                                   f"{held['configurations']} configurations" if err is not None
+                                                   else "fitted (too few configurations to cross-validate)"))
             else:
                 table = database.show(database.read_db(args.db), args.op, args.device, args.placement, args.source)
                 print(table.to_string(index=False, max_colwidth=60) if len(table) else "no measurement matches")
@@ -145,20 +156,31 @@ def _check_models(args) -> int:
 
 
 def _print_prediction(args) -> None:
-    from . import database
+    import json
 
-    p = database.predict_from_db(database.read_db(args.db), args.model, args.batch, args.mode, args.device,
-                                 args.source, args.statistic, args.threads)
-    print(f"{args.model} {args.mode} b{args.batch} on {args.device} ({args.source} costs, {args.statistic}): "
-          f"predicted {p['predicted_s'] * 1e3:.3f} ms" +
-          (f", measured {p['measured_s'] * 1e3:.3f} ms (ratio {p['predicted_s'] / p['measured_s']:.3f})"
-           if p["measured_s"] else ", no end-to-end measurement"))
-    for op_type, t in p["by_op_type"].items():
+    from . import database, estimate
+
+    db = database.read_db(args.db)
+    spec = {}
+    if args.config:
+        spec = (_config(args).get("models") or {}).get(args.model) or {}
+    layers = estimate.workload_layers(db, args.model, args.batch, args.mode, spec)
+    p = estimate.predict_workload(db, layers, args.db, args.statistic, host=args.host, device=args.device,
+                                  threads=args.threads)
+    if args.json:
+        print(json.dumps(p.as_dict()))
+        return
+    cond = ", ".join(f"{k} {v}" for k, v in p.conditions.items())
+    print(f"{args.model} {args.mode} b{args.batch} ({cond}; isolated costs, {args.statistic}): "
+          f"predicted {p.predicted_s * 1e3:.3f} ms [{p.low_s * 1e3:.3f}, {p.high_s * 1e3:.3f}], "
+          f"{p.estimated_share:.0%} estimated" +
+          (f"; measured {p.measured_s * 1e3:.3f} ms (ratio {p.predicted_s / p.measured_s:.3f})"
+           if p.measured_s else "; no end-to-end measurement"))
+    print(f"  {'overhead between operators':<32} {p.overhead_s * 1e3:10.3f} ms")
+    for op_type, t in p.by_op_type().head(12).items():
         print(f"  {op_type:<32} {t * 1e3:10.3f} ms")
-    if len(p["missing"]):
-        print(f"MISSING: {len(p['missing'])} of {p['configs']} configurations have no measurement "
-              f"(not included above):")
-        print(p["missing"].to_string(index=False, max_colwidth=70))
+    methods = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in sorted(p.methods().items()))
+    print(f"by source: {methods}")
 
 
 if __name__ == "__main__":

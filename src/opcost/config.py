@@ -60,6 +60,10 @@ def validate(config: dict) -> dict:
             where = _where(list(e.path) + [extra[0]]) if extra else _where(e.path)
             raise OpcostError(f"config: {where}", "unknown key")
         raise OpcostError(f"config: {_where(e.path)}", e.message)
+    from .sweeps import model_entries
+
+    for name, entry in model_entries(config["sweeps"], config["batch_sizes"], config["modes"]).items():
+        config["models"].setdefault(name, entry)  # idempotent: a validated config validates again unchanged
     for name in config["models"]:
         if not MODEL_NAME.fullmatch(name):
             raise OpcostError(f"config: models.{name}", "a model name names files and table rows: use letters, "
@@ -81,10 +85,15 @@ def section(cls, cfg: dict | None):
     return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
 
 
-def workloads(config: dict) -> list[tuple[str, str, int]]:
-    """(model, mode, batch) for every workload the config asks for, in config order."""
+def workloads(config: dict, sweeps: bool = False) -> list[tuple[str, str, int]]:
+    """(model, mode, batch) for every workload the config asks for, in config order: the models' (validated end
+    to end), or with ``sweeps`` the sweep points' (profiled only; :mod:`opcost.sweeps`)."""
+    from .sweeps import is_sweep
+
     out = []
     for name, entry in config["models"].items():
+        if is_sweep(entry) != sweeps:
+            continue
         for mode in entry.get("modes") or config["modes"]:
             for batch in entry.get("batch_sizes") or config["batch_sizes"]:
                 out.append((name, mode, int(batch)))
@@ -96,6 +105,7 @@ def workloads(config: dict) -> list[tuple[str, str, int]]:
 _HOST = ("device", "dtype", "threads", "affinity")
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "extract": ("device", "dtype"),
+    "sweeps": ("device", "dtype", "sweeps", "batch_sizes", "modes"),
     "placement_tiers": ("device", "placement"),
     "profile": (*_HOST, "models", "profile", "placement", "loop", "energy"),
     "e2e": (*_HOST, "e2e", "energy"),

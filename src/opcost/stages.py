@@ -4,6 +4,7 @@ Each takes the validated config and paths, reads its inputs, and writes its outp
 """
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import sys
@@ -137,6 +138,29 @@ def extract(config: dict, model: str, mode: str, batch: int, out, out_failures=N
     _guarded("extract", model, mode, batch, out_failures, {out: tables.LAYERS}, body)
 
 
+def extract_sweeps(config: dict, out, out_failures) -> None:
+    """Operator configurations of every sweep point (:mod:`opcost.sweeps`), in one process, into one `layers`
+    table; a point that fails is recorded and the others go on."""
+    from .config import workloads
+    from .extract import extract as run
+
+    _prepare(config)
+    parts, failures = [], []
+    for model, mode, batch in workloads(config, sweeps=True):
+        def body(model=model, mode=mode, batch=batch):
+            parts.append(run(_workload(config, model, mode, batch)))
+
+        tmp = Path(out_failures).with_name(f".{model}_{mode}_b{batch}.failures.parquet")
+        _guarded("extract", model, mode, batch, tmp, {}, body)
+        failures.append(io.read_parquet(tmp, tables.FAILURES))
+        tmp.unlink()
+    layers = pd.concat([tables.frame(tables.LAYERS, []), *parts], ignore_index=True)
+    io.write_parquet(layers, out, tables.LAYERS)
+    io.write_parquet(pd.concat([tables.frame(tables.FAILURES, []), *failures], ignore_index=True), out_failures,
+                     tables.FAILURES)
+    log.info("%d sweep points: %d configurations", len(parts), layers["config_id"].nunique())
+
+
 def placement_tiers(config: dict, out) -> dict:
     """What memory this host has and which configured tiers are usable (strict: an error names the missing tier)."""
     from .placement import Settings, discover, usable_tiers
@@ -171,6 +195,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     from .journal import Journal, settings_key
     from .loop import ALL, LoopSettings, new_op_types
     from .profile import cache_state, chunk_of, profile_configs
+    from .sweeps import is_sweep
     from .timing import TimingSettings
 
     _prepare(config)
@@ -183,7 +208,10 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
         log.warning("config: loop.initial_op_types: no workload has operator type(s) %s", ", ".join(absent))
     chunks = int(config["profile"]["chunks"])
     in_chunk = configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk)
-    mine = configs[configs["op_type"].isin(types) & in_chunk]
+    # sweep points' configurations (opcost.sweeps) are all profiled in the first iteration, whatever their type
+    swept = configs["models"].map(lambda ms: any(is_sweep(config["models"].get(m, {})) for m in json.loads(ms)))
+    chosen = swept if iteration == 0 else pd.Series(False, index=configs.index)
+    mine = configs[((configs["op_type"].isin(types) & ~swept) | chosen) & in_chunk]
     # rotation context: every other configuration (rotations are per workload: the workload's other operators, of
     # every type and chunk, run untimed between the timed ones, as in the model)
     context = configs[~configs["config_id"].isin(mine["config_id"])]

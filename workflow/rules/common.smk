@@ -13,6 +13,7 @@ except OpcostError as e:
 
 STARTED = time.time()
 WORKLOADS = workloads(config)
+SWEEP_POINTS = workloads(config, sweeps=True)  # profiled only (opcost.sweeps): not validation workloads
 CHUNKS = list(range(config["profile"]["chunks"]))
 ENV = "../../envs/opcost.yaml"
 # A measuring job takes all of the `measure` resource (profiles/default: measure=100, every other job 1 by default):
@@ -51,6 +52,11 @@ def per_workload(template):
 
 def get_layer_tables(wildcards=None):
     return per_workload("results/layers/{model}/{mode}_b{batch}.parquet")
+
+
+def get_sweep_layers(wildcards=None):
+    """The sweep points' operator configurations (one table), when the config has sweeps."""
+    return ["results/sweeps/layers.parquet"] if SWEEP_POINTS else []
 
 
 def get_e2e_tables(wildcards=None):
@@ -132,7 +138,8 @@ FAILING_STAGES = ["extract", "e2e", "insitu", "trace"]  # per-workload stages th
 def get_failure_tables(wildcards=None):
     """Every per-workload stage's failure table (coplace's when enabled)."""
     stages = FAILING_STAGES + (["coplace"] if config["placement"]["simultaneous"] else [])
-    return [p for s in stages for p in per_workload(f"results/failures/{s}/{{model}}/{{mode}}_b{{batch}}.parquet")]
+    sweeps = ["results/failures/extract/sweeps.parquet"] if SWEEP_POINTS else []
+    return [p for s in stages for p in per_workload(f"results/failures/{s}/{{model}}/{{mode}}_b{{batch}}.parquet")] + sweeps
 
 
 def get_coplace(kind):

@@ -7,7 +7,7 @@ rule database:
         insitu_e2e=get_insitu_e2e_tables,
         e2e=get_e2e_tables,
         profile_e2e=get_profile_e2e,
-        layers=get_layer_tables,
+        layers=lambda w: get_layer_tables() + get_sweep_layers(),
     output:
         measurements="results/db/measurements.parquet",
         e2e="results/db/e2e.parquet",

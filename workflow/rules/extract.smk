@@ -14,9 +14,10 @@ rule extract:
 
 
 rule catalog:
-    """The union of all workloads' operator configurations: the profiling work list."""
+    """The union of all workloads' (and sweep points') operator configurations: the profiling work list."""
     input:
         get_layer_tables,
+        get_sweep_layers,
     output:
         "results/db/configs.parquet",
     log:
@@ -25,3 +26,18 @@ rule catalog:
         ENV
     script:
         "../../scripts/catalog.py"
+
+
+rule sweeps:
+    """Operator configurations of every sweep point (config `sweeps`), extracted in one job."""
+    output:
+        layers="results/sweeps/layers.parquet",
+        failures="results/failures/extract/sweeps.parquet",
+    params:
+        settings=settings_of("sweeps"),
+    log:
+        "logs/sweeps.log",
+    conda:
+        ENV
+    script:
+        "../../scripts/sweeps.py"

@@ -1,0 +1,288 @@
+"""A cost model per operator type and phase, fitted from the database, for configurations it never measured.
+
+**Baseline** (per ``(op_type, mode, phase)`` with at least :data:`MIN_CONFIGS` measured configurations): a roofline
+with a per-call floor, ``t = floor + max(flops / compute_rate, bytes / memory_rate)``, its three non-negative
+parameters fitted to the measured configurations by least squares on log time (relative error; a soft-L1 loss so
+that one noisy configuration does not pull the law). **Correction**: gradient-boosted trees
+(scikit-learn's ``HistGradientBoostingRegressor``, op type as a categorical feature) on the log ratio of the
+measured cost to the baseline, from the shape features of :mod:`opcost.features`. Which of the two estimates is used
+is chosen by held-out error: K-fold cross-validation over configurations, each fold refitting the laws and the
+trees without it; the method with the smaller median |log error| wins, and the held-out errors give every estimate
+its interval (the 5th to 95th percentile of the held-out ratios of its op type, or of all types where it has fewer
+than :data:`MIN_INTERVAL` of them).
+
+An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
+configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of the phase's
+``global`` law at the two configurations (without one, by the ratio of bytes; FLOPs for matrix products and
+convolutions); an op type never measured in that phase, ``global``: the roofline law fitted
+over all configurations of the phase. Nothing is ever estimated as 0.
+
+Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest`` or ``global``). The model is fitted
+to one set of measurement conditions (host, device, threads: :func:`opcost.database.conditions`) and saved beside
+the database (``costmodel.pkl``), with a fingerprint of the rows it was fitted to: a database that changed since is
+refitted, never answered from a stale model.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .features import NUMERIC, features
+
+log = logging.getLogger(__name__)
+
+MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
+MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
+FOLDS = 5
+METHODS = ("law", "law+trees", "nearest", "global")
+_COMPUTE_TYPES = {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "Linear", "Conv1D", "mm", "bmm", "matmul",
+                  "addmm", "baddbmm", "linear", "scaled_dot_product_attention"}
+FILE = "costmodel.pkl"
+
+
+@dataclass
+class Law:
+    """``floor_s + max(flops / compute_rate, bytes / memory_rate)``; rates in units per second."""
+
+    floor_s: float
+    compute_rate: float
+    memory_rate: float
+    configs: int
+
+    def __call__(self, flops, nbytes):
+        return self.floor_s + np.maximum(np.asarray(flops, float) / self.compute_rate,
+                                         np.asarray(nbytes, float) / self.memory_rate)
+
+
+def fit_law(flops, nbytes, seconds) -> Law:
+    """The roofline law of :class:`Law` fitted to measured ``seconds`` (log-space least squares, soft-L1)."""
+    from scipy.optimize import least_squares
+
+    f, b, t = (np.asarray(v, float) for v in (flops, nbytes, seconds))
+    f, b = np.maximum(f, 1.0), np.maximum(b, 1.0)
+    logt = np.log(t)
+
+    def model(theta):
+        floor, crate, mrate = np.exp(theta)
+        return floor + np.maximum(f / crate, b / mrate)
+
+    # the floor is a per-call cost: at most the cheapest call measured (else a fit over large calls only would put
+    # their size-dependent time into the floor and overstate every smaller call)
+    floor_max = max(float(t.min()), 2e-10)
+    x0 = np.log([floor_max / 2, float(np.median(f / t)), float(np.median(b / t))])
+    res = least_squares(lambda th: np.log(model(th)) - logt, x0, loss="soft_l1", f_scale=0.2,
+                        bounds=(np.log([1e-10, 1e3, 1e3]), np.log([floor_max, 1e17, 1e15])))
+    floor, crate, mrate = np.exp(res.x)
+    return Law(float(floor), float(crate), float(mrate), len(t))
+
+
+@dataclass
+class CostModel:
+    """Fitted laws, trees and interval quantiles for one target column (seconds or joules) of one set of
+    measurement conditions; :meth:`estimate` answers for any `layers` rows."""
+
+    target: str
+    laws: dict = field(default_factory=dict)  # (op_type, mode, phase) -> Law
+    global_laws: dict = field(default_factory=dict)  # (mode, phase) -> Law
+    trees: object = None
+    use_trees: bool = False
+    categories: list = field(default_factory=list)
+    points: pd.DataFrame | None = None  # measured configurations: key columns, flops, bytes, y
+    quantiles: dict = field(default_factory=dict)  # op_type -> (q05, q95) of held-out log ratios; None: all types
+    heldout: pd.DataFrame | None = None  # per configuration and phase: held-out log ratio of each method
+    fingerprint: str = ""
+
+    # -- fitting -----------------------------------------------------------------------------------------------
+    @classmethod
+    def fit(cls, data: pd.DataFrame, target: str = "seconds", folds: int = FOLDS, seed: int = 0) -> "CostModel":
+        """``data``: one row per measured (configuration, phase): `layers` columns (op_type, mode, params,
+        inputs, outputs), ``phase`` and the positive ``target`` value."""
+        data = data[data[target].astype(float) > 0].reset_index(drop=True)
+        feats = features(data)
+        data = pd.concat([data[["config_id", "op_type", "mode", "phase", target]], feats], axis=1)
+        model = cls._fit_once(data, target)
+        model.heldout = cls._cross_validate(data, target, folds, seed)
+        if len(model.heldout):
+            errs = model.heldout[["law", "law+trees"]].abs().median()
+            model.use_trees = bool(errs["law+trees"] < errs["law"])
+            chosen = model.heldout["law+trees" if model.use_trees else "law"]
+            model.quantiles = {None: (float(chosen.quantile(0.05)), float(chosen.quantile(0.95)))}
+            for op_type, g in chosen.groupby(model.heldout["op_type"]):
+                if len(g) >= MIN_INTERVAL:
+                    model.quantiles[op_type] = (float(g.quantile(0.05)), float(g.quantile(0.95)))
+        return model
+
+    @classmethod
+    def _fit_once(cls, data: pd.DataFrame, target: str) -> "CostModel":
+        model = cls(target=target)
+        y = data[target].astype(float)
+        for key, g in data.groupby(["op_type", "mode", "phase"]):
+            if len(g) >= MIN_CONFIGS:
+                model.laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
+        for key, g in data.groupby(["mode", "phase"]):
+            if len(g) >= MIN_CONFIGS:
+                model.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
+        model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(y=y)
+        base = model._baseline(data)[0]
+        ok = np.isfinite(base)
+        if ok.sum() >= 20:
+            from sklearn.ensemble import HistGradientBoostingRegressor
+
+            model.categories = sorted(data["op_type"].unique())
+            X = model._matrix(data[ok])
+            model.trees = HistGradientBoostingRegressor(
+                max_iter=200, learning_rate=0.05, min_samples_leaf=5, categorical_features=[0], random_state=0
+            ).fit(X, np.log(y[ok].to_numpy() / base[ok]))
+        return model
+
+    @classmethod
+    def _cross_validate(cls, data: pd.DataFrame, target: str, folds: int, seed: int) -> pd.DataFrame:
+        """Held-out log(estimate / measured) per row and method: configurations split in ``folds`` groups (a
+        configuration's phases together), each predicted by a model fitted without its group."""
+        ids = data["config_id"].unique()
+        if len(ids) < 2 * folds:
+            return pd.DataFrame(columns=["config_id", "op_type", "phase", "law", "law+trees"])
+        rng = np.random.default_rng(seed)
+        group = dict(zip(ids, rng.permutation(len(ids)) % folds))
+        fold = data["config_id"].map(group)
+        out = []
+        for k in range(folds):
+            train, test = data[fold != k], data[fold == k]
+            m = cls._fit_once(train, target)
+            base, method = m._baseline(test)
+            corrected = base * np.exp(m._correction(test)) if m.trees is not None else base
+            meas = test[target].astype(float).to_numpy()
+            law_rows = method == "law"  # trees correct only the fitted laws
+            with_trees = np.where(law_rows, corrected, base)
+            out.append(pd.DataFrame({"config_id": test["config_id"], "op_type": test["op_type"],
+                                     "phase": test["phase"], "method": method,
+                                     "law": np.log(base / meas), "law+trees": np.log(with_trees / meas)}))
+        return pd.concat(out, ignore_index=True)
+
+    # -- estimating --------------------------------------------------------------------------------------------
+    def _matrix(self, data: pd.DataFrame) -> np.ndarray:
+        code = data["op_type"].map({t: i for i, t in enumerate(self.categories)}).astype(float).to_numpy()
+        phase = (data["phase"] == "backward").astype(float).to_numpy()
+        mode = (data["mode"] == "training").astype(float).to_numpy()
+        return np.column_stack([code, phase, mode, data[list(NUMERIC)].astype(float).to_numpy()])
+
+    def _correction(self, data: pd.DataFrame) -> np.ndarray:
+        return self.trees.predict(self._matrix(data)) if self.trees is not None and len(data) else np.zeros(len(data))
+
+    def _baseline(self, data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """(estimate, method) per row, without the trees."""
+        est = np.full(len(data), np.nan)
+        method = np.array(["none"] * len(data), dtype=object)
+        for i, r in enumerate(data.itertuples(index=False)):
+            law = self.laws.get((r.op_type, r.mode, r.phase))
+            if law is not None:
+                est[i], method[i] = float(law(r.flops, r.bytes)), "law"
+                continue
+            pts = self.points[(self.points["op_type"] == r.op_type) & (self.points["mode"] == r.mode)
+                              & (self.points["phase"] == r.phase)] if self.points is not None else None
+            if pts is not None and len(pts):
+                d = (pts["log_flops"] - r.log_flops) ** 2 + (pts["log_bytes"] - r.log_bytes) ** 2
+                near = pts.loc[d.idxmin()]
+                g = self.global_laws.get((r.mode, r.phase))
+                if g is not None:  # scaled along the phase's roofline law: its floor keeps small calls from 0
+                    scale = float(g(r.flops, r.bytes)) / float(g(near["flops"], near["bytes"]))
+                else:
+                    by = "flops" if r.op_type in _COMPUTE_TYPES else "bytes"
+                    scale = max(float(getattr(r, by)), 1.0) / max(float(near[by]), 1.0)
+                est[i] = float(near["y"]) * scale
+                method[i] = "nearest"
+                continue
+            law = self.global_laws.get((r.mode, r.phase))
+            if law is not None:
+                est[i], method[i] = float(law(r.flops, r.bytes)), "global"
+        return est, method
+
+    def estimate(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Per row of ``rows`` (`layers` columns and ``phase``): ``estimate``, ``low``, ``high`` (in the
+        target's unit) and ``method``; missing estimate only where the database holds nothing of that mode and
+        phase."""
+        data = pd.concat([rows[["op_type", "mode", "phase"]].reset_index(drop=True),
+                          features(rows).reset_index(drop=True)], axis=1)
+        base, method = self._baseline(data)
+        est = base.copy()
+        if self.use_trees and self.trees is not None:
+            law = method == "law"
+            if law.any():
+                est[law] = base[law] * np.exp(self._correction(data[law]))
+                method = np.where(law, "law+trees", method)
+        default = self.quantiles.get(None, (0.0, 0.0))
+        lo = np.array([self.quantiles.get(t, default)[0] for t in data["op_type"]])
+        hi = np.array([self.quantiles.get(t, default)[1] for t in data["op_type"]])
+        # a held-out ratio r = log(estimate / measured): the measured value lies in [estimate / e^q95, estimate / e^q05]
+        return pd.DataFrame({"estimate": est, "low": est / np.exp(np.maximum(hi, 0)),
+                             "high": est / np.exp(np.minimum(lo, 0)), "method": method}, index=rows.index)
+
+    # -- held-out summary --------------------------------------------------------------------------------------
+    def heldout_summary(self) -> dict:
+        """Median |error| and the share within ±10% / ±25% of the held-out estimates, per method."""
+        if self.heldout is None or self.heldout.empty:
+            return {}
+        out = {"configurations": int(self.heldout["config_id"].nunique()), "chosen": self.chosen()}
+        for m in ("law", "law+trees"):
+            err = np.exp(self.heldout[m]) - 1
+            out[m] = {"median_abs_error": float(err.abs().median()), "within_10pct": float((err.abs() <= .1).mean()),
+                      "within_25pct": float((err.abs() <= .25).mean())}
+        return out
+
+    def chosen(self) -> str:
+        return "law+trees" if self.use_trees else "law"
+
+
+def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str) -> pd.DataFrame:
+    """One row per measured (configuration, phase) of ``used`` (baseline-placement isolated `measurements` of one
+    set of conditions): its `layers` description and ``column`` as ``seconds``."""
+    desc = layers.drop_duplicates("config_id")[["config_id", "op_type", "mode", "params", "inputs", "outputs"]]
+    val = used.groupby(["config_id", "phase"], as_index=False)[column].median().rename(columns={column: "seconds"})
+    return val.merge(desc, on="config_id").dropna(subset=["seconds"])
+
+
+def fingerprint(used: pd.DataFrame) -> str:
+    """A digest of the measurement rows a model is fitted to (configuration ids, phases, timestamps; a
+    configuration's description is fixed by its id)."""
+    h = hashlib.sha256()
+    for col in ("config_id", "phase", "timestamp"):
+        h.update("\x00".join(sorted(map(str, used[col]))).encode() if col in used else b"")
+    return h.hexdigest()[:16]
+
+
+def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, column: str) -> CostModel | None:
+    """The cost model of ``used`` saved beside the database under ``key`` (the conditions), refitted and saved
+    again when the rows changed since (or on a load failure); None when fewer than :data:`MIN_CONFIGS` rows."""
+    fp = fingerprint(used) + column
+    path = Path(db_dir) / FILE if db_dir is not None else None
+    saved = {}
+    if path is not None and path.exists():
+        try:
+            with open(path, "rb") as fh:
+                saved = pickle.load(fh)
+        except Exception as e:  # an unreadable or incompatible pickle is refitted, not trusted
+            log.warning("%s: %s; refitting the cost model", path, e)
+            saved = {}
+    model = saved.get((key, column))
+    if model is not None and model.fingerprint == fp:
+        return model
+    data = training_data(layers, used, column)
+    if len(data) < MIN_CONFIGS:
+        return None
+    model = CostModel.fit(data)
+    model.fingerprint = fp
+    if path is not None:
+        saved[(key, column)] = model
+        try:
+            from .io import atomic
+
+            atomic(path, lambda tmp: Path(tmp).write_bytes(pickle.dumps(saved)))
+        except OSError as e:  # a read-only database still answers
+            log.warning("%s: cannot save the cost model (%s)", path, e)
+    return model

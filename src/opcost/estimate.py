@@ -1,0 +1,222 @@
+"""Predict any model's iteration from the database: measured costs where it holds the configuration, the cost
+model's estimates (:mod:`opcost.costmodel`) for the rest, plus the overhead between operators.
+
+The measurements used are one set of conditions (host, device, threads: :func:`conditions`); costs from
+different machines or thread counts are never mixed. The overhead between operators is modelled per call from the
+database's own workloads that have an end-to-end time: (end-to-end time − Σ measured isolated costs) / calls, the
+median over the workloads of the same mode (their range is its interval), floored at 0.
+
+Intervals: measured parts count as exact (their own noise is small next to an estimate's); estimated parts
+contribute count × their interval; the ends are summed (errors taken as fully correlated within a model: the
+conservative choice, since one op type's law errs the same way on all its configurations).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .costmodel import load_or_fit
+from .database import latest
+from .engine import ENGINE_ID, ENGINE_OP_TYPE
+from .errors import OpcostError
+from .predict import DEFAULT_STATISTIC, STATISTICS, baseline, references
+
+CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
+
+
+def conditions(measurements: pd.DataFrame, **chosen) -> tuple[pd.DataFrame, dict]:
+    """The isolated, baseline-placement, `ok` rows of one host, device and thread count, and that choice. A
+    condition not given must be unique in the database; a given one must be present; else an error that names
+    the choice to make (``--host``, ``--device``, ``--threads``)."""
+    m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
+                     & baseline(measurements)]
+    picked = {}
+    for col, flag in CONDITIONS:
+        held = sorted({str(v) for v in m[col].dropna()})
+        want = chosen.get(col)
+        if want is not None:
+            if str(want) not in held:
+                raise OpcostError(f"{flag} {want}", f"the database holds no isolated measurement with {col} {want} "
+                                                    f"({col}: {', '.join(held) or 'none'})")
+        elif len(held) > 1:
+            raise OpcostError(f"database", f"it holds measurements from several {col} values ({', '.join(held)}): "
+                                           f"choose one with {flag}")
+        elif not held:
+            raise OpcostError("database", "it holds no isolated measurement")
+        else:
+            want = held[0]
+        picked[col] = want
+        m = m[m[col].astype(str) == str(want)]
+    return m, picked
+
+
+@dataclass
+class Prediction:
+    """One workload's predicted time (and energy where the database has it), with its interval and parts."""
+
+    model: str
+    batch: int
+    mode: str
+    conditions: dict
+    predicted_s: float
+    low_s: float
+    high_s: float
+    estimated_s: float
+    overhead_s: float
+    measured_s: float | None = None
+    predicted_j: float | None = None
+    layers: pd.DataFrame = field(default_factory=pd.DataFrame)  # per configuration and phase: cost, method
+
+    @property
+    def estimated_share(self) -> float:
+        ops = self.predicted_s - self.overhead_s
+        return self.estimated_s / ops if ops > 0 else 0.0
+
+    def by_op_type(self) -> pd.Series:
+        return self.layers.groupby("op_type")["total_s"].sum().sort_values(ascending=False)
+
+    def methods(self) -> dict:
+        """Seconds per iteration by where they come from (`measured` or a cost-model method)."""
+        return {k: float(v) for k, v in self.layers.groupby("method")["total_s"].sum().items()}
+
+    def as_dict(self) -> dict:
+        return {"model": self.model, "batch": self.batch, "mode": self.mode, **self.conditions,
+                "predicted_s": self.predicted_s, "low_s": self.low_s, "high_s": self.high_s,
+                "estimated_share": self.estimated_share, "overhead_s": self.overhead_s,
+                "measured_s": self.measured_s, "predicted_j": self.predicted_j, "by_method_s": self.methods(),
+                "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
+
+
+def _phases(layers: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration and phase it runs (forward; in training also backward where it has one)."""
+    fwd = layers.assign(phase="forward")
+    if not (layers["mode"] == "training").any():
+        return fwd
+    has_bwd = layers["backward"].fillna("{}").map(lambda s: s not in ("{}", "", "null"))
+    bwd = layers[(layers["mode"] == "training") & has_bwd].assign(phase="backward")
+    return pd.concat([fwd, bwd], ignore_index=True)
+
+
+def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> tuple[float, float, float]:
+    """(median, low, high) seconds of overhead per operator call, from the database's fully measured workloads of
+    ``mode`` with an end-to-end time on the chosen conditions (0 when none)."""
+    col = STATISTICS[statistic]
+    e2e = db["e2e"]
+    for key in ("device", "host", "threads"):
+        if key in e2e and key in used and len(used):
+            e2e = e2e[e2e[key].astype(str) == str(used[key].iloc[0])]
+    refs = references(e2e, str(used["device"].iloc[0]), "isolated", statistic) if len(used) else {}
+    cost = used.groupby("config_id")[col].sum()
+    gaps = []
+    layers = db["layers"]
+    for (model, batch, mo), (ref, _) in refs.items():
+        if mo != mode:
+            continue
+        wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mo)]
+        c = cost.reindex(wl["config_id"])
+        if wl.empty or c.isna().any():
+            continue
+        calls = float(wl["count"].sum())
+        gaps.append((ref - float((wl["count"].to_numpy() * c.to_numpy()).sum())) / calls)
+    if not gaps:
+        return 0.0, 0.0, 0.0
+    g = np.clip(gaps, 0, None)
+    return float(np.median(g)), float(g.min()), float(g.max())
+
+
+def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None, **chosen
+                     ) -> Prediction:
+    """The prediction for the workload whose `layers` rows are given (from the database or freshly extracted),
+    on the conditions ``chosen`` (``host``, ``device``, ``threads``; see :func:`conditions`)."""
+    statistic = statistic or DEFAULT_STATISTIC
+    col = STATISTICS[statistic]
+    used, picked = conditions(db["measurements"], **chosen)
+    used = latest(used, ("config_id", "phase"))
+    model, batch, mode = layers["model"].iloc[0], int(layers["batch"].iloc[0]), layers["mode"].iloc[0]
+    rows = _phases(layers)
+    measured = used.set_index(["config_id", "phase"])
+    key = pd.MultiIndex.from_arrays([rows["config_id"], rows["phase"]])
+    rows["cost_s"] = measured[col].reindex(key).to_numpy(dtype=float)
+    rows["energy_j"] = measured["energy_j"].reindex(key).to_numpy(dtype=float)
+    rows["method"] = np.where(np.isfinite(rows["cost_s"]), "measured", "")
+    rows["low_s"] = rows["high_s"] = rows["cost_s"]
+    missing = ~np.isfinite(rows["cost_s"])
+    cond_key = "/".join(f"{k}={v}" for k, v in picked.items())
+    all_layers = pd.concat([db["layers"], layers], ignore_index=True)
+    if missing.any():
+        cm = load_or_fit(db_dir, cond_key, all_layers, used, col)
+        if cm is None:
+            raise OpcostError("database", f"too few measured configurations to estimate the {int(missing.sum())} "
+                                          f"unmeasured ones of {model}")
+        est = cm.estimate(rows[missing])
+        rows.loc[missing, "cost_s"] = est["estimate"].to_numpy()
+        rows.loc[missing, "low_s"] = est["low"].to_numpy()
+        rows.loc[missing, "high_s"] = est["high"].to_numpy()
+        rows.loc[missing, "method"] = est["method"].to_numpy()
+        if used["energy_j"].notna().sum() >= 3:
+            em = load_or_fit(db_dir, cond_key, all_layers, used.dropna(subset=["energy_j"]), "energy_j")
+            if em is not None:
+                rows.loc[missing, "energy_j"] = em.estimate(rows[missing])["estimate"].to_numpy()
+    unknown = rows["cost_s"].isna()
+    if unknown.any():
+        what = ", ".join(sorted({f"{t} ({p})" for t, p in zip(rows.loc[unknown, "op_type"], rows.loc[unknown, "phase"])}))
+        raise OpcostError(f"model {model}", f"the database holds nothing to estimate {what} from: profile a {mode} "
+                                            "workload first")
+    if mode == "training" and "engine_s" in used and used["engine_s"].notna().any():
+        e = float(used["engine_s"].dropna().median())  # one autograd engine call per iteration (opcost.engine)
+        rows = pd.concat([rows, pd.DataFrame([{"config_id": ENGINE_ID, "op_type": ENGINE_OP_TYPE, "phase": "backward",
+                                               "count": 1, "cost_s": e, "low_s": e, "high_s": e,
+                                               "method": "measured"}])], ignore_index=True)
+    rows["total_s"] = rows["count"].astype(float) * rows["cost_s"]
+    per_call, lo_call, hi_call = overhead_per_call(db, used, mode, statistic)
+    calls = float(layers["count"].sum())
+    ops = float(rows["total_s"].sum())
+    est_rows = ~rows["method"].isin(["measured"])
+    low = float((rows["count"].astype(float) * rows["low_s"]).sum()) + lo_call * calls
+    high = float((rows["count"].astype(float) * rows["high_s"]).sum()) + hi_call * calls
+    e2e = db["e2e"]
+    ref = references(e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)],
+                     picked["device"], "isolated", statistic) if len(e2e) else {}
+    energy = rows["count"].astype(float) * rows["energy_j"]
+    return Prediction(model=model, batch=batch, mode=mode, conditions=picked,
+                      predicted_s=ops + per_call * calls, low_s=low, high_s=high,
+                      estimated_s=float(rows.loc[est_rows, "total_s"].sum()), overhead_s=per_call * calls,
+                      measured_s=ref.get((model, batch, mode), (None,))[0],
+                      predicted_j=float(energy.sum()) if energy.notna().all() and len(energy) else None,
+                      layers=rows)
+
+
+def refit(db_dir, statistic: str | None = None) -> dict[str, dict]:
+    """Fit (or confirm up to date) and save the cost model of every set of conditions the database at ``db_dir``
+    holds; their held-out summaries by condition key (after ``opcost db merge``)."""
+    from .database import read_db
+
+    db = read_db(db_dir)
+    col = STATISTICS[statistic or DEFAULT_STATISTIC]
+    m = db["measurements"]
+    m = m[(m["source"] == "isolated") & (m["status"] == "ok") & baseline(m)]
+    out = {}
+    for values, _ in m.groupby([c for c, _ in CONDITIONS]):
+        used, picked = conditions(db["measurements"], **dict(zip([c for c, _ in CONDITIONS], values)))
+        key = "/".join(f"{k}={v}" for k, v in picked.items())
+        cm = load_or_fit(db_dir, key, db["layers"], latest(used, ("config_id", "phase")), col)
+        out[key] = cm.heldout_summary() if cm is not None else {}
+    return out
+
+
+def workload_layers(db: dict, model: str, batch: int, mode: str, spec: dict | None = None) -> pd.DataFrame:
+    """The workload's `layers` rows: from the database when it holds them, else extracted now (no timing) from
+    the model's config entry ``spec`` (``{}``: a torchvision, built-in or zoo name)."""
+    layers = db["layers"]
+    wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mode)]
+    if len(wl):
+        return wl.reset_index(drop=True)
+    from .extract import extract
+    from .models import load_model
+    from .workload import make_workload
+
+    return extract(make_workload(load_model(model, spec or {}), batch, mode)).reset_index(drop=True)
+
+

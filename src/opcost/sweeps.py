@@ -1,0 +1,132 @@
+"""Operator sweeps: operator configurations chosen independently of any model (config ``sweeps``), measured under
+the same conditions as the models' operators so that their costs are interchangeable.
+
+Each sweep point is a small model, a **chain** of ``depth`` identical layers that keep their shape (stride 1,
+"same" padding; a point whose layer changes the shape is a chain of one), so that every layer reads its
+producer's freshly written output, as inside a model. The point becomes an ordinary model entry
+(``model: opcost.sweeps:chain``) named ``sweep-<op>-<values>``: it is extracted, catalogued and profiled in
+rotation like any workload's operators, but is not a validation workload (no end-to-end, in-situ or trace jobs;
+:func:`opcost.config.workloads` leaves it out). Its configurations are profiled in the loop's first iteration
+whatever their op type.
+
+Sampling: a sweep's ``grid`` (parameter -> values) is taken whole, or, with ``samples: N``, as N points drawn
+without replacement with a fixed seed (a Latin-hypercube-like spread is not needed at these grid sizes). The
+cost model's held-out errors (``opcost predict``; ``benchmarks/generalisation.py``) say where more points would
+help; choosing them automatically where the model is least certain, as nn-Meter does, is not done yet.
+
+Operators (parameters; default value): ``Conv2d`` (channels 32, kernel 3, stride 1, groups 1, size 28),
+``Linear`` (features 256, rows 1), ``attention`` (seq 128, heads 4, head_dim 32: q = k = v from the input, one
+``scaled_dot_product_attention``), ``LayerNorm`` (features 256, rows 64), ``BatchNorm2d``, ``ReLU``, ``GELU``,
+``MaxPool2d`` (3x3, stride 1), ``add`` (x + x; channels 32, size 28 for these five). The batch size of a point is
+its grid's ``batch`` values (default: the config's ``batch_sizes``).
+"""
+from __future__ import annotations
+
+import itertools
+import random
+
+from torch import nn
+from torch.nn import functional as F
+
+MODEL = "opcost.sweeps:chain"
+PREFIX = "sweep-"
+_SPATIAL = {"channels": 32, "size": 28}
+DEFAULTS = {
+    "Conv2d": {"channels": 32, "kernel": 3, "stride": 1, "groups": 1, "size": 28},
+    "Linear": {"features": 256, "rows": 1},
+    "attention": {"seq": 128, "heads": 4, "head_dim": 32},
+    "LayerNorm": {"features": 256, "rows": 64},
+    "BatchNorm2d": dict(_SPATIAL),
+    "ReLU": dict(_SPATIAL),
+    "GELU": dict(_SPATIAL),
+    "MaxPool2d": dict(_SPATIAL),
+    "add": dict(_SPATIAL),
+}
+OPS = tuple(DEFAULTS)
+_SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": "h", "features": "f", "rows": "r",
+          "seq": "l", "heads": "n", "head_dim": "d"}
+
+
+class _Functional(nn.Module):
+    """A chain of an operator called outside leaf modules (attention, add); its child makes it a non-leaf."""
+
+    def __init__(self, op: str, depth: int, heads: int = 1):
+        super().__init__()
+        self.op, self.depth, self.heads = op, depth, heads
+        self.keep = nn.Identity()
+
+    def forward(self, x):
+        x = self.keep(x)
+        for _ in range(self.depth):
+            if self.op == "attention":
+                b, n, e = x.shape
+                q = x.view(b, n, self.heads, e // self.heads).transpose(1, 2)
+                x = F.scaled_dot_product_attention(q, q, q).transpose(1, 2).reshape(b, n, e)
+            else:
+                x = x + x
+        return x
+
+
+def chain(op: str, depth: int = 4, **p) -> nn.Module:
+    """The sweep point's model: ``depth`` identical ``op`` layers with parameters ``p`` (see :data:`DEFAULTS`)."""
+    p = {**DEFAULTS[op], **p}
+    if op == "Conv2d":
+        c, k, s = p["channels"], p["kernel"], p["stride"]
+        depth = depth if s == 1 else 1
+        return nn.Sequential(*(nn.Conv2d(c, c, k, stride=s, padding=k // 2, groups=p["groups"])
+                               for _ in range(depth)))
+    if op == "Linear":
+        return nn.Sequential(*(nn.Linear(p["features"], p["features"]) for _ in range(depth)))
+    if op == "LayerNorm":
+        return nn.Sequential(*(nn.LayerNorm(p["features"]) for _ in range(depth)))
+    layer = {"BatchNorm2d": lambda: nn.BatchNorm2d(p["channels"]), "ReLU": nn.ReLU, "GELU": nn.GELU,
+             "MaxPool2d": lambda: nn.MaxPool2d(3, stride=1, padding=1)}.get(op)
+    if layer is not None:
+        return nn.Sequential(*(layer() for _ in range(depth)))
+    return _Functional(op, depth, p.get("heads", 1))
+
+
+def input_shape(op: str, p: dict) -> list[int]:
+    """Per-sample input shape of a point."""
+    p = {**DEFAULTS[op], **p}
+    if op in ("Linear", "LayerNorm"):
+        return [p["rows"], p["features"]]
+    if op == "attention":
+        return [p["seq"], p["heads"] * p["head_dim"]]
+    return [p["channels"], p["size"], p["size"]]
+
+
+def points(sweep: dict) -> list[dict]:
+    """The parameter sets of one sweep entry (``batch`` included where the grid has it)."""
+    grid = sweep.get("grid") or {}
+    keys = sorted(grid)
+    combos = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+    if sweep.get("op") == "Conv2d":  # groups must divide the channels
+        combos = [c for c in combos if c.get("channels", 32) % c.get("groups", 1) == 0]
+    n = sweep.get("samples")
+    if n is not None and n < len(combos):
+        combos = random.Random(0).sample(combos, n)
+    return combos
+
+
+def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dict[str, dict]:
+    """Config model entries, one per point of every sweep (``name -> entry``)."""
+    out = {}
+    for sweep in sweeps or []:
+        op, depth = sweep["op"], int(sweep.get("depth", 4))
+        for p in points(sweep):
+            batch = p.pop("batch", None)
+            shape = {k: int(v) for k, v in p.items()}
+            name = PREFIX + op + "-" + "-".join(f"{_SHORT.get(k, k)}{v}" for k, v in sorted(shape.items()))
+            entry = out.setdefault(name, {"model": MODEL, "kwargs": {"op": op, "depth": depth, **shape},
+                                          "input_shapes": [input_shape(op, shape)],
+                                          "modes": list(sweep.get("modes") or modes), "batch_sizes": []})
+            for b in ([batch] if batch is not None else batch_sizes):
+                if int(b) not in entry["batch_sizes"]:
+                    entry["batch_sizes"].append(int(b))
+    return out
+
+
+def is_sweep(entry: dict) -> bool:
+    """Whether a config model entry is a sweep point."""
+    return entry.get("model") == MODEL

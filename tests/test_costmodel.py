@@ -1,0 +1,138 @@
+"""Predicting what was never measured: features, the fitted cost model, `opcost predict` on unseen workloads."""
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from opcost import database, estimate
+from opcost.costmodel import CostModel, fit_law
+from opcost.errors import OpcostError
+from opcost.features import configuration_features
+
+
+def _spec(shape, dtype="float32"):
+    return {"T": list(shape), "dtype": dtype}
+
+
+def test_conv2d_features_by_hand():
+    params = {"in_channels": 3, "out_channels": 8, "kernel_size": [3, 3], "stride": [1, 1], "groups": 1,
+              "bias": True, "param_dtype": ["float32"]}
+    f = configuration_features("Conv2d", json.dumps(params), json.dumps([_spec([2, 3, 16, 16])]),
+                               json.dumps([_spec([2, 8, 16, 16])]))
+    out = 2 * 8 * 16 * 16
+    assert f["flops"] == 2 * out * 3 * 9
+    weights = (8 * 3 * 9 + 8) * 4
+    assert f["param_bytes"] == weights
+    assert f["bytes"] == (2 * 3 * 16 * 16 + out) * 4 + weights
+    assert (f["kernel"], f["stride"], f["groups"], f["channels"]) == (9, 1, 1, 3)
+
+
+def test_linear_matmul_and_elementwise_features_by_hand():
+    lin = configuration_features("Linear", {"in_features": 64, "out_features": 32, "bias": False},
+                                 [_spec([5, 64])], [_spec([5, 32])])
+    assert lin["flops"] == 2 * 5 * 32 * 64 and lin["param_bytes"] == 64 * 32 * 4
+    bmm = configuration_features("bmm", {}, [_spec([4, 10, 16]), _spec([4, 16, 12])], [_spec([4, 10, 12])])
+    assert bmm["flops"] == 2 * 4 * 10 * 12 * 16
+    add = configuration_features("add", {}, [_spec([7, 9]), _spec([7, 9], "float16")], [_spec([7, 9])])
+    assert add["flops"] == 63 and add["bytes"] == 63 * 4 + 63 * 2 + 63 * 4
+    sdpa = configuration_features("scaled_dot_product_attention", {}, [_spec([2, 4, 10, 8]), _spec([2, 4, 12, 8]),
+                                                                       _spec([2, 4, 12, 8])], [_spec([2, 4, 10, 8])])
+    assert sdpa["flops"] == 4 * 2 * 4 * 10 * 12 * 8
+
+
+def _synthetic(law, n=60, seed=0):
+    """Linear configurations with costs from ``law(flops, bytes)`` times 3% log-normal noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        m, k, o = (int(v) for v in rng.integers(1, 512, 3))
+        f = configuration_features("Linear", {"in_features": k, "out_features": o}, [_spec([m, k])], [_spec([m, o])])
+        rows.append({"config_id": f"c{i}", "op_type": "Linear", "mode": "inference", "phase": "forward",
+                     "params": json.dumps({"in_features": k, "out_features": o}),
+                     "inputs": json.dumps([_spec([m, k])]), "outputs": json.dumps([_spec([m, o])]),
+                     "seconds": law(f["flops"], f["bytes"]) * math.exp(rng.normal(0, 0.03))})
+    return pd.DataFrame(rows)
+
+
+def test_fit_recovers_a_synthetic_roofline_law():
+    def truth(f, b):
+        return 4e-6 + max(f / 2e10, b / 4e9)
+
+    data = _synthetic(truth)
+    law = fit_law(*(data.pipe(lambda d: pd.DataFrame([configuration_features(
+        "Linear", p, i, o) for p, i, o in zip(d["params"], d["inputs"], d["outputs"])]))[["flops", "bytes"]].T.values),
+        data["seconds"])
+    assert law.floor_s == pytest.approx(4e-6, rel=0.15)
+    assert law.compute_rate == pytest.approx(2e10, rel=0.15)
+    assert law.memory_rate == pytest.approx(4e9, rel=0.25)
+    model = CostModel.fit(data)
+    held = model.heldout_summary()
+    assert held["configurations"] == 60 and held["law"]["median_abs_error"] < 0.05
+    fresh = _synthetic(truth, n=10, seed=1)
+    est = model.estimate(fresh)
+    ratio = est["estimate"] / fresh["seconds"]
+    assert ratio.between(0.85, 1.15).all() and (est["low"] <= est["estimate"]).all()
+    assert (est["estimate"] <= est["high"]).all() and set(est["method"]) <= {"law", "law+trees"}
+
+
+def test_types_without_a_law_fall_back_to_labelled_rules():
+    data = _synthetic(lambda f, b: 1e-6 + b / 5e9, n=30)
+    relu = {"config_id": "r0", "op_type": "ReLU", "mode": "inference", "phase": "forward", "params": "{}",
+            "inputs": json.dumps([_spec([100, 100])]), "outputs": json.dumps([_spec([100, 100])]), "seconds": 1e-5}
+    model = CostModel.fit(pd.concat([data, pd.DataFrame([relu])], ignore_index=True))
+    asked = pd.DataFrame([{**relu, "inputs": json.dumps([_spec([200, 100])]), "outputs": json.dumps([_spec([200, 100])])},
+                          {**relu, "op_type": "GELU"}])
+    est = model.estimate(asked)
+    assert list(est["method"]) == ["nearest", "global"]
+    g = model.global_laws[("inference", "forward")]
+    big, small = (configuration_features("ReLU", "{}", json.dumps([_spec(s)]), json.dumps([_spec(s)]))
+                  for s in ([200, 100], [100, 100]))
+    scale = g(big["flops"], big["bytes"]) / g(small["flops"], small["bytes"])
+    assert 1 < scale < 2  # twice the bytes, along a law with a floor
+    assert est["estimate"].iloc[0] == pytest.approx(1e-5 * scale)  # the one ReLU scaled along the law
+    assert est["estimate"].gt(0).all()
+
+
+def _cli_predict(*args):
+    return subprocess.run([sys.executable, "-m", "opcost.cli", "predict", *args], capture_output=True, text=True)
+
+
+def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path):
+    """A batch size the database never saw is estimated (finite, with an interval, estimated_share > 0); a
+    measured workload is the sum of its measured costs (estimated_share 0); JSON carries the contract."""
+    src = tiny_run / "results" / "db"
+    db_dir = tmp_path / "db"
+    db_dir.mkdir()
+    for f in src.iterdir():
+        (db_dir / f.name).write_bytes(f.read_bytes())
+    from tests.helpers import TINY
+
+    out = _cli_predict("tiny_dlrm", "--batch", "5", "--db", str(db_dir), "--config", str(TINY), "--json")
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)
+    assert {"predicted_s", "low_s", "high_s", "estimated_share"} <= set(p)
+    assert 0 < p["estimated_share"] <= 1 and math.isfinite(p["predicted_s"])
+    assert p["low_s"] <= p["predicted_s"] <= p["high_s"]
+    assert (db_dir / "costmodel.pkl").exists()
+    db = database.read_db(db_dir)
+    layers = estimate.workload_layers(db, "mlp", 2, "inference")
+    full = estimate.predict_workload(db, layers, db_dir)
+    assert full.estimated_share == 0 and full.measured_s > 0
+    assert full.predicted_s - full.overhead_s == pytest.approx(full.layers["total_s"].sum())
+    text = _cli_predict("tiny_dlrm", "--batch", "5", "--db", str(db_dir), "--config", str(TINY))
+    assert "estimated" in text.stdout and "EmbeddingBag" in text.stdout, text.stderr
+
+
+def test_predict_refuses_to_mix_hosts(tiny_run, tmp_path):
+    db = database.read_db(tiny_run / "results" / "db")
+    other = db["measurements"].assign(host="other-host")
+    mixed = {**db, "measurements": pd.concat([db["measurements"], other], ignore_index=True)}
+    layers = estimate.workload_layers(mixed, "mlp", 2, "inference")
+    with pytest.raises(OpcostError, match="several host values .*choose one with --host"):
+        estimate.predict_workload(mixed, layers)
+    one = estimate.predict_workload(mixed, layers, host="other-host")
+    assert one.conditions["host"] == "other-host" and one.estimated_share == 0

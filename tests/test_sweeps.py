@@ -1,0 +1,40 @@
+"""Operator sweeps: points expand into model entries that are profiled like a model's operators."""
+import torch
+
+from opcost import config as cfgmod
+from opcost.extract import extract
+from opcost.models import load_model
+from opcost.sweeps import chain, model_entries, points
+from opcost.workload import make_workload
+
+
+def test_a_sweep_expands_into_chain_models_left_out_of_validation_workloads():
+    cfg = cfgmod.validate({"models": {"mlp": {}}, "batch_sizes": [1, 4], "sweeps": [
+        {"op": "Conv2d", "grid": {"channels": [8, 12], "kernel": [1, 3], "groups": [1, 4]}, "depth": 3},
+        {"op": "Linear", "grid": {"features": [16, 32, 64], "batch": [2]}, "samples": 2},
+    ]})
+    names = [n for n in cfg["models"] if n.startswith("sweep-")]
+    assert len(names) == 8 + 2  # 2 x 2 x 2 Conv2d points (4 divides 8 and 12), 2 of 3 Linear points
+    conv = cfg["models"]["sweep-Conv2d-c12-g4-k3"]
+    assert conv["input_shapes"] == [[12, 28, 28]] and conv["batch_sizes"] == [1, 4]
+    assert conv["kwargs"] == {"op": "Conv2d", "depth": 3, "channels": 12, "groups": 4, "kernel": 3}
+    assert all(cfg["models"][n]["batch_sizes"] == [2] for n in names if "Linear" in n)
+    assert cfgmod.workloads(cfg) == [("mlp", "inference", 1), ("mlp", "inference", 4)]
+    assert len(cfgmod.workloads(cfg, sweeps=True)) == 8 * 2 + 2
+    assert cfgmod.validate(cfg) == cfg  # idempotent: a validated config validates unchanged
+    assert points({"op": "Linear", "grid": {"features": [1, 2, 3, 4]}, "samples": 2}) == \
+        points({"op": "Linear", "grid": {"features": [1, 2, 3, 4]}, "samples": 2})  # seeded
+
+
+def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
+    cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "sweeps": [
+        {"op": "Conv2d", "grid": {"channels": [4], "size": [6]}, "depth": 3},
+        {"op": "attention", "grid": {"seq": [5], "heads": [2], "head_dim": [4]}, "depth": 2}]})
+    for name in ("sweep-Conv2d-c4-h6", "sweep-attention-d4-n2-l5"):
+        layers = extract(make_workload(load_model(name, cfg["models"][name]), 2, "inference"))
+        main = layers[layers["op_type"].isin(["Conv2d", "scaled_dot_product_attention"])]
+        assert len(main) == 1, layers[["op_type", "count"]]
+        assert int(main["count"].iloc[0]) == (3 if "Conv2d" in name else 2)
+    strided = chain("Conv2d", depth=4, channels=4, stride=2)
+    assert len(strided) == 1 and strided(torch.zeros(1, 4, 8, 8)).shape == (1, 4, 4, 4)
+    assert model_entries([], [1], ["inference"]) == {}
