@@ -73,19 +73,12 @@ def main() -> None:
                 iso, _ = without_engine_calls(iso, iso_samples, engine_s)
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
-            # as the pipeline's trace stage: inference pairs each iteration with a replay of its operators (the gaps
-            # isolated costs already hold); training calibrates the profiler's own cost per call instead
-            inference = args.mode == "inference"
+            # as the pipeline's trace stage: each iteration paired with a replay of its (forward) operators, whose
+            # gaps isolated costs already hold
             path = Path(f"/tmp/opcost_bench_{model}_{args.mode}_b{batch}.json.gz")
             tt = tr.parse(tr.record(wl, path, iterations=10, warmup=3,
-                                    paired=tr.replay_runner(wl, cfg["models"])[0] if inference else None))
-            dilation = None
-            if not inference:
-                calib = path.with_name(f".{path.name}.calibration.json.gz")
-                dilation = tr.profiler_dilation(calib)
-                calib.unlink(missing_ok=True)
-            parts = tr.summarize(tt, model, args.mode, batch, "cpu", dilation,
-                                 replay=tt.with_marker(tr.REPLAY_MARKER) if inference else None)
+                                    paired=tr.replay_runner(wl, cfg["models"])[0]))
+            parts = tr.summarize(tt, model, args.mode, batch, "cpu", None, replay=tt.with_marker(tr.REPLAY_MARKER))
             overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
             measurements = pd.concat([iso, ins], ignore_index=True)
             row = {"model": model, "batch": batch}

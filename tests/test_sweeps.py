@@ -20,7 +20,7 @@ def test_a_sweep_expands_into_chain_models_left_out_of_validation_workloads():
     assert conv["kwargs"] == {"op": "Conv2d", "depth": 3, "channels": 12, "groups": 4, "kernel": 3}
     assert all(cfg["models"][n]["batch_sizes"] == [2] for n in names if "Linear" in n)
     assert cfgmod.workloads(cfg) == [("mlp", "inference", 1), ("mlp", "inference", 4)]
-    assert len(cfgmod.workloads(cfg, sweeps=True)) == 8 * 2 + 2
+    assert len(cfgmod.workloads(cfg, "sweeps")) == 8 * 2 + 2
     assert cfgmod.validate(cfg) == cfg  # idempotent: a validated config validates unchanged
     assert points({"op": "Linear", "grid": {"features": [1, 2, 3, 4]}, "samples": 2}) == \
         points({"op": "Linear", "grid": {"features": [1, 2, 3, 4]}, "samples": 2})  # seeded

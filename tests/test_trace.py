@@ -405,8 +405,15 @@ def test_replay_trace_holds_the_model_ops_and_gives_the_gaps_isolated_costs_incl
     t1 = stats[stats["kind"] == "T1"]
     t1r = stats[stats["kind"] == trace.REPLAY_KIND]
     assert set(t1r["op_type"]) == set(t1["op_type"]) and (t1r["mean_s"] > 0).all()
-    with pytest.raises(OpcostError, match="inference"):
-        trace.replay_runner(make_workload(load_model("mlp", models["mlp"]), 4, "training"), models)
+    # training: the forward calls replayed with autograd recording, as isolated forward rows are timed
+    train = make_workload(load_model("mlp", models["mlp"]), 4, "training")
+    run, left_out = trace.replay_runner(train, models)
+    assert not left_out
+    train_tt = trace.parse(trace.record(train, tmp_path / "train.json.gz", iterations=2, warmup=1, paired=run))
+    forward = ops(train_tt.with_marker(trace.REPLAY_MARKER))
+    main = ("aten::linear", "aten::relu", "aten::add_", "aten::mean")  # an in-place call's replay adds its clone
+    assert [o for o in forward if o in main] == [o for o in ops(train_tt) if o in main]  # the model also backward
+    assert "autograd::engine::evaluate_function: AddmmBackward0" in ops(train_tt)
 
 
 def test_replay_gaps_are_subtracted_instead_of_the_profiler_cost():

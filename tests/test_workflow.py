@@ -14,7 +14,7 @@ def test_tiny_config_runs_to_figures(tiny_run):
     figs = sorted(p.name for p in (tiny_run / "results" / "figures").glob("*.png"))
     assert figs == ["breakdown.png", "consistency.png", "convergence.png", "coplace.png", "energy.png",
                     "placement.png", "predicted_vs_measured.png", "spread.png", "trace_breakdown.png",
-                    "trace_overheads.png"]
+                    "trace_overheads.png", "unseen.png"]
     assert all((tiny_run / "results" / "figures" / f).stat().st_size > 10_000 for f in figs)
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
     workloads = {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"), ("mlp", "inference")}
@@ -25,6 +25,20 @@ def test_tiny_config_runs_to_figures(tiny_run):
     assert (pred["predicted_s"] > 0).all() and (pred["measured_s"] > 0).all()
     # each source against the e2e time of its own minutes: the rotations' model iterations, the interleaved ones
     assert (pred["reference"] == pred["source"].map(lambda s: "interleaved" if "insitu" in s else "rotation")).all()
+
+
+def test_a_model_never_profiled_is_predicted_and_checked(tiny_run):
+    """tiny.yaml's `predict_only` model: extracted and timed end to end, never profiled; predicted from the run's
+    database (its Linear layers, of a width no workload has, estimated by the cost model)."""
+    unseen = pd.read_parquet(tiny_run / "results" / "validation" / "unseen.parquet")
+    assert list(zip(unseen["model"], unseen["source"])) == [("mlp_wide", "estimated")]
+    r = unseen.iloc[0]
+    assert 0 < r["estimated_share"] <= 1 and r["low_s"] <= r["predicted_s"] <= r["high_s"]
+    assert r["measured_s"] > 0 and r["reference"] == "dedicated"
+    layers = pd.read_parquet(tiny_run / "results" / "db" / "layers.parquet")
+    meas = pd.read_parquet(tiny_run / "results" / "db" / "measurements.parquet")
+    assert "mlp_wide" not in set(layers["model"]) and "mlp_wide" not in set(meas.get("workload", []))
+    assert (tiny_run / "results" / "db" / "costmodel.pkl").exists()
 
 
 def test_a_broken_model_is_named_and_the_others_complete(tiny_run):
@@ -51,7 +65,9 @@ def test_database_holds_every_configuration_once(tiny_run):
     assert sorted(iso["config_id"]) == sorted(configs["config_id"])  # each measured exactly once over the chunks
     assert (iso["cache"] == "fresh").all() and (iso["calls_per_sample"] == 1).all()  # in rotation (cpu default)
     ins = meas[(meas["source"] == "insitu") & (meas["phase"] == "forward")]
-    assert set(ins["config_id"]) == set(configs["config_id"])  # in-situ covers every configuration too
+    of_models = configs["models"].map(lambda ms: not all(m.startswith("sweep-") for m in json.loads(ms)))
+    assert set(ins["config_id"]) == set(configs.loc[of_models, "config_id"])  # in-situ: every model's configuration
+    assert (~of_models).sum() == 3  # tiny.yaml's three Linear sweep points, profiled like the rest
     assert set(meas.loc[meas["phase"] == "backward", "mode"]) == {"training"}
     assert (meas["status"] == "ok").all() and meas["energy_j"].isna().all() and (meas["meter"] == "none").all()
     assert (meas["ci_low_s"] <= meas["median_s"]).all() and (meas["median_s"] <= meas["ci_high_s"]).all()
@@ -61,7 +77,8 @@ def test_database_holds_every_configuration_once(tiny_run):
     assert sorted(e2e.loc[e2e["method"] != "rotation", "method"]) == ["dedicated"] * 3 + ["interleaved"] * 3
     rot = e2e[e2e["method"] == "rotation"]  # one row per workload and profiling job that rotated it
     assert set(zip(rot["model"], rot["mode"])) == {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"),
-                                                   ("mlp", "inference")}
+                                                   ("mlp", "inference")} | {
+        (m, "inference") for m in ("sweep-Linear-f4-r3", "sweep-Linear-f12-r3", "sweep-Linear-f24-r3")}
     assert (e2e.loc[e2e["method"] != "rotation", "n"] >= 5).all() and (rot["n"] >= 1).all()
 
 
@@ -106,7 +123,8 @@ def test_traces_are_recorded_analysed_and_feed_the_overhead_aware_prediction(tin
     ov = pd.read_parquet(trace_dir / "inference_b2.overheads.parquet")
     assert set(ov["kind"]) == {"T1", "T1r"}  # a CPU trace has gaps between ops, no launches; + the replay's gaps
     training = pd.read_parquet(tiny_run / "results" / "trace" / "tiny_dlrm" / "training_b2.overheads.parquet")
-    assert set(training["kind"]) == {"T1"} and "<profiler>" in set(training["op_type"])  # no replay: calibrated
+    assert set(training["kind"]) == {"T1", "T1r"}  # training too: paired with a replay of its forward calls
+    assert "<profiler>" not in set(training["op_type"])  # the replay's gaps hold the profiler's cost: no calibration
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet").set_index(
         ["model", "mode", "batch", "source"])
     for source in ("isolated", "insitu"):

@@ -64,6 +64,11 @@ def validate(config: dict) -> dict:
 
     for name, entry in model_entries(config["sweeps"], config["batch_sizes"], config["modes"]).items():
         config["models"].setdefault(name, entry)  # idempotent: a validated config validates again unchanged
+    for name, entry in config["predict_only"].items():  # built like any model; `workloads` tells them apart
+        if name in config["models"] and config["models"][name] != entry:
+            raise OpcostError(f"config: predict_only.{name}", "also under `models`: a model is either profiled or "
+                                                              "predicted only")
+        config["models"][name] = entry
     for name in config["models"]:
         if not MODEL_NAME.fullmatch(name):
             raise OpcostError(f"config: models.{name}", "a model name names files and table rows: use letters, "
@@ -85,14 +90,22 @@ def section(cls, cfg: dict | None):
     return cls(**{k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg})
 
 
-def workloads(config: dict, sweeps: bool = False) -> list[tuple[str, str, int]]:
-    """(model, mode, batch) for every workload the config asks for, in config order: the models' (validated end
-    to end), or with ``sweeps`` the sweep points' (profiled only; :mod:`opcost.sweeps`)."""
+WORKLOAD_KINDS = ("models", "sweeps", "predict_only")
+
+
+def workloads(config: dict, kind: str = "models") -> list[tuple[str, str, int]]:
+    """(model, mode, batch) for every workload of one ``kind``, in config order: ``models`` (profiled and
+    validated end to end), ``sweeps`` (sweep points, profiled only; :mod:`opcost.sweeps`) or ``predict_only``
+    (timed end to end and predicted from the database, never profiled)."""
     from .sweeps import is_sweep
 
+    if kind not in WORKLOAD_KINDS:
+        raise ValueError(f"workload kind {kind!r}: one of {', '.join(WORKLOAD_KINDS)}")
     out = []
     for name, entry in config["models"].items():
-        if is_sweep(entry) != sweeps:
+        own = ("sweeps" if is_sweep(entry) else "predict_only" if name in config.get("predict_only", {})
+               else "models")
+        if own != kind:
             continue
         for mode in entry.get("modes") or config["modes"]:
             for batch in entry.get("batch_sizes") or config["batch_sizes"]:

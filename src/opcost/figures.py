@@ -282,17 +282,18 @@ def _message(path: Path, title: str, text: str) -> None:
 
 
 def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, tiers=None, traces=None,
-             coplace=None) -> list[Path]:
+             coplace=None, unseen=None) -> list[Path]:
     """Every figure; ``traces``: the `trace_op_types`, `trace_iterations` and `trace_overhead_samples` frames
     (keys ``op_types``, ``iterations``, ``overhead_samples``); ``coplace``: simultaneous placement profiling
-    summaries (JSON dicts), None or [] when it is not enabled."""
+    summaries (JSON dicts), None or [] when it is not enabled; ``unseen``: `predict_only` predictions (source
+    `estimated`), None when the config has none."""
     from .predict import baseline
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = [outdir / f"{n}.png" for n in ("breakdown", "predicted_vs_measured", "spread", "consistency",
                                            "convergence", "energy", "placement", "trace_breakdown",
-                                           "trace_overheads", "coplace")]
+                                           "trace_overheads", "coplace", "unseen")]
     breakdown(costed, predictions[predictions["source"] == "isolated"], paths[0])
     predicted_vs_measured(predictions, paths[1])
     spread(measurements[(measurements["source"] == "isolated") & baseline(measurements)], e2e, paths[2])
@@ -305,7 +306,38 @@ def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, 
     trace_breakdown(traces.get("op_types", empty), traces.get("iterations", empty), paths[7])
     trace_overheads(traces.get("overhead_samples", empty), paths[8])
     _coplace(measurements, coplace, paths[9])
+    unseen_models(unseen, paths[10])
     return paths
+
+
+def unseen_models(unseen: pd.DataFrame | None, path: Path) -> None:
+    """Predicted (with its interval) vs measured end-to-end time of the workloads never profiled."""
+    p = unseen.dropna(subset=["measured_s", "predicted_s"]) if unseen is not None else pd.DataFrame()
+    if p.empty:
+        _message(path, "Models never profiled: predicted vs measured",
+                 "no predict_only workload with an end-to-end time\n(config `predict_only`; opcost predict)")
+        return
+    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    x, y = p["measured_s"].astype(float) * 1e3, p["predicted_s"].astype(float) * 1e3
+    yerr = [(y - p["low_s"].astype(float) * 1e3).clip(lower=0), (p["high_s"].astype(float) * 1e3 - y).clip(lower=0)]
+    for mode, marker in (("inference", "o"), ("training", "s")):
+        q = (p["mode"] == mode).to_numpy()
+        if q.any():
+            ax.errorbar(x[q], y[q], yerr=[yerr[0][q], yerr[1][q]], fmt=marker, capsize=3, label=mode)
+    for (_, r), xi, yi in zip(p.iterrows(), x, y):
+        ax.annotate(f"{r['model']} b{r['batch']} ({r['estimated_share']:.0%} est.)", (xi, yi), fontsize=7,
+                    xytext=(3, -9), textcoords="offset points")
+    lo, hi = 0.5 * min(x.min(), y.min()), 2 * max(x.max(), y.max())
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="prediction = measurement")
+    ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="gray", alpha=0.15, label="±10%")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured end-to-end time per iteration (ms)")
+    ax.set_ylabel("predicted from the database, with interval (ms)")
+    ax.set_title("Models never profiled: measured costs where the database has them, cost-model estimates "
+                 "elsewhere", fontsize=9)
+    ax.legend(fontsize=8)
+    _save(fig, path)
 
 
 def _coplace(measurements: pd.DataFrame, summaries, path: Path) -> None:

@@ -146,7 +146,7 @@ def extract_sweeps(config: dict, out, out_failures) -> None:
 
     _prepare(config)
     parts, failures = [], []
-    for model, mode, batch in workloads(config, sweeps=True):
+    for model, mode, batch in workloads(config, "sweeps"):
         def body(model=model, mode=mode, batch=batch):
             parts.append(run(_workload(config, model, mode, batch)))
 
@@ -313,9 +313,8 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
     def body():
         wl = _workload(config, model, mode, batch)
         settings = config["trace"]
-        # inference: the gaps isolated costs already include, from the replayed operators recorded alongside
-        paired, left_out = tr.replay_runner(wl, config["models"], config["device"], config["dtype"]) \
-            if mode == "inference" else (None, {})
+        # the gaps isolated costs already include, from the replayed operators recorded alongside
+        paired, left_out = tr.replay_runner(wl, config["models"], config["device"], config["dtype"])
         tr.record(wl, out_trace, iterations=int(settings["iterations"]), warmup=int(settings["warmup"]),
                   device=config["device"], paired=paired)
         tt = tr.parse(out_trace)
@@ -377,6 +376,50 @@ def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_ts
     return pred
 
 
+def predict_unseen(config: dict, db_paths: dict, unseen_layer_paths, unseen_e2e_paths, out, out_tsv) -> pd.DataFrame:
+    """The `predict_only` workloads predicted from the run's database (``db_paths``: `layers`, `measurements`,
+    `e2e` paths; its cost model is saved beside them), each against its own end-to-end time: `predictions` rows
+    of source `estimated`. A workload that cannot be predicted is logged and left out; the others go on."""
+    from .database import DB_TABLES
+    from .estimate import predict_workload
+    from .predict import references
+
+    db = {name: io.read_parquet(db_paths[name], t) if name in db_paths else tables.frame(t, [])
+          for name, t in DB_TABLES.items()}
+    e2e = io.read_many(unseen_e2e_paths, tables.E2E)
+    rows = []
+    for path in unseen_layer_paths:
+        layers = io.read_parquet(path, tables.LAYERS)
+        if layers.empty:  # extraction failed: recorded in results/failures.tsv
+            continue
+        model, batch, mode = layers["model"].iloc[0], int(layers["batch"].iloc[0]), layers["mode"].iloc[0]
+        try:
+            p = predict_workload(db, layers, Path(db_paths["measurements"]).parent, config["statistic"],
+                                 device=config["device"], threads=config["threads"])
+        except OpcostError as e:
+            log.error("%s %s b%d: cannot predict: %s", model, mode, batch, e)
+            continue
+        ref = references(e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)],
+                         config["device"], "isolated", config["statistic"])
+        measured, method = ref.get((model, batch, mode), (None, None))
+        ratio = p.predicted_s / measured if measured else None
+        rows.append({"model": model, "batch": batch, "mode": mode, "device": config["device"],
+                     "source": "estimated", "statistic": config["statistic"], "placement": "baseline",
+                     "overhead_s": p.overhead_s, "predicted_s": p.predicted_s, "measured_s": measured,
+                     "reference": method, "ratio": ratio, "error": ratio - 1 if ratio is not None else None,
+                     "configs": int(layers["config_id"].nunique()),
+                     "configs_measured": int(p.layers.loc[p.layers["method"] == "measured", "config_id"].nunique()),
+                     "calls_covered": 1.0, "predicted_j": p.predicted_j, "measured_j": None,
+                     "low_s": p.low_s, "high_s": p.high_s, "estimated_share": p.estimated_share})
+        log.info("%s %s b%d: predicted %.3f ms [%.3f, %.3f], %.0f%% estimated; measured %s", model, mode, batch,
+                 p.predicted_s * 1e3, p.low_s * 1e3, p.high_s * 1e3, 100 * p.estimated_share,
+                 f"{measured * 1e3:.3f} ms" if measured else "none")
+    pred = tables.frame(tables.PREDICTIONS, rows)
+    io.write_parquet(pred, out, tables.PREDICTIONS)
+    io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
+    return pred
+
+
 def evaluate(config: dict, iteration: int, configs_path, previous_evaluation, layer_paths, measurement_paths,
              e2e_paths, out, overhead_paths=(), op_type_paths=()) -> dict:
     from .loop import LoopSettings, evaluate as run, op_types_for, summary_text
@@ -407,9 +450,9 @@ def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
 
 
 def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predictions_path, consistency_path,
-                 loop_path, outdir, tiers_path=None, trace_paths=None, coplace_summaries=()) -> None:
+                 loop_path, outdir, tiers_path=None, trace_paths=None, coplace_summaries=(), unseen_paths=()) -> None:
     """All figures; ``trace_paths``: part name (`op_types`, `iterations`, `overhead_samples`) -> per-workload
-    trace tables."""
+    trace tables; ``unseen_paths``: the `predict_only` predictions (none: the figure says so)."""
     from .predict import costed_layers
 
     layers = io.read_many(layer_paths, tables.LAYERS)
@@ -422,8 +465,9 @@ def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predict
     traces = {part: io.read_many(paths, getattr(tables, f"TRACE_{part.upper()}"))
               for part, paths in (trace_paths or {}).items()}
     coplace = [io.read_json(p) for p in coplace_summaries]
+    unseen = io.read_many(unseen_paths, tables.PREDICTIONS) if unseen_paths else None
     for p in figures.make_all(costed, pred, meas, e2e_df, cons, io.read_json(loop_path), outdir, tiers, traces,
-                              coplace):
+                              coplace, unseen):
         log.info("wrote %s", p)
 
 

@@ -231,14 +231,17 @@ CONSISTENCY = Table(
 )
 
 PREDICTIONS = Table(
-    "predictions", "results/validation/predictions.parquet",
+    "predictions", "results/validation/predictions.parquet (and unseen.parquet: the `predict_only` workloads)",
     "Prediction = sum over configurations of count x cost per call, against the measured end-to-end time; cost "
     "and end-to-end time are the same `statistic` of their samples.",
     _MODEL_KEY + (
         _c("device", "string", "device of both the operator and end-to-end measurements"),
         _c("source", "string", "measurement source of the operator costs (`isolated` or `insitu`); "
                                "`<source>+overhead`: the same sum plus the CPU overhead modelled from the "
-                               "workload's trace (`overhead_s`)"),
+                               "workload's trace (`overhead_s`); `estimated`: a `predict_only` workload "
+                               "predicted from the database without profiling it (results/validation/"
+                               "unseen.parquet; `overhead_s`: the overhead per call modelled from the "
+                               "database's workloads)"),
         _c("statistic", "string", "per-call statistic summed and compared (config `statistic`): `trimmed_mean` "
                                   "(`trimmed_mean_s`: the mean within 3 standard deviations; means add up) or "
                                   "`median` (`median_s`)"),
@@ -263,6 +266,11 @@ PREDICTIONS = Table(
         _c("predicted_j", "Float64", "sum of count x energy_j over configurations with energy; missing without "
                                      "a meter"),
         _c("measured_j", "Float64", "end-to-end joules per iteration; missing without a meter"),
+        _c("low_s", "Float64", "`estimated` rows: lower end of the prediction's interval (opcost.estimate), "
+                               "seconds; missing otherwise"),
+        _c("high_s", "Float64", "`estimated` rows: upper end of the interval, seconds; missing otherwise"),
+        _c("estimated_share", "Float64", "`estimated` rows: share of the operator time that the cost model "
+                                         "estimated (the rest measured); missing otherwise"),
     ),
 )
 
@@ -306,6 +314,10 @@ def markdown() -> str:
         "",
         "Tensor specs in JSON columns: `{\"T\": shape, \"dtype\": \"float32\", \"stride\": [...], \"grad\": bool}`.",
         "Missing values are nulls, never 0.",
+        "",
+        "Beside the tables, `results/db/costmodel.pkl` holds the cost model of `opcost predict` (`opcost.costmodel`):",
+        "one fit per set of measurement conditions (host, device, threads) and statistic, with a fingerprint of the",
+        "measurement rows it was fitted to; it is refitted whenever they change, and after `opcost db merge`.",
     ]
     for t in ALL:
         out += ["", f"## `{t.name}`", "", f"`{t.path}` — {t.doc}", "", "| column | type | meaning |", "|---|---|---|"]

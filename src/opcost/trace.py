@@ -201,15 +201,15 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu",
     the modelled overhead then lacked (docs/measurements.md).
     Returns the runner and the configurations left out of it, {config_id: (op_type, reason)}: those that cannot be
     built or fail on a first call (the replayed iteration goes on without them).
-    Inference workloads only (a training iteration's backward has no per-call replay)."""
-    import torch
+    Training workloads replay their forward calls with autograd recording, as isolated forward rows are timed; the
+    backward has no per-call Python glue to pair (the engine runs it), so its gaps are netted with the pooled
+    replay gap."""
+    import torch  # noqa: F401
 
     from .failures import failure
     from .extract import extract, record_calls
-    from .replay import ModelCache, build
+    from .replay import ModelCache, build, mode_context
 
-    if wl.mode != "inference":
-        raise OpcostError(f"model {wl.model.name}", "replay traces cover inference workloads only")
     capture = record_calls(wl)
     layers = extract(wl, capture)
     sequence = capture.config_ids(wl.mode)
@@ -219,7 +219,7 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu",
     for cid in dict.fromkeys(sequence):
         try:
             fn = build(rows[cid], cache, device).phases["forward"]
-            with torch.inference_mode():
+            with mode_context(wl.mode):
                 fn()
             fns[cid] = fn
         except Exception as e:  # one configuration that cannot be replayed must not cost the workload its trace
@@ -228,7 +228,7 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu",
     calls = [fns[cid] for cid in sequence if cid in fns]
 
     def run():
-        with torch.inference_mode():
+        with mode_context(wl.mode):
             for fn in calls:
                 fn()
 

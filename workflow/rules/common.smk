@@ -13,7 +13,8 @@ except OpcostError as e:
 
 STARTED = time.time()
 WORKLOADS = workloads(config)
-SWEEP_POINTS = workloads(config, sweeps=True)  # profiled only (opcost.sweeps): not validation workloads
+SWEEP_POINTS = workloads(config, "sweeps")  # profiled only (opcost.sweeps): not validation workloads
+UNSEEN = workloads(config, "predict_only")  # timed end to end and predicted from the database, never profiled
 CHUNKS = list(range(config["profile"]["chunks"]))
 ENV = "../../envs/opcost.yaml"
 # A measuring job takes all of the `measure` resource (profiles/default: measure=100, every other job 1 by default):
@@ -45,9 +46,21 @@ def settings_of(stage):
     return params
 
 
-def per_workload(template):
-    """``template`` (with {model}, {mode}, {batch}) filled in for every configured workload."""
-    return [template.format(model=m, mode=mode, batch=b) for m, mode, b in WORKLOADS]
+def per_workload(template, workloads=None):
+    """``template`` (with {model}, {mode}, {batch}) filled in for every configured workload (of ``workloads``)."""
+    return [template.format(model=m, mode=mode, batch=b) for m, mode, b in (WORKLOADS if workloads is None
+                                                                             else workloads)]
+
+
+def get_unseen(kind):
+    """Input function: the predict-only workloads' `layers` or `e2e` tables."""
+    template = {"layers": "results/layers/{model}/{mode}_b{batch}.parquet",
+                "e2e": "results/e2e/{model}/{mode}_b{batch}.parquet"}[kind]
+
+    def inputs(wildcards=None):
+        return per_workload(template, UNSEEN)
+
+    return inputs
 
 
 def get_layer_tables(wildcards=None):
@@ -139,7 +152,9 @@ def get_failure_tables(wildcards=None):
     """Every per-workload stage's failure table (coplace's when enabled)."""
     stages = FAILING_STAGES + (["coplace"] if config["placement"]["simultaneous"] else [])
     sweeps = ["results/failures/extract/sweeps.parquet"] if SWEEP_POINTS else []
-    return [p for s in stages for p in per_workload(f"results/failures/{s}/{{model}}/{{mode}}_b{{batch}}.parquet")] + sweeps
+    unseen = [p for s in ("extract", "e2e") for p in
+              per_workload(f"results/failures/{s}/{{model}}/{{mode}}_b{{batch}}.parquet", UNSEEN)]
+    return [p for s in stages for p in per_workload(f"results/failures/{s}/{{model}}/{{mode}}_b{{batch}}.parquet")] + sweeps + unseen
 
 
 def get_coplace(kind):

@@ -13,6 +13,7 @@ rule figures:
         trace_op_types=get_trace_tables("op_types"),
         trace_iterations=get_trace_tables("iterations"),
         trace_overhead_samples=get_trace_tables("overhead_samples"),
+        unseen=lambda w: ["results/validation/unseen.parquet"] if UNSEEN else [],
     output:
         report(
             directory("results/figures"),

@@ -23,3 +23,24 @@ rule validate:
         ENV
     script:
         "../../scripts/validate.py"
+
+
+rule unseen:
+    """The `predict_only` workloads predicted from the database without profiling, against their end-to-end time."""
+    input:
+        layers="results/db/layers.parquet",
+        measurements="results/db/measurements.parquet",
+        e2e="results/db/e2e.parquet",
+        unseen_layers=get_unseen("layers"),
+        unseen_e2e=get_unseen("e2e"),
+    output:
+        table="results/validation/unseen.parquet",
+        tsv="results/validation/unseen.tsv",
+    params:
+        settings=settings_of("validate"),
+    log:
+        "logs/unseen.log",
+    conda:
+        ENV
+    script:
+        "../../scripts/unseen.py"
