@@ -45,6 +45,7 @@ def main() -> None:
     from opcost import database, estimate
     from opcost.costmodel import CostModel, training_data
     from opcost.predict import STATISTICS, DEFAULT_STATISTIC
+    from opcost.sweeps import PREFIX
 
     t0 = time.perf_counter()
     db = database.read_db(args.db)
@@ -53,9 +54,11 @@ def main() -> None:
     col = STATISTICS[DEFAULT_STATISTIC]
     rows = []
     for (model, batch), wl in layers.groupby(["model", "batch"]):
+        if model.startswith(PREFIX):
+            continue  # sweep points: database content, not models to predict
         full = estimate.predict_workload(db, wl.reset_index(drop=True))
         if not full.measured_s:
-            continue  # sweep points and workloads without an end-to-end time
+            continue  # no end-to-end time
         for study, drop in (("model", db["layers"]["model"] == model),
                             ("batch", (db["layers"]["model"] == model) & (db["layers"]["batch"] == batch)
                              & (db["layers"]["mode"] == args.mode))):
@@ -71,6 +74,9 @@ def main() -> None:
                          "error": p.predicted_s / full.measured_s - 1,
                          "in_interval": p.low_s <= full.measured_s <= p.high_s,
                          "predict_s": took, "timed_s": timed_s})
+            print(f"{study:5s} {model} b{batch}: predicted {p.predicted_s * 1e3:.3f} ms, measured "
+                  f"{full.measured_s * 1e3:.3f} ms ({rows[-1]['error']:+.1%}), {p.estimated_share:.0%} estimated",
+                  flush=True)
     table = pd.DataFrame(rows)
     pd.set_option("display.width", 200)
     for study, g in table.groupby("study", sort=False):

@@ -95,12 +95,13 @@ def test_db_commands_refuse_a_directory_without_a_database(tmp_path):
 def test_predict_refuses_a_device_the_database_does_not_hold(tiny_run):
     code, out, err = _cli("predict", "mlp", "--batch", 2, "--db", tiny_run / "results" / "db", "--device", "cuda")
     assert code == 1 and out == ""
-    assert _one_line(err) == "opcost: device cuda: the database holds no measurement on it (devices: cpu)"
+    assert _one_line(err) == ("opcost: --device cuda: the database holds no isolated measurement with device cuda "
+                              "(device: cpu)")
     code, out, err = _cli("predict", "mlp", "--batch", 2, "--db", tiny_run / "results" / "db", "--threads", 4)
-    assert code == 1 and _one_line(err) == ("opcost: threads 4: the database holds no measurement taken with 4 "
-                                            "threads (threads: 1)")
+    assert code == 1 and _one_line(err) == ("opcost: --threads 4: the database holds no isolated measurement with "
+                                            "threads 4 (threads: 1)")
     code, out, err = _cli("predict", "mlp", "--batch", 2, "--db", tiny_run / "results" / "db", "--threads", 1)
-    assert code == 0 and out.startswith("mlp inference b2 on cpu")
+    assert code == 0 and out.startswith("mlp inference b2 (host ") and "device cpu, threads 1;" in out
 
 
 @pytest.mark.parametrize("batch", ["0", "-3", "two"])

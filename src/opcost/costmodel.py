@@ -256,6 +256,9 @@ def fingerprint(used: pd.DataFrame) -> str:
     return h.hexdigest()[:16]
 
 
+_FITTED: dict[str, CostModel] = {}  # this process's fits by fingerprint (a database without a directory)
+
+
 def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, column: str) -> CostModel | None:
     """The cost model of ``used`` saved beside the database under ``key`` (the conditions), refitted and saved
     again when the rows changed since (or on a load failure); None when fewer than :data:`MIN_CONFIGS` rows."""
@@ -269,7 +272,7 @@ def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, colu
         except Exception as e:  # an unreadable or incompatible pickle is refitted, not trusted
             log.warning("%s: %s; refitting the cost model", path, e)
             saved = {}
-    model = saved.get((key, column))
+    model = saved.get((key, column)) or _FITTED.get(fp)
     if model is not None and model.fingerprint == fp:
         return model
     data = training_data(layers, used, column)
@@ -277,6 +280,7 @@ def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, colu
         return None
     model = CostModel.fit(data)
     model.fingerprint = fp
+    _FITTED[fp] = model
     if path is not None:
         saved[(key, column)] = model
         try:

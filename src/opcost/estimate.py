@@ -4,11 +4,12 @@ model's estimates (:mod:`opcost.costmodel`) for the rest, plus the overhead betw
 The measurements used are one set of conditions (host, device, threads: :func:`conditions`); costs from
 different machines or thread counts are never mixed. The overhead between operators is modelled per call from the
 database's own workloads that have an end-to-end time: (end-to-end time − Σ measured isolated costs) / calls, the
-median over the workloads of the same mode (their range is its interval), floored at 0.
+median over the models' workloads of the same mode (their 10–90% range is its interval), floored at 0.
 
-Intervals: measured parts count as exact (their own noise is small next to an estimate's); estimated parts
-contribute count × their interval; the ends are summed (errors taken as fully correlated within a model: the
-conservative choice, since one op type's law errs the same way on all its configurations).
+Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
+contributes count × its interval (the 5–95% range of its op type's held-out errors). Within an op type and phase
+the ends add up (one law errs the same way on all its configurations); across them they combine in quadrature
+(different laws, independent errors), as do the overhead's range and the operators'.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .database import latest
 from .engine import ENGINE_ID, ENGINE_OP_TYPE
 from .errors import OpcostError
 from .predict import DEFAULT_STATISTIC, STATISTICS, baseline, references
+from .sweeps import PREFIX as SWEEP_PREFIX
 
 CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
 
@@ -100,8 +102,8 @@ def _phases(layers: pd.DataFrame) -> pd.DataFrame:
 
 
 def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> tuple[float, float, float]:
-    """(median, low, high) seconds of overhead per operator call, from the database's fully measured workloads of
-    ``mode`` with an end-to-end time on the chosen conditions (0 when none)."""
+    """(median, 10th, 90th percentile) seconds of overhead per operator call, from the database's fully measured
+    model workloads of ``mode`` with an end-to-end time on the chosen conditions (0 when none)."""
     col = STATISTICS[statistic]
     e2e = db["e2e"]
     for key in ("device", "host", "threads"):
@@ -109,21 +111,24 @@ def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -
             e2e = e2e[e2e[key].astype(str) == str(used[key].iloc[0])]
     refs = references(e2e, str(used["device"].iloc[0]), "isolated", statistic) if len(used) else {}
     cost = used.groupby("config_id")[col].sum()
+    engine = 0.0  # training: the one autograd engine call per iteration is a row of its own, not overhead
+    if mode == "training" and "engine_s" in used and used["engine_s"].notna().any():
+        engine = float(used["engine_s"].dropna().median())
     gaps = []
     layers = db["layers"]
     for (model, batch, mo), (ref, _) in refs.items():
-        if mo != mode:
+        if mo != mode or model.startswith(SWEEP_PREFIX):  # a sweep chain's few calls are not a model's glue
             continue
         wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mo)]
         c = cost.reindex(wl["config_id"])
         if wl.empty or c.isna().any():
             continue
         calls = float(wl["count"].sum())
-        gaps.append((ref - float((wl["count"].to_numpy() * c.to_numpy()).sum())) / calls)
+        gaps.append((ref - engine - float((wl["count"].to_numpy() * c.to_numpy()).sum())) / calls)
     if not gaps:
         return 0.0, 0.0, 0.0
     g = np.clip(gaps, 0, None)
-    return float(np.median(g)), float(g.min()), float(g.max())
+    return float(np.median(g)), float(np.quantile(g, 0.1)), float(np.quantile(g, 0.9))
 
 
 def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None, **chosen
@@ -174,14 +179,18 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     calls = float(layers["count"].sum())
     ops = float(rows["total_s"].sum())
     est_rows = ~rows["method"].isin(["measured"])
-    low = float((rows["count"].astype(float) * rows["low_s"]).sum()) + lo_call * calls
-    high = float((rows["count"].astype(float) * rows["high_s"]).sum()) + hi_call * calls
+    n = rows["count"].astype(float)
+    down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
+    up = (n * (rows["high_s"] - rows["cost_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
+    centre = ops + per_call * calls
+    low = centre - float(np.sqrt((down ** 2).sum() + ((per_call - lo_call) * calls) ** 2))
+    high = centre + float(np.sqrt((up ** 2).sum() + ((hi_call - per_call) * calls) ** 2))
     e2e = db["e2e"]
     ref = references(e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)],
                      picked["device"], "isolated", statistic) if len(e2e) else {}
     energy = rows["count"].astype(float) * rows["energy_j"]
     return Prediction(model=model, batch=batch, mode=mode, conditions=picked,
-                      predicted_s=ops + per_call * calls, low_s=low, high_s=high,
+                      predicted_s=centre, low_s=max(low, 0.0), high_s=high,
                       estimated_s=float(rows.loc[est_rows, "total_s"].sum()), overhead_s=per_call * calls,
                       measured_s=ref.get((model, batch, mode), (None,))[0],
                       predicted_j=float(energy.sum()) if energy.notna().all() and len(energy) else None,

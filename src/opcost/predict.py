@@ -158,6 +158,7 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
                 "calls_covered": float(g.loc[have, "count"].sum() / g["count"].sum()),
                 "predicted_j": float(g["total_j"].sum()) if g["total_j"].notna().any() else None,
                 "measured_j": measured_j.get((model, int(batch), mode)),
+                "low_s": None, "high_s": None, "estimated_share": None,  # `estimated` rows only
             }
             rows.append(row)
             extra = (overhead or {}).get((model, int(batch), mode))
