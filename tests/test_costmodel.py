@@ -1,8 +1,6 @@
 """Predicting what was never measured: features, the fitted cost model, `opcost predict` on unseen workloads."""
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -97,11 +95,16 @@ def test_types_without_a_law_fall_back_to_labelled_rules():
     assert est["estimate"].gt(0).all()
 
 
-def _cli_predict(*args):
-    return subprocess.run([sys.executable, "-m", "opcost.cli", "predict", *args], capture_output=True, text=True)
+def _cli_predict(capsys, *args):
+    """`opcost predict ARGS` in this process (torch is imported already): (exit code, stdout, stderr)."""
+    from opcost import cli
+
+    code = cli.main(["predict", *map(str, args)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
-def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path):
+def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsys):
     """A batch size the database never saw is estimated (finite, with an interval, estimated_share > 0); a
     measured workload is the sum of its measured costs (estimated_share 0); JSON carries the contract."""
     src = tiny_run / "results" / "db"
@@ -111,9 +114,9 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path):
         (db_dir / f.name).write_bytes(f.read_bytes())
     from tests.helpers import TINY
 
-    out = _cli_predict("tiny_dlrm", "--batch", "5", "--db", str(db_dir), "--config", str(TINY), "--json")
-    assert out.returncode == 0, out.stderr
-    p = json.loads(out.stdout)
+    code, out, err = _cli_predict(capsys, "tiny_dlrm", "--batch", "5", "--db", db_dir, "--config", TINY, "--json")
+    assert code == 0, err
+    p = json.loads(out)
     assert {"predicted_s", "low_s", "high_s", "estimated_share"} <= set(p)
     assert 0 < p["estimated_share"] <= 1 and math.isfinite(p["predicted_s"])
     assert p["low_s"] <= p["predicted_s"] <= p["high_s"]
@@ -123,8 +126,8 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path):
     full = estimate.predict_workload(db, layers, db_dir)
     assert full.estimated_share == 0 and full.measured_s > 0
     assert full.predicted_s - full.overhead_s == pytest.approx(full.layers["total_s"].sum())
-    text = _cli_predict("tiny_dlrm", "--batch", "5", "--db", str(db_dir), "--config", str(TINY))
-    assert "estimated" in text.stdout and "EmbeddingBag" in text.stdout, text.stderr
+    code, text, err = _cli_predict(capsys, "tiny_dlrm", "--batch", "5", "--db", db_dir, "--config", TINY)
+    assert code == 0 and "estimated" in text and "EmbeddingBag" in text, err
 
 
 def test_predict_refuses_to_mix_hosts(tiny_run, tmp_path):

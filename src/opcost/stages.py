@@ -318,15 +318,7 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
         tr.record(wl, out_trace, iterations=int(settings["iterations"]), warmup=int(settings["warmup"]),
                   device=config["device"], paired=paired)
         tt = tr.parse(out_trace)
-        dilation = None
-        replay = tt.with_marker(tr.REPLAY_MARKER) if paired is not None else None
-        if paired is None and not config["device"].startswith("cuda"):  # CPU: the profiler's bookkeeping in gaps
-            side = Path(out_trace).with_name(f".{Path(out_trace).name}")  # a side file, removed after parsing
-            calib = side.with_name(side.name + ".calibration.json.gz")
-            dilation = tr.profiler_dilation(calib)
-            calib.unlink(missing_ok=True)
-            log.info("profiler cost per top-level call (calibrated, subtracted from gaps): %.2f us", dilation * 1e6)
-        parts = tr.summarize(tt, model, mode, batch, config["device"], dilation, replay)
+        parts = tr.summarize(tt, model, mode, batch, config["device"], None, tt.with_marker(tr.REPLAY_MARKER))
         for part in TRACE_PARTS:
             io.write_parquet(parts[f"trace_{part}"], out_tables[part], getattr(tables, f"TRACE_{part.upper()}"))
         check = tr.trace_prediction(tt)
