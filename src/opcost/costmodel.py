@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
 MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
 FOLDS = 5
-METHODS = ("law", "law+trees", "nearest", "global")
 _COMPUTE_TYPES = {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "Linear", "Conv1D", "mm", "bmm", "matmul",
                   "addmm", "baddbmm", "linear", "scaled_dot_product_attention"}
 FILE = "costmodel.pkl"

@@ -54,6 +54,11 @@ def conditions(measurements: pd.DataFrame, **chosen) -> tuple[pd.DataFrame, dict
     return m, picked
 
 
+def condition_key(picked: dict) -> str:
+    """The name of one set of conditions (``host=..../device=.../threads=...``): the cost model's key."""
+    return "/".join(f"{k}={v}" for k, v in picked.items())
+
+
 @dataclass
 class Prediction:
     """One workload's predicted time (and energy where the database has it), with its interval and parts."""
@@ -148,7 +153,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     rows["method"] = np.where(np.isfinite(rows["cost_s"]), "measured", "")
     rows["low_s"] = rows["high_s"] = rows["cost_s"]
     missing = ~np.isfinite(rows["cost_s"])
-    cond_key = "/".join(f"{k}={v}" for k, v in picked.items())
+    cond_key = condition_key(picked)
     all_layers = pd.concat([db["layers"], layers], ignore_index=True)
     if missing.any():
         cm = load_or_fit(db_dir, cond_key, all_layers, used, col)
@@ -209,7 +214,7 @@ def refit(db_dir, statistic: str | None = None) -> dict[str, dict]:
     out = {}
     for values, _ in m.groupby([c for c, _ in CONDITIONS]):
         used, picked = conditions(db["measurements"], **dict(zip([c for c, _ in CONDITIONS], values)))
-        key = "/".join(f"{k}={v}" for k, v in picked.items())
+        key = condition_key(picked)
         cm = load_or_fit(db_dir, key, db["layers"], latest(used, ("config_id", "phase")), col)
         out[key] = cm.heldout_summary() if cm is not None else {}
     return out
