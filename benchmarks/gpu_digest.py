@@ -71,6 +71,7 @@ show("tiers", root / "placement/tiers.json", tiers)
 show("measurements", root / "db/measurements.parquet", measurements)
 show("placements", root / "db/measurements.parquet", slowdowns)
 show("predictions", root / "validation/predictions.parquet", predictions)
+show("unseen", root / "validation/unseen.parquet", predictions)
 show("consistency", root / "validation/consistency.parquet",
      lambda p: print(pd.read_parquet(p).describe().to_string()))
 show("trace", root / "trace", overheads)

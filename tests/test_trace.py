@@ -489,3 +489,27 @@ def test_a_real_cuda_trace_is_launch_bound_and_its_overheads_add_up(cuda_trace):
     assert abs(check["error"]) < 0.1, check  # device time + modelled CPU overheads: within 10%
     replay = tt.with_marker(trace.REPLAY_MARKER)
     assert replay.n_iterations == 5 and replay.has_device
+
+
+# The same model in training (same run): forward, loss and backward every iteration, the backward's kernels launched
+# from the autograd engine's thread.
+CUDA_TRAINING_TRACE = CUDA_TRACE.with_name("cuda_trace_tiny_dlrm_training_b8.json.gz")
+
+
+def test_a_real_cuda_training_trace_links_backward_kernels_to_their_autograd_nodes(tmp_path):
+    path = tmp_path / CUDA_TRAINING_TRACE.name
+    shutil.copy(CUDA_TRAINING_TRACE, path)
+    tt = trace.parse(path)
+    assert tt.has_device and tt.n_iterations == 5
+    assert tt.kernels["launch_id"].notna().all() and tt.kernels["top_op"].notna().all()
+    per_iteration = tt.kernels.dropna(subset=["iteration"]).groupby("iteration").size()
+    assert per_iteration.nunique() == 1
+    types = trace.op_types(tt, trace.op_calls(tt)).set_index("op_type")
+    backward = types[types.index.str.startswith("autograd::engine::evaluate_function")]
+    assert {"EmbeddingBagBackward0", "AddmmBackward0", "BmmBackward0"} <= {t.split(": ")[-1] for t in backward.index}
+    # the backward launches most of the iteration's kernels (embedding-bag backward alone several per call)
+    assert backward["launches"].sum() > types["launches"].sum() / 2
+    assert types["launches"].sum() == per_iteration.iloc[0]
+    check = trace.trace_prediction(tt)
+    assert check["plain_error"] < -0.8 and abs(check["error"]) < 0.1, check
+    assert tt.with_marker(trace.REPLAY_MARKER).n_iterations == 5  # forward replays paired with the iterations

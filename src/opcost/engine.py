@@ -10,6 +10,8 @@ as a pseudo operator type of its own (:data:`ENGINE_OP_TYPE`).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -18,13 +20,20 @@ ENGINE_ID = "autograd-engine"  # its config_id
 _STATS = ("median_s", "trimmed_mean_s", "ci_low_s", "ci_high_s")
 
 
-def engine_call_s(device: str, settings, nodes: int = 16, pairs: int = 7, warmup_s: float = 1.0) -> float:
+class EngineCost(NamedTuple):
+    """The autograd engine's fixed cost per backward call (``call_s``) and the cost of one trivial backward node in
+    a chain (``node_s``, the least any backward node costs inside an engine call)."""
+    call_s: float
+    node_s: float
+
+
+def engine_call_s(device: str, settings, nodes: int = 16, pairs: int = 7, warmup_s: float = 1.0) -> EngineCost:
     """Seconds the autograd engine costs per backward call beyond its nodes: the intercept of the per-call time of
     a backward over one node and over a chain of ``nodes`` nodes (``x * 2`` on 8 elements), from ``pairs``
     alternating measurements of the two (the timing core under ``settings``, each capped at 0.2 s) after
     ``warmup_s`` of both, the median of the pairs' intercepts, never below 0. Alternating keeps the machine's drift
     out of each difference. On this project's 2-core VM (2 threads) the first pairs of a process read 59-98 us and
-    later ones 48-49 us, hence the warm-up."""
+    later ones 48-49 us, hence the warm-up. ``node_s``: the median slope of the same pairs, never below 0."""
     import dataclasses
     import time
 
@@ -47,12 +56,13 @@ def engine_call_s(device: str, settings, nodes: int = 16, pairs: int = 7, warmup
         one()
         many()
     short = dataclasses.replace(settings, max_seconds=min(settings.max_seconds, 0.2))
-    estimates = []
+    intercepts, slopes = [], []
     for _ in range(pairs):
         t1 = measure(one, short, device).median
         tn = measure(many, short, device).median
-        estimates.append(t1 - (tn - t1) / (nodes - 1))
-    return max(0.0, float(np.median(estimates)))
+        slopes.append((tn - t1) / (nodes - 1))
+        intercepts.append(t1 - slopes[-1])
+    return EngineCost(max(0.0, float(np.median(intercepts))), max(0.0, float(np.median(slopes))))
 
 
 def _isolated_backward(df: pd.DataFrame) -> pd.Series:
@@ -60,19 +70,27 @@ def _isolated_backward(df: pd.DataFrame) -> pd.Series:
     return (df["source"] == "isolated") & (df["phase"] == "backward")
 
 
-def without_engine_calls(measurements: pd.DataFrame, samples: pd.DataFrame, engine_s: float
+def _less_engine(seconds: pd.Series, engine: EngineCost) -> pd.Series:
+    """``seconds`` less one engine call, never below one trivial node (nor below what was measured): a backward
+    node that the engine's cost masks (a transpose's on a GPU, where the engine call costs ~60 us) still costs a
+    node, not 0."""
+    floor = np.minimum(seconds.astype(float), engine.node_s)
+    return np.maximum(seconds.astype(float) - engine.call_s, floor)
+
+
+def without_engine_calls(measurements: pd.DataFrame, samples: pd.DataFrame, engine: EngineCost
                          ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The isolated backward rows (and their samples) less one engine call each, floored at 0; ``engine_s``
-    recorded on those rows."""
+    """The isolated backward rows (and their samples) less one engine call each (:func:`_less_engine`);
+    ``engine.call_s`` recorded on those rows as ``engine_s``."""
     meas = measurements.copy()
     rows = _isolated_backward(meas) & (meas["status"] == "ok")
     for col in _STATS:
-        meas.loc[rows, col] = (meas.loc[rows, col] - engine_s).clip(lower=0.0)
-    meas.loc[rows, "engine_s"] = engine_s
+        meas.loc[rows, col] = _less_engine(meas.loc[rows, col], engine)
+    meas.loc[rows, "engine_s"] = engine.call_s
     smp = samples.copy()
     ids = set(meas.loc[rows, "config_id"])
     hit = _isolated_backward(smp) & smp["key"].isin(ids)
-    smp.loc[hit, "seconds"] = (smp.loc[hit, "seconds"] - engine_s).clip(lower=0.0)
+    smp.loc[hit, "seconds"] = _less_engine(smp.loc[hit, "seconds"], engine)
     return meas, smp
 
 
