@@ -50,13 +50,12 @@ from .energy import NoMeter, missing
 from .errors import OpcostError
 from .extract import Capture, record_calls
 from .hostinfo import host_facts, now
-from .insitu import _clock
 from .placement import Placement, Placer, aliased_input, mbind, output_tier, plan, storages, usable_tiers
 from .placement import Settings as PlacementSettings
 from .profile import matches_all
 from .replay import _map_tensors, _place_params, tensor_inputs, tensors_of
 from .tables import MEASUREMENTS, frame
-from .timing import Measurement, TimingSettings
+from .timing import Measurement, TimingSettings, clock_for
 from .workload import Workload, workload_key
 
 log = logging.getLogger(__name__)
@@ -207,7 +206,7 @@ class _Round:
         self.layers, self.assign, self.placer, self.clock = layers, assign, placer, clock
         self.depth, self.k, self.cur = 0, 0, -1
         self.timing = False
-        self.t0 = 0.0
+        self.t0 = None
         self.samples: dict[int, list[float]] = defaultdict(list)
         self.placed: dict[int, list[torch.Tensor]] = {}  # call -> its placed input copies (reused every iteration)
         self.held: dict[int, list[torch.Tensor]] = {}  # call -> last outputs, alive until its next call
@@ -245,7 +244,7 @@ class _Round:
                 return None
             self.held.pop(self.cur, None)  # frees last iteration's output memory for this call's new output
             args, kwargs = _map_inputs(args, kwargs, self._copy(self.cur, plc))
-            self.t0 = self.clock()  # after the copies: they are not timed
+            self.t0 = self.clock.mark()  # after the copies: they are not timed
             return args, kwargs
         self.depth += 1
         return None
@@ -254,7 +253,7 @@ class _Round:
         self.depth -= 1
         if self.depth or self.cur not in self.assign:
             return
-        t = self.clock() - self.t0
+        t = self.clock.seconds(self.t0, self.clock.mark())
         if self.timing:
             self.samples[self.cur].append(t)
         plc = self.assign[self.cur]
@@ -348,7 +347,7 @@ def profile_coplace(wl: Workload, settings: TimingSettings, device: str, placeme
                                                                      if skipped else " configured"))
     fast = tiers[0].name
     placer = Placer(tiers, device)
-    clock = _clock(device)
+    clock = clock_for(device)
     layers = layers_of(wl, [t.name for t in tiers], placement, capture, output_tier(tiers, device))
     log.info("layers found in %.2f s", time.perf_counter() - t_start)
     rounds = schedule([la.placements for la in layers], fast, gap, owners=[id(la.module) for la in layers])

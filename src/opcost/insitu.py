@@ -12,8 +12,10 @@ timed region:
   interleaved``) taken in the same minutes, hence the same machine state, as the in-situ operator times (on the
   project's VMs the machine's speed drifts by 10-50% over tens of seconds, which a separate e2e job cannot see).
 
-On CUDA each timed region is bracketed by ``torch.cuda.synchronize()``. Rows share the `measurements` schema with
-``source = insitu``; samples are single calls.
+Timestamps are marks of :class:`opcost.timing.Clock`, read after each iteration: on CUDA, events recorded on the
+stream, so no timed region synchronises the device (a synchronisation at every boundary cost a few microseconds per
+operator, against operators of 3-30 us on a GPU). Rows share the `measurements` schema with ``source = insitu``;
+samples are single calls.
 """
 from __future__ import annotations
 
@@ -32,17 +34,17 @@ from .errors import OpcostError
 from .extract import Capture, graph_nodes, param_nodes, record_calls
 from .hostinfo import host_facts, now
 from .tables import MEASUREMENTS, SAMPLES, frame
-from .timing import Measurement, TimingSettings
+from .timing import Clock, Measurement, TimingSettings, clock_for
 from .workload import Workload, loss_of, workload_key
 
 
 class _LeafDepth:
-    """Forward hooks on leaf modules: keep the leaf depth, optionally time each outermost leaf call."""
+    """Forward hooks on leaf modules: keep the leaf depth, optionally mark the span of each outermost leaf call."""
 
-    def __init__(self, module: torch.nn.Module, clock, timed: bool):
+    def __init__(self, module: torch.nn.Module, clock: Clock, timed: bool):
         self.depth, self.clock, self.timed = 0, clock, timed
-        self.times: list[float] = []
-        self._t0 = 0.0
+        self.spans: list[tuple] = []  # (start mark, end mark), read by _seconds after the iteration
+        self._t0 = None
         self.handles = []
         for m in module.modules():
             if next(m.children(), None) is None:
@@ -51,13 +53,13 @@ class _LeafDepth:
 
     def _pre(self, mod, args):
         if self.depth == 0 and self.timed:
-            self._t0 = self.clock()
+            self._t0 = self.clock.mark()
         self.depth += 1
 
     def _post(self, mod, args, out):
         self.depth -= 1
         if self.depth == 0 and self.timed:
-            self.times.append(self.clock() - self._t0)
+            self.spans.append((self._t0, self.clock.mark()))
 
     def close(self):
         for h in self.handles:
@@ -65,27 +67,22 @@ class _LeafDepth:
 
 
 class _TimeOutsideLeaves(TorchDispatchMode):
-    def __init__(self, leaves: _LeafDepth, clock):
+    def __init__(self, leaves: _LeafDepth, clock: Clock):
         super().__init__()
         self.leaves, self.clock = leaves, clock
-        self.times: list[float] = []
+        self.spans: list[tuple] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.leaves.depth > 0:
             return func(*args, **(kwargs or {}))
-        t0 = self.clock()
+        t0 = self.clock.mark()
         out = func(*args, **(kwargs or {}))
-        self.times.append(self.clock() - t0)
+        self.spans.append((t0, self.clock.mark()))
         return out
 
 
-def _clock(device: str):
-    if str(device).startswith("cuda"):
-        def clock():
-            torch.cuda.synchronize()
-            return time.perf_counter()
-        return clock
-    return time.perf_counter
+def _seconds(clock: Clock, spans: list[tuple]) -> list[float]:
+    return [clock.seconds(a, b) for a, b in spans]
 
 
 def _forward(wl: Workload):
@@ -93,10 +90,10 @@ def _forward(wl: Workload):
     return loss_of(out, wl.model.name) if wl.mode == "training" else None
 
 
-def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock) -> dict[int, float]:
+def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock: Clock) -> dict[int, float]:
     """Backward with per-node timing; returns call index -> seconds of backward work it caused."""
-    per_call: dict[int, float] = defaultdict(float)
-    t0: dict[int, float] = {}
+    spans: dict[int, list[tuple]] = defaultdict(list)
+    t0: dict[int, object] = {}
     handles = []
     for node in graph_nodes(loss.grad_fn):
         seq = node._sequence_nr()
@@ -108,10 +105,11 @@ def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock) -> 
             continue
 
         def pre(grad_outputs, key=id(node)):
-            t0[key] = clock()
+            t0[key] = clock.mark()
 
         def post(grad_inputs, grad_outputs, key=id(node), idx=idx):
-            per_call[idx] += clock() - t0.pop(key, clock())
+            end = clock.mark()
+            spans[idx].append((t0.pop(key, end), end))
 
         handles.append(node.register_prehook(pre))
         handles.append(node.register_hook(post))
@@ -120,7 +118,7 @@ def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock) -> 
     finally:
         for h in handles:
             h.remove()
-    return per_call
+    return {idx: sum(clock.seconds(a, b) for a, b in sp if a is not b) for idx, sp in spans.items()}
 
 
 def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture: Capture | None = None):
@@ -133,7 +131,7 @@ def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture:
     fn_idx = [i for i, s in enumerate(scopes) if s == "functional"]
     bounds = cap.relative_bounds()
     module = wl.model.module
-    clock = _clock(device)
+    clock = clock_for(device)
     params = {id(p): p for p in module.parameters()}
     samples: dict[tuple[int, str], list[float]] = defaultdict(list)  # (call index, phase) -> seconds
     training = wl.mode == "training"
@@ -143,9 +141,9 @@ def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture:
     plain: list[float] = []
     while True:
         if iterations >= warmup:
-            t0 = clock()
+            t0 = clock.mark()
             wl.step()
-            plain.append(clock() - t0)
+            plain.append(clock.seconds(t0, clock.mark()))
         for kind in ("module", "functional"):
             if training:
                 module.zero_grad(set_to_none=True)
@@ -155,11 +153,12 @@ def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture:
                 with wl.grad_context():
                     if kind == "module":
                         loss = _forward(wl)
-                        times, expect = leaves.times, mod_idx
+                        spans, expect = leaves.spans, mod_idx
                     else:
                         with _TimeOutsideLeaves(leaves, clock) as mode:
                             loss = _forward(wl)
-                        times, expect = mode.times, fn_idx
+                        spans, expect = mode.spans, fn_idx
+                times = _seconds(clock, spans)
             finally:
                 leaves.close()
             if len(times) != len(expect):

@@ -6,7 +6,8 @@ A measurement times ``calls_per_sample`` back-to-back calls per sample (sized so
 median (order statistics, distribution-free) is computed and sampling stops once its half-width is within
 ``target_rel_ci`` of the median and at least ``min_samples`` were taken, or when ``max_seconds`` is spent.
 
-On CUDA the block of calls is timed between CUDA events; on CPU with ``time.perf_counter``.
+On CUDA the block of calls is timed between CUDA events; on CPU with ``time.perf_counter`` (:class:`Clock`, the one
+clock of every timing path).
 
 :func:`measure_rotation` times several callables in rotation instead: every round calls each once, in a given
 order (a model's call order) or one shuffled per round, and times each call alone. A call then finds caches,
@@ -168,48 +169,61 @@ class Measurement:
                 "noisy": self.noisy}
 
 
-class _Clock:
+class Clock:
+    """The one clock of every timing path (back-to-back blocks, rotations, in-situ hooks, co-placement rounds).
+
+    :meth:`mark` takes a timestamp where it is called and :meth:`seconds` turns two marks into the seconds between
+    them, later: on a CPU marks are ``time.perf_counter()`` readings; on CUDA they are events recorded on the current
+    stream, so marking never synchronises the device inside the timed code, and a span reads the device's timeline
+    (an operator's launch path while the device keeps up, its kernels while it lags behind). :meth:`seconds` waits
+    for its end mark. Use :func:`clock_for`."""
+
+    def mark(self):
+        return time.perf_counter()
+
+    def seconds(self, start, end) -> float:
+        return end - start
+
+    def time_block(self, fn: Callable[[], object], calls: int) -> float:
+        """Seconds of ``calls`` back-to-back calls of ``fn``."""
+        start = self.mark()
+        for _ in range(calls):
+            fn()
+        return self.seconds(start, self.mark())
+
+    def time_call(self, fn: Callable[[], object]) -> tuple[float, object]:
+        """(seconds, output) of one call of ``fn``."""
+        start = self.mark()
+        out = fn()
+        return self.seconds(start, self.mark()), out
+
     def time_free(self, dead: list) -> float:
         """Seconds to drop the references in ``dead`` (the last ones: the frees)."""
         return self.time_call(dead.clear)[0]
 
 
-class _CpuClock(_Clock):
-    def time_block(self, fn: Callable[[], object], calls: int) -> float:
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        return time.perf_counter() - t0
-
-    def time_call(self, fn: Callable[[], object]) -> tuple[float, object]:
-        """(seconds, output) of one call of ``fn``."""
-        t0 = time.perf_counter()
-        out = fn()
-        return time.perf_counter() - t0, out
-
-
-class _CudaClock(_Clock):
+class _CudaClock(Clock):
     def __init__(self):
         import torch
 
         self.torch = torch
-        self.start = torch.cuda.Event(enable_timing=True)
-        self.end = torch.cuda.Event(enable_timing=True)
+        self._free: list = []  # events whose spans were read: recorded again by later marks
 
-    def time_block(self, fn: Callable[[], object], calls: int) -> float:
-        self.start.record()
-        for _ in range(calls):
-            fn()
-        self.end.record()
-        self.end.synchronize()
-        return self.start.elapsed_time(self.end) / 1e3
+    def mark(self):
+        ev = self._free.pop() if self._free else self.torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
 
-    def time_call(self, fn: Callable[[], object]) -> tuple[float, object]:
-        self.start.record()
-        out = fn()
-        self.end.record()
-        self.end.synchronize()
-        return self.start.elapsed_time(self.end) / 1e3, out
+    def seconds(self, start, end) -> float:
+        end.synchronize()
+        out = start.elapsed_time(end) / 1e3
+        self._free += (start, end)
+        return out
+
+
+def clock_for(device: str) -> Clock:
+    """The clock of ``device`` (``cpu``, ``cuda``, ``cuda:N``)."""
+    return _CudaClock() if str(device).startswith("cuda") else Clock()
 
 
 def measure(fn: Callable[[], object], settings: TimingSettings = TimingSettings(), device: str = "cpu",
@@ -220,7 +234,7 @@ def measure(fn: Callable[[], object], settings: TimingSettings = TimingSettings(
     completes the first instead of repeating it. Returns this visit's samples only. ``calls``: samples of this many
     calls (default: the prior's, else enough calls to last ``min_sample_s``, from the warm-up)."""
     if clock is None:
-        clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
+        clock = clock_for(device)
     t_start = time.perf_counter()
     # warm-up: at least warmup_calls calls and warmup_s seconds; also estimates the cost of one call
     warm, spent = 0, 0.0
@@ -291,7 +305,7 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     operator reads the memory its producer just wrote, as in the model; a fed output whose last reader this is
     is freed, timed, with the call's other frees."""
     if clock is None:
-        clock = _CudaClock() if str(device).startswith("cuda") else _CpuClock()
+        clock = clock_for(device)
     n = len(fns)
     if n == 0:
         return []
