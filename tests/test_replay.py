@@ -73,6 +73,42 @@ def test_inplace_functional_op_replays_in_training(configs):
             fn()
 
 
+def test_an_inplace_module_in_training_is_cloned_before_its_timed_call_not_inside_it():
+    """Inside a model, ReLU(inplace=True) writes its producer's output in place; the replay's input is a leaf that
+    requires grad, so each call needs a clone of it. The phase's prepare step (run untimed by the rotation) makes
+    it: the call itself runs the in-place op alone. Without the step (a back-to-back block) the call clones."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(func.__name__.split(".")[0])
+            return func(*args, **(kwargs or {}))
+
+    models = {"act": {"model": "tests.tiny_models:make_activations", "input_shapes": [[32]], "kwargs": {"width": 32}}}
+    cfg = validate({"models": models})
+    wl = make_workload(load_model("act", cfg["models"]["act"]), 4, "training")
+    configs = catalog(extract(wl))
+    row = configs[(configs["op_type"] == "ReLU") & configs["params"].str.contains('"inplace":true')].iloc[0]
+    rep = build(row.to_dict(), ModelCache(cfg["models"], "cpu", "float32"), "cpu")
+    assert set(rep.prepare) == {"forward"}
+    forward = rep.phases["forward"]
+    with rep.context():
+        rep.prepare["forward"]()
+        with Ops() as timed:
+            out = forward()
+        with Ops() as alone:
+            forward()
+    assert timed.seen[0] == "relu_" and "clone" not in timed.seen  # (autograd saves its output: a detach)
+    assert alone.seen == ["clone"] + timed.seen
+    assert out.grad_fn is not None and all(t.grad_fn is None for t in rep.inputs)  # the leaf input is untouched
+    plain = configs[(configs["op_type"] == "ReLU") & configs["params"].str.contains('"inplace":false')].iloc[0]
+    assert build(plain.to_dict(), ModelCache(cfg["models"], "cpu", "float32"), "cpu").prepare == {}
+
+
 def test_chunks_partition_configurations(configs):
     parts = [set(configs.loc[configs["config_id"].map(lambda c: chunk_of(c, 3)) == k, "config_id"]) for k in range(3)]
     assert set().union(*parts) == set(configs["config_id"]) and sum(map(len, parts)) == len(configs)

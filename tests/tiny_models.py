@@ -86,3 +86,8 @@ def make_timed(layers: int = 3, forward_ms: float = 0.5, backward_ms: float = 2.
     """``layers`` Timed modules in a row behind a Linear (so the input's gradient is needed): a training iteration
     costs about layers x (forward_ms + backward_ms)."""
     return nn.Sequential(nn.Linear(8, 8), *[Timed(forward_ms, backward_ms) for _ in range(layers)])
+
+
+def make_activations(width: int = 256) -> nn.Module:
+    """Two ReLUs on inputs of the same shape, one in place (as torchvision's models use them) and one not."""
+    return nn.Sequential(nn.Linear(width, width), nn.ReLU(inplace=True), nn.Linear(width, width), nn.ReLU())

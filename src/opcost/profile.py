@@ -491,6 +491,17 @@ def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
     return groups
 
 
+def _both(first: Callable[[], None] | None, then: Callable[[], None] | None) -> Callable[[], None] | None:
+    """One untimed step that runs ``first`` then ``then`` (either may be None)."""
+    if first is None or then is None:
+        return first or then
+
+    def both() -> None:
+        first()
+        then()
+    return both
+
+
 def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
     """(config_id, phase, callable, prepare) per phase of each replay (call inside its autograd context); each
     callable is called once here, so that a failing configuration fails here (recorded in ``failed``), not inside
@@ -498,11 +509,11 @@ def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
     members = []
     for row, rep in reps:
         try:
-            prep = refresher(rep.inputs) if fresh else None
+            refresh = refresher(rep.inputs) if fresh else None
             mine = []
             for phase, fn in rep.callables():
                 fn()
-                mine.append((row["config_id"], phase, fn, prep))
+                mine.append((row["config_id"], phase, fn, _both(refresh, rep.prepare.get(phase))))
             members += mine
         except Exception as e:
             failed[row["config_id"]] = _failure(e)

@@ -9,8 +9,10 @@ Inference configurations run under ``torch.inference_mode()``. Training configur
 ``forward`` (with autograd recording, as in the model) and ``backward`` (one forward, then backward with a gradient
 of ones for each differentiable output, repeated on the retained graph); parameter gradients are reset to ``None``
 per call as in the model iteration. In training, an in-place op's mutated argument is cloned per call (a leaf
-that requires grad cannot be modified in place), and so is the input of a module with ``inplace=True``; the clone
-is inside the timed call.
+that requires grad cannot be modified in place), and so is the input of a module with ``inplace=True``; inside the
+model that input is a producer's output, written in place without a copy, so the clone is made by the phase's
+``prepare`` step, which the rotation runs untimed before each call (a call made without it clones inside itself:
+back-to-back blocks, first calls).
 """
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ class Replay:
     # per entry of ``inputs``: a function that makes the call read another tensor in its place (None: that input
     # cannot be replaced, e.g. inputs rotating over a pool); see :func:`slots`
     slots: list = field(default_factory=list)
+    # per phase: an untimed step to run before each call (the clones of an in-place call in training); see _caller
+    prepare: dict = field(default_factory=dict)
 
     def outputs(self) -> list[torch.Tensor]:
         """The tensors one forward call returns (call inside ``context()``)."""
@@ -252,24 +256,36 @@ def _rotation(sets: list[tuple[list, dict]]) -> Callable[[], tuple[list, dict]]:
     return next_set
 
 
-def _caller(fn: Callable, sets: list[tuple[list, dict]], clone=None) -> Callable[[], object]:
-    """A zero-argument call of ``fn`` on the next argument set (see :func:`_rotation`); ``clone(i, x)`` says which
-    positional arguments are cloned inside each call (in-place ops on autograd leaves). With one set and nothing to
-    clone the arguments are bound directly: the call costs what the model's own call of ``fn`` costs."""
+def _caller(fn: Callable, sets: list[tuple[list, dict]], clone=None
+            ) -> tuple[Callable[[], object], Callable[[], None] | None]:
+    """(a zero-argument call of ``fn`` on the next argument set (see :func:`_rotation`), its prepare step or None).
+    ``clone(i, x)`` says which positional arguments each call needs cloned (in-place ops on autograd leaves): the
+    prepare step makes the clones for the next call, untimed; a call that finds none prepared clones inside itself.
+    With one set and nothing to clone the arguments are bound directly: the call costs what the model's own call of
+    ``fn`` costs."""
     if clone is None and len(sets) == 1:
         a, kw = sets[0]
-        return (lambda: fn(*a, **kw)) if kw else (lambda: fn(*a))
+        return ((lambda: fn(*a, **kw)) if kw else (lambda: fn(*a))), None
     next_set = _rotation(sets)
     if clone is None:
         def call():
             a, kw = next_set()
             return fn(*a, **kw)
-        return call
+        return call, None
+
+    prepared: list[tuple[list, dict]] = []
+
+    def cloned() -> tuple[list, dict]:
+        a, kw = next_set()
+        return [x.clone() if clone(i, x) else x for i, x in enumerate(a)], kw
+
+    def prepare() -> None:
+        prepared[:] = [cloned()]
 
     def call_cloning():
-        a, kw = next_set()
-        return fn(*[x.clone() if clone(i, x) else x for i, x in enumerate(a)], **kw)
-    return call_cloning
+        a, kw = prepared.pop() if prepared else cloned()
+        return fn(*a, **kw)
+    return call_cloning, prepare
 
 
 def input_bytes(row: dict) -> int:
@@ -331,8 +347,8 @@ def build(row: dict, models: ModelCache, device: str, placement=None, placer=Non
             close = _place_params(module, placement.params, placer)
         params = list(module.parameters()) + list(module.buffers())
         inplace = training and getattr(module, "inplace", False)
-        forward = _caller(module, sets, (lambda i, x: isinstance(x, torch.Tensor) and x.requires_grad)
-                          if inplace else None)
+        forward, prepare = _caller(module, sets, (lambda i, x: isinstance(x, torch.Tensor) and x.requires_grad)
+                                   if inplace else None)
 
         zero = lambda: module.zero_grad(set_to_none=True)  # noqa: E731
     else:
@@ -343,11 +359,11 @@ def build(row: dict, models: ModelCache, device: str, placement=None, placer=Non
         with torch.no_grad() if training else ctx():  # no_grad: in-place ops on leaves may run once
             op = python_binding(overload, *sets[0])
         leaves = [t for a, kw in sets for t in tensor_inputs(a, kw) if t.requires_grad]
-        forward = _caller(op, sets, (lambda i, x: i in mutated and isinstance(x, torch.Tensor) and x.requires_grad)
-                          if training and mutated else None)
+        forward, prepare = _caller(op, sets, (lambda i, x: i in mutated and isinstance(x, torch.Tensor)
+                                              and x.requires_grad) if training and mutated else None)
 
         def zero():
             for t in leaves:
                 t.grad = None
     return Replay(_phases(forward, zero, training), ctx, tensor_inputs(args, kwargs), params, close,
-                  slots(args, kwargs) if len(sets) == 1 else [])
+                  slots(args, kwargs) if len(sets) == 1 else [], {"forward": prepare} if prepare else {})
