@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.opcost-installed
 
-.PHONY: setup run test lint report clean
+.PHONY: setup run test gpu-check lint report clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,9 @@ run: setup  ## the main job on the default config
 
 test: setup  ## the test suite
 	$(BIN)/python -m pytest -q
+
+gpu-check: setup  ## on a CUDA host: a short workflow run and the GPU tests (benchmarks/gpu_check.sh; gpu_check/)
+	PYTHON=$(abspath $(BIN))/python bash benchmarks/gpu_check.sh
 
 lint: setup
 	$(BIN)/snakemake --lint

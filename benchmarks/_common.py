@@ -44,11 +44,9 @@ def summary(**kv) -> None:
 def model_entries(models: list[str], config_file: str | None) -> dict:
     """The validated config of the benchmark's models: each a plain name, or, with ``config_file``, the entries
     of that config (``models`` empty: all of them), e.g. a model-zoo transformer."""
-    from opcost.config import load, validate
+    from opcost.config import load, validate, workloads
 
-    if config_file:
-        cfg = load(config_file)
-        keep = models or list(cfg["models"])
-        cfg["models"] = {m: cfg["models"][m] for m in keep}
-        return cfg
-    return validate({"models": {m: {} for m in models}})
+    cfg = load(config_file) if config_file else validate({"models": {m: {} for m in models}})
+    keep = models or list(dict.fromkeys(m for m, _, _ in workloads(cfg, "models")))  # sweep points left out
+    cfg["models"] = {m: cfg["models"][m] for m in keep}
+    return cfg

@@ -11,7 +11,7 @@ sweeps) and, for every workload with an end-to-end time:
 each compared with the workload's end-to-end time measured in the run (the isolated prediction's reference:
 `opcost.predict.references`). Also: the cost model's held-out error per configuration (its own K-fold
 cross-validation over the whole database), and the study's wall time against the seconds the run spent timing
-the held-out configurations. Targets (issue 24): held-out models median |error| <= 10% and 90% within ±15%;
+the held-out configurations. Targets: held-out models median |error| <= 10% and 90% within ±15%;
 held-out batch sizes median <= 5%. Ends with one SUMMARY line.
 
     python benchmarks/generalisation.py [--db results/db] [--mode inference]

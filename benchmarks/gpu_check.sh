@@ -2,9 +2,8 @@
 # GPU check, for a host with a CUDA device: a short workflow run on
 # tests/data/gpu.yaml (device cuda; device, pinned-host and managed memory tiers; NVML energy; Kineto traces with
 # CUDA kernels). Writes its logs, a digest of the results (benchmarks/gpu_digest.py) and two CUDA traces to OUTDIR
-# (default gpu_check/) and ends with a SUMMARY line. On an H200 the per-workload jobs took 3 minutes and a profiling
-# chunk 164 s (with two visits and two energy trials per placement, since cut to one each).
-# The workflow runs first (its figures are what a lease is for), then the tests.
+# (default gpu_check/) and ends with a SUMMARY line. On an H200 the whole workflow took 6 minutes (docs/measurements.md).
+# The workflow runs first, then the tests that need a GPU.
 # Usage: bash benchmarks/gpu_check.sh [OUTDIR] [SNAKEMAKE_SECONDS] [TEST_SECONDS]
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -2,7 +2,7 @@
 
 For each workload: in-situ profiling (opcost.insitu.profile_insitu) twice, alternating, once with the clock of
 the timing core (:class:`opcost.timing.Clock`: on CUDA, events recorded on the stream and read after the
-iteration) and once with a clock that synchronises the device at every mark (what in-situ timing did before);
+iteration) and once with a clock that synchronises the device at every mark;
 each gives Σ count × in-situ cost against the unobserved iterations interleaved with its timed ones. On a CPU the
 two clocks are the same (perf_counter); the comparison is for a GPU, where a synchronisation costs a few
 microseconds at every operator boundary. Prints a table and one SUMMARY line.

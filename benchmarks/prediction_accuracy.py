@@ -69,9 +69,8 @@ def main() -> None:
                                                on_e2e=lambda row, _: rotation_e2e.append(row))
             engine_s = None
             if args.mode == "training":  # as the profiling stage: one engine call per iteration, not per backward
-                engine = engine_call_s("cpu", op_settings)
-                iso, _ = without_engine_calls(iso, iso_samples, engine)
-                engine_s = engine.call_s
+                engine_s = engine_call_s("cpu", op_settings)
+                iso, _ = without_engine_calls(iso, iso_samples, engine_s)
             ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
             e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
             # as the pipeline's trace stage: each iteration paired with a replay of its (forward) operators, whose

@@ -1,4 +1,5 @@
 """The database answers from itself: merge (idempotent), show, predict naming what is missing."""
+import io as io_module
 import subprocess
 import sys
 
@@ -60,6 +61,30 @@ def test_cli_show_and_predict(tiny_run):
                           "--statistic", "median"], capture_output=True, text=True, check=True).stdout
     assert "isolated costs, median): predicted" in med and med != pred
     assert list(tables.LAYERS.names) == list(pd.read_parquet(tiny_run / "results" / "db" / "layers.parquet").columns)
+
+
+def test_the_database_answers_a_question_about_one_configuration(tiny_run):
+    """The measured cost of one Linear configuration, by its parameters and input shape, with the statistic the
+    predictions use: no join of `measurements` and `configs` by hand, no parsing of JSON."""
+    import json
+
+    db = database.read_db(tiny_run / "results" / "db")
+    linear = db["configs"][db["configs"]["op_type"] == "Linear"]
+    widths = sorted({json.loads(p)["in_features"] for p in linear["params"]})
+    assert len(widths) >= 2  # mlp (16) and the sweep points (4, 12, 24), tiny_dlrm's MLPs
+    one = database.show(db, op="Linear", source="isolated", params={"in_features": str(widths[0])})
+    assert len(one) and (one["params"].map(lambda p: json.loads(p)["in_features"]) == widths[0]).all()
+    assert (one["cost_s"] == one.merge(db["measurements"], on=["config_id", "phase", "source", "placement"])
+            ["trimmed_mean_s"].to_numpy()).all()
+    shape = one["shapes"].iloc[0].split(", ")[0]
+    by_shape = database.show(db, op="Linear", shape=shape.replace("x", ","), statistic="median")
+    assert len(by_shape) and by_shape["shapes"].str.split(", ").map(lambda s: shape in s).all()
+    assert set(by_shape["config_id"]) < set(database.show(db, op="Linear")["config_id"])
+    out = subprocess.run([sys.executable, "-m", "opcost.cli", "db", "show", "--db", str(tiny_run / "results" / "db"),
+                          "--op", "Linear", "--param", f"in_features={widths[0]}", "--phase", "forward", "--csv"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = pd.read_csv(io_module.StringIO(out))
+    assert len(rows) and set(rows["phase"]) == {"forward"} and set(rows["config_id"]) <= set(one["config_id"])
 
 
 def test_a_database_from_an_older_opcost_still_reads_and_merges(tiny_run, tmp_path):

@@ -53,8 +53,25 @@ def test_a_broken_model_is_named_and_the_others_complete(tiny_run):
     assert "broken" not in set(pd.read_parquet(tiny_run / "results" / "db" / "e2e.parquet")["model"])
     out = (tiny_run / "snakemake.out").read_text()
     end = out[out.rindex("steps (100%) done"):]  # the last lines a user sees
-    assert "opcost: 1 workload(s) failed, 0 configuration failure(s):\nFAILED broken/inference/b2 (extract, " in end
+    assert "Failures: 1 workload(s) failed, 0 configuration failure(s):\nFAILED broken/inference/b2 (extract, " in end
     assert why in end
+
+
+def test_the_run_ends_with_its_summary(tiny_run):
+    """results/summary.txt, also the last lines printed: per workload predicted against measured with its error and
+    coverage, the loop's outcome, the never-profiled model, the failures, where the figures are."""
+    text = (tiny_run / "results" / "summary.txt").read_text()
+    out = (tiny_run / "snakemake.out").read_text()
+    assert text.strip() in out[out.rindex("steps (100%) done"):]
+    pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
+    mine = pred[pred["source"] == "isolated+overhead"]
+    for r in mine.itertuples():
+        line = next(x for x in text.splitlines() if x.strip().startswith(f"{r.model}/{r.mode}/b{r.batch} "))
+        assert f"{r.predicted_s * 1e3:.3f}" in line and f"{r.error * 100:+.1f}%" in line, line
+    loop = json.loads((tiny_run / "results" / "loop" / "summary.json").read_text())
+    assert f"after {len(loop)} iteration(s)" in text and loop[-1]["stop_reason"] in text
+    assert any(x.strip().startswith("mlp_wide/inference/b2 ") for x in text.splitlines())  # predict_only
+    assert "FAILED broken/inference/b2" in text and "results/figures/ (open breakdown.png first)" in text
 
 
 def test_database_holds_every_configuration_once(tiny_run):
@@ -143,7 +160,11 @@ def test_completed_run_has_nothing_left_to_do(tiny_run):
 def test_report_collects_figures(tiny_run):
     snakemake("--configfile", str(TINY), "--report", "report.html", cwd=tiny_run)
     html = (tiny_run / "report.html").read_text(errors="ignore")
-    assert "breakdown.png" in html and "predicted_vs_measured.png" in html
+    figs = [p.name for p in (tiny_run / "results" / "figures").glob("*.png")]
+    assert len(figs) >= 10 and all(f in html for f in figs)  # every figure, with the figures' caption
+    assert "unattributed time" in html  # the caption
+    for table in ("predictions.tsv", "summary.txt"):  # the predictions, the loop's and the run's summaries
+        assert table in html
 
 
 def test_default_config_dry_run(tmp_path):

@@ -52,7 +52,16 @@ def main(argv=None) -> int:
     sh.add_argument("--op", help="op_type (Conv2d, add_) or full op name")
     sh.add_argument("--device")
     sh.add_argument("--placement")
-    sh.add_argument("--source", choices=["isolated", "insitu"])
+    sh.add_argument("--source", choices=["isolated", "insitu", "coplace"])
+    sh.add_argument("--host")
+    sh.add_argument("--mode", choices=["inference", "training"])
+    sh.add_argument("--phase", choices=["forward", "backward"])
+    sh.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                    help="a parameter's value, e.g. kernel_size=[3,3] or groups=1 (repeatable)")
+    sh.add_argument("--shape", help="an input's shape, e.g. 8,64,56,56")
+    sh.add_argument("--statistic", choices=["trimmed_mean", "median"],
+                    help="the per-call cost shown as cost_s (default: the one predictions use)")
+    sh.add_argument("--csv", action="store_true", help="CSV on stdout instead of a table")
 
     pr = sub.add_parser("predict", help="predict any model's iteration from the database: measured costs where it "
                                         "holds the configuration, the cost model's estimates for the rest")
@@ -101,8 +110,19 @@ def main(argv=None) -> int:
                                                    f"{held['configurations']} configurations" if err is not None
                                                    else "fitted (too few configurations to cross-validate)"))
             else:
-                table = database.show(database.read_db(args.db), args.op, args.device, args.placement, args.source)
-                print(table.to_string(index=False, max_colwidth=60) if len(table) else "no measurement matches")
+                params = {}
+                for item in args.param:
+                    if "=" not in item:
+                        raise OpcostError(f"--param {item}", "expected NAME=VALUE, e.g. kernel_size=[3,3]")
+                    k, v = item.split("=", 1)
+                    params[k] = v
+                table = database.show(database.read_db(args.db), op=args.op, device=args.device,
+                                      placement=args.placement, source=args.source, host=args.host, mode=args.mode,
+                                      phase=args.phase, params=params, shape=args.shape, statistic=args.statistic)
+                if args.csv:
+                    sys.stdout.write(table.to_csv(index=False))
+                else:
+                    print(table.to_string(index=False) if len(table) else "no measurement matches")
         elif args.cmd == "predict":
             _print_prediction(args)
         elif args.cmd == "schema":

@@ -8,7 +8,7 @@ import pandas as pd
 
 from . import io
 from .errors import OpcostError
-from .tables import CONFIGS, E2E, LAYERS, MEASUREMENTS, frame
+from .tables import CONFIGS, DEFAULT_STATISTIC, E2E, LAYERS, MEASUREMENTS, STATISTICS, frame
 from .workload import workload_key
 
 
@@ -68,13 +68,39 @@ def merge(paths, out) -> dict[str, pd.DataFrame]:
     return merged
 
 
-def show(db: dict, op: str | None = None, device: str | None = None, placement: str | None = None,
-         source: str | None = None) -> pd.DataFrame:
-    """Measurements with their operator and inputs, filtered."""
-    m = db["measurements"].merge(db["configs"][["config_id", "op", "inputs"]], on="config_id", how="left")
-    for col, val in (("op_type", op), ("device", device), ("placement", placement), ("source", source)):
+def show(db: dict, *, op: str | None = None, device: str | None = None, placement: str | None = None,
+         source: str | None = None, host: str | None = None, mode: str | None = None, phase: str | None = None,
+         params: dict[str, str] | None = None, shape: str | None = None,
+         statistic: str | None = None) -> pd.DataFrame:
+    """Measurements with their operator, parameters and input shapes, filtered: ``op`` (op type or full op name),
+    ``device``, ``placement``, ``source``, ``host``, ``mode``, ``phase`` by equality; ``params`` by the value of
+    each named parameter (as text: ``{"kernel_size": "[3, 3]"}`` or ``"[3,3]"``); ``shape`` by an input shape
+    (``8,64,56,56``). ``cost_s`` is ``statistic`` (default: the one predictions use) per call."""
+    col = STATISTICS[statistic or DEFAULT_STATISTIC]
+    m = db["measurements"].merge(db["configs"][["config_id", "op", "params", "inputs"]], on="config_id", how="left")
+    if op is not None:
+        m = m[(m["op_type"] == op) | (m["op"] == op)]
+    for name, val in (("device", device), ("placement", placement), ("source", source), ("host", host),
+                      ("mode", mode), ("phase", phase)):
         if val is not None:
-            m = m[(m[col] == val) | (m["op"] == val) if col == "op_type" else m[col] == val]
-    cols = ["config_id", "op_type", "mode", "phase", "source", "device", "placement", "median_s", "ci_low_s",
-            "ci_high_s", "n", "noisy", "status", "inputs"]
+            m = m[m[name].astype(str) == str(val)]
+    compact = lambda v: json.dumps(v, separators=(",", ":")) if not isinstance(v, str) else v  # noqa: E731
+    for key, want in (params or {}).items():
+        want = str(want).replace(" ", "")
+        m = m[m["params"].map(lambda p: p is not None and not pd.isna(p) and key in json.loads(p)
+                              and compact(json.loads(p)[key]).strip('"') == want.strip('"'))]
+    if shape is not None:
+        dims = [int(d) for d in str(shape).replace("x", ",").split(",") if d.strip()]
+        m = m[m["inputs"].map(lambda s: s is not None and not pd.isna(s)
+                              and any(t.get("T") == dims for t in json.loads(s) if isinstance(t, dict)))]
+    m = m.assign(cost_s=m[col], shapes=m["inputs"].map(_shapes))
+    cols = ["config_id", "op_type", "mode", "phase", "source", "host", "device", "threads", "placement", "cost_s",
+            "ci_low_s", "ci_high_s", "n", "noisy", "status", "params", "shapes"]
     return m[cols].sort_values(["op_type", "config_id", "phase"]).reset_index(drop=True)
+
+
+def _shapes(inputs) -> str:
+    """``8x64x56x56, 64`` from a `configs` row's inputs JSON (tensors only)."""
+    if inputs is None or pd.isna(inputs):
+        return ""
+    return ", ".join("x".join(map(str, t["T"])) for t in json.loads(inputs) if isinstance(t, dict) and "T" in t)

@@ -10,8 +10,6 @@ as a pseudo operator type of its own (:data:`ENGINE_OP_TYPE`).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 import pandas as pd
 
@@ -20,20 +18,13 @@ ENGINE_ID = "autograd-engine"  # its config_id
 _STATS = ("median_s", "trimmed_mean_s", "ci_low_s", "ci_high_s")
 
 
-class EngineCost(NamedTuple):
-    """The autograd engine's fixed cost per backward call (``call_s``) and the cost of one trivial backward node in
-    a chain (``node_s``, the least any backward node costs inside an engine call)."""
-    call_s: float
-    node_s: float
-
-
-def engine_call_s(device: str, settings, nodes: int = 16, pairs: int = 7, warmup_s: float = 1.0) -> EngineCost:
+def engine_call_s(device: str, settings, nodes: int = 16, pairs: int = 7, warmup_s: float = 1.0) -> float:
     """Seconds the autograd engine costs per backward call beyond its nodes: the intercept of the per-call time of
     a backward over one node and over a chain of ``nodes`` nodes (``x * 2`` on 8 elements), from ``pairs``
     alternating measurements of the two (the timing core under ``settings``, each capped at 0.2 s) after
     ``warmup_s`` of both, the median of the pairs' intercepts, never below 0. Alternating keeps the machine's drift
-    out of each difference. On this project's 2-core VM (2 threads) the first pairs of a process read 59-98 us and
-    later ones 48-49 us, hence the warm-up. ``node_s``: the median slope of the same pairs, never below 0."""
+    out of each difference; the first backward calls of a process run slower, hence the warm-up
+    (docs/methodology.md, section 8)."""
     import dataclasses
     import time
 
@@ -56,13 +47,12 @@ def engine_call_s(device: str, settings, nodes: int = 16, pairs: int = 7, warmup
         one()
         many()
     short = dataclasses.replace(settings, max_seconds=min(settings.max_seconds, 0.2))
-    intercepts, slopes = [], []
+    estimates = []
     for _ in range(pairs):
         t1 = measure(one, short, device).median
         tn = measure(many, short, device).median
-        slopes.append((tn - t1) / (nodes - 1))
-        intercepts.append(t1 - slopes[-1])
-    return EngineCost(max(0.0, float(np.median(intercepts))), max(0.0, float(np.median(slopes))))
+        estimates.append(t1 - (tn - t1) / (nodes - 1))
+    return max(0.0, float(np.median(estimates)))
 
 
 def _isolated_backward(df: pd.DataFrame) -> pd.Series:
@@ -70,27 +60,21 @@ def _isolated_backward(df: pd.DataFrame) -> pd.Series:
     return (df["source"] == "isolated") & (df["phase"] == "backward")
 
 
-def _less_engine(seconds: pd.Series, engine: EngineCost) -> pd.Series:
-    """``seconds`` less one engine call, never below one trivial node (nor below what was measured): a backward
-    node that the engine's cost masks (a transpose's on a GPU, where the engine call costs ~60 us) still costs a
-    node, not 0."""
-    floor = np.minimum(seconds.astype(float), engine.node_s)
-    return np.maximum(seconds.astype(float) - engine.call_s, floor)
-
-
-def without_engine_calls(measurements: pd.DataFrame, samples: pd.DataFrame, engine: EngineCost
+def without_engine_calls(measurements: pd.DataFrame, samples: pd.DataFrame, engine_s: float
                          ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The isolated backward rows (and their samples) less one engine call each (:func:`_less_engine`);
-    ``engine.call_s`` recorded on those rows as ``engine_s``."""
+    """The isolated backward rows (and their samples) less one engine call each, floored at 0; ``engine_s``
+    recorded on those rows. A row the engine's cost masks (a transpose's backward on a GPU) comes out 0: no floor
+    is known for a node's own cost (a view's backward costs less than the ``x * 2`` node the engine measurement
+    chains; flooring at that node's cost raised tiny_bert's training sum by 11%, docs/measurements.md)."""
     meas = measurements.copy()
     rows = _isolated_backward(meas) & (meas["status"] == "ok")
     for col in _STATS:
-        meas.loc[rows, col] = _less_engine(meas.loc[rows, col], engine)
-    meas.loc[rows, "engine_s"] = engine.call_s
+        meas.loc[rows, col] = (meas.loc[rows, col] - engine_s).clip(lower=0.0)
+    meas.loc[rows, "engine_s"] = engine_s
     smp = samples.copy()
     ids = set(meas.loc[rows, "config_id"])
     hit = _isolated_backward(smp) & smp["key"].isin(ids)
-    smp.loc[hit, "seconds"] = _less_engine(smp.loc[hit, "seconds"], engine)
+    smp.loc[hit, "seconds"] = (smp.loc[hit, "seconds"] - engine_s).clip(lower=0.0)
     return meas, smp
 
 

@@ -9,12 +9,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 TOP_TYPES = 9
 
 
 def _label(r) -> str:
     return f"{r['model']} {r['mode'][:5]} b{r['batch']}"
+
+
+def _log_axes(ax) -> None:
+    """Log scales on both axes, labelled in plain numbers at 1, 2 and 5 times the powers of ten (matplotlib's
+    minor labels, 2x10^-1 3x10^-1..., overlap on narrow ranges)."""
+    for axis, scale in ((ax.xaxis, ax.set_xscale), (ax.yaxis, ax.set_yscale)):
+        scale("log")
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
 
 
 def _save(fig, path: Path) -> None:
@@ -57,7 +69,7 @@ def breakdown(costed: pd.DataFrame, predictions: pd.DataFrame, path: Path) -> No
     type's backward part hatched after its forward part."""
     fwd_frac, back_frac = breakdown_fractions(costed, predictions)
     rows, cols = list(fwd_frac.index), list(fwd_frac.columns)
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.8))
+    fig, ax = plt.subplots(figsize=(10.5, 0.5 * len(rows) + 1.8))
     left = np.zeros(len(rows))
     colors = plt.cm.tab10(np.linspace(0, 1, 10))
     for k, c in enumerate(cols):
@@ -73,13 +85,13 @@ def breakdown(costed: pd.DataFrame, predictions: pd.DataFrame, path: Path) -> No
     ax.invert_yaxis()
     ax.set_xlabel("sum of count x isolated operator time, as a fraction of the measured end-to-end time")
     ax.set_title("Model time by operator type")
-    ax.legend(fontsize=7, ncol=2, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never over them
     _save(fig, path)
 
 
 def predicted_vs_measured(predictions: pd.DataFrame, path: Path) -> None:
     p = predictions.dropna(subset=["measured_s"])
-    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
     colors = {"isolated": "tab:blue", "insitu": "tab:orange", "isolated+overhead": "tab:green",
               "insitu+overhead": "tab:red"}
     for (source, mode), q in p.groupby(["source", "mode"]):
@@ -96,15 +108,14 @@ def predicted_vs_measured(predictions: pd.DataFrame, path: Path) -> None:
         ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="prediction = measurement")
         ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="gray", alpha=0.15,
                         label="±10%")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        _log_axes(ax)
     stat = ", ".join(sorted(set(p["statistic"].dropna()))) if "statistic" in p else ""
     stat = stat.replace("_", " ") or "time"
     ax.set_xlabel(f"measured end-to-end {stat} per iteration (ms)")
     ax.set_ylabel(f"predicted: sum of count x operator {stat} per call (ms)")
     ax.set_title("Predicted vs measured (isolated / in-situ costs; +overhead: with the trace's modelled gaps)",
                  fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the points, never over them
     _save(fig, path)
 
 
@@ -121,8 +132,7 @@ def consistency(cons: pd.DataFrame, path: Path) -> None:
         lo = 0.5 * float(min(cons["insitu_s"].min(), cons["isolated_s"].min())) * 1e3
         hi = 2 * float(max(cons["insitu_s"].max(), cons["isolated_s"].max())) * 1e3
         ax.plot([lo, hi], [lo, hi], "k--", lw=1)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        _log_axes(ax)
         med = float(np.median(cons["ratio"]))
         wmed = float(np.average(cons["ratio"], weights=weight)) if weight.sum() > 0 else float("nan")
         ax.set_title(f"isolated / in-situ: median {med:.2f}, time-weighted mean {wmed:.2f}", fontsize=10)
@@ -261,11 +271,14 @@ def placement(measurements: pd.DataFrame, tiers: dict | None, path: Path) -> Non
         return
     fig, ax = plt.subplots(figsize=(1.2 * pivot.shape[1] + 3, 0.35 * len(pivot) + 2))
     values = pivot.to_numpy(dtype=float)
-    spread = max(0.05, float(np.nanmax(np.abs(values - 1.0))))
-    im = ax.imshow(values, cmap="RdBu_r", aspect="auto", vmin=1.0 - spread, vmax=1.0 + spread)
+    finite = values[np.isfinite(values) & (values > 0)]
+    reach = max(1.05, float(np.max(np.maximum(finite, 1.0 / finite)))) if finite.size else 1.05
+    # a log scale centred on 1: a 2x slowdown and a 2x speed-up get colours equally far from white
+    im = ax.imshow(values, cmap="RdBu_r", aspect="auto", norm=LogNorm(vmin=1.0 / reach, vmax=reach))
     for (i, j), v in np.ndenumerate(values):
         if np.isfinite(v):
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+            dark = v > 0 and abs(np.log(v)) > 0.6 * np.log(reach)
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if dark else "black")
     ax.set_xticks(range(pivot.shape[1]), pivot.columns, rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(len(pivot)), pivot.index, fontsize=8)
     fig.colorbar(im, ax=ax, label="median time / all on the fast tier")
@@ -330,8 +343,7 @@ def unseen_models(unseen: pd.DataFrame | None, path: Path) -> None:
     lo, hi = 0.5 * min(x.min(), y.min()), 2 * max(x.max(), y.max())
     ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="prediction = measurement")
     ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="gray", alpha=0.15, label="±10%")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    _log_axes(ax)
     ax.set_xlabel("measured end-to-end time per iteration (ms)")
     ax.set_ylabel("predicted from the database, with interval (ms)")
     ax.set_title("Models never profiled: measured costs where the database has them, cost-model estimates "

@@ -3,8 +3,8 @@
 Iteration ``n`` has a set of profiled operator types. For each workload, *coverage* is the fraction of its measured
 end-to-end time that Σ count × isolated cost over configurations of profiled types accounts for, plus the CPU
 overhead its trace models between operators (:func:`opcost.predict.trace_overhead`, where the workload has a trace
-and config ``loop.overhead`` is on: Python glue no operator type can account for, 14-16% of tiny_bert at batch 1
-here). Where an energy meter exists, ``energy_coverage`` is the same for joules, operators only; the stopping rule
+and config ``loop.overhead`` is on: Python glue no operator type can account for, a sizeable share of small
+models' iterations; docs/methodology.md, section 7). Where an energy meter exists, ``energy_coverage`` is the same for joules, operators only; the stopping rule
 uses time. A workload meets the target when ``target`` <= coverage <= ``2 - target`` (the same tolerance both ways:
 a sum that overshoots the measured time is an error, not coverage). It is below target while coverage < ``target``;
 above it, its sum overshoots, which no further operator type can mend. The next iteration adds the ``add_per_iteration`` unprofiled types with the

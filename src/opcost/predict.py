@@ -14,14 +14,11 @@ import pandas as pd
 
 from .database import latest
 from .engine import engine_rows
-from .tables import CONSISTENCY, PREDICTIONS, frame
+from .tables import CONSISTENCY, DEFAULT_STATISTIC, PREDICTIONS, STATISTICS, frame
 from .timing import ROTATION_STATES
 from .workload import workload_key
 
 SOURCES = ("isolated", "insitu")
-# config `statistic` -> the column of `measurements` and `e2e` that holds it
-STATISTICS = {"trimmed_mean": "trimmed_mean_s", "median": "median_s"}
-DEFAULT_STATISTIC = "trimmed_mean"
 # the end-to-end time each source is checked against, in order of preference (`e2e` column `method`): isolated
 # costs against the model iterations timed inside their own rotations, in-situ costs against the iterations
 # interleaved with their timed ones; each in the same minutes, under the same machine state, as the costs

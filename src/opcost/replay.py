@@ -77,9 +77,9 @@ def python_binding(op, args: list, kwargs: dict):
     """The Python entry point a model calls for aten operator ``op`` (``Tensor.<name>`` for a method on ``self``,
     else ``torch.<name>`` or the same name in torch's native namespaces), checked on ``args``/``kwargs`` to return
     outputs of the same shapes and dtypes as the overload; else the overload itself. A model reaches an aten op
-    through these bindings (``x.view(...)``, ``torch.cat(...)``), whose argument parsing costs ~0.4 us, while
-    calling the ``torch.ops`` overload from Python costs ~1.6 us more: the overload would overstate every
-    microsecond-scale operator."""
+    through these bindings (``x.view(...)``, ``torch.cat(...)``), whose argument parsing costs less than calling
+    the ``torch.ops`` overload from Python: the overload would overstate every microsecond-scale operator
+    (docs/methodology.md, section 1)."""
     name = op._schema.name.split("::", 1)[1]
     first = op._schema.arguments[0] if op._schema.arguments else None
     spaces = ([torch.Tensor] if first is not None and first.name == "self" and str(first.type) == "Tensor" else [])
@@ -310,9 +310,8 @@ def refresher(tensors: list) -> Callable[[], None] | None:
     threads with the static partition the producer's and the consumer's elementwise kernels use, so each thread's
     part lands in its own core's cache, as in the model. A smaller tensor would be rewritten by the calling thread
     alone, leaving its lines in that core's cache where the model's parallel producer spreads them, and the rewrite
-    itself runs an extra operator before the timed call; measured here, rewriting tiny_bert's batch-1 inputs (64 x
-    128) made its operators sum 23% above the same calls without it (a copy from a snapshot, 40%), while small
-    inputs stay cached between rounds anyway."""
+    itself runs an extra operator before the timed call, which overstated the small inputs' consumers, while small
+    inputs stay cached between rounds anyway (docs/methodology.md, section 3)."""
     ts = [t.data for t in tensors if t.numel() and t.layout == torch.strided
           and (t.device.type != "cpu" or t.numel() >= PARALLEL_NUMEL)]
     floats = [t for t in ts if t.is_floating_point() or t.is_complex()]

@@ -246,10 +246,10 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     if ((meas["phase"] == "backward") & (meas["status"] == "ok")).any():  # journaled rows are stored as measured
         from .engine import engine_call_s, without_engine_calls
 
-        engine = engine_call_s(config["device"], settings)
-        meas, samples = without_engine_calls(meas, samples, engine)
-        log.info("autograd engine: %.1f us per backward call (%.1f us per trivial node), taken out of each isolated "
-                 "backward row and counted once per training iteration", engine.call_s * 1e6, engine.node_s * 1e6)
+        engine_s = engine_call_s(config["device"], settings)
+        meas, samples = without_engine_calls(meas, samples, engine_s)
+        log.info("autograd engine: %.1f us per backward call, taken out of each isolated backward row and counted "
+                 "once per training iteration", engine_s * 1e6)
     if out_e2e is not None:
         io.write_parquet(pd.concat([tables.frame(tables.E2E, []), *e2e_rows], ignore_index=True), out_e2e,
                          tables.E2E)
@@ -368,6 +368,24 @@ def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_ts
     return pred
 
 
+def _prediction_host(measurements: pd.DataFrame, e2e: pd.DataFrame, config: dict) -> str | None:
+    """The host whose costs predict a `predict_only` workload when the run's database holds several (a cluster's
+    jobs on several nodes): the one its end-to-end run ran on, else the one with the most isolated measurements,
+    with a warning; None when there is one (:func:`opcost.estimate.conditions` takes it). Costs of different hosts
+    are never mixed."""
+    m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
+                     & (measurements["device"] == config["device"])]
+    held = m["host"].dropna().astype(str).value_counts()
+    if len(held) <= 1:
+        return None
+    ran_on = [h for h in e2e["host"].dropna().astype(str) if h in held.index]
+    if ran_on:
+        return ran_on[-1]
+    log.warning("the database holds costs from %d hosts (%s): predicting from %s, the one with the most",
+                len(held), ", ".join(held.index), held.index[0])
+    return str(held.index[0])
+
+
 def predict_unseen(config: dict, db_paths: dict, unseen_layer_paths, unseen_e2e_paths, out, out_tsv) -> pd.DataFrame:
     """The `predict_only` workloads predicted from the run's database (``db_paths``: `layers`, `measurements`,
     `e2e` paths; its cost model is saved beside them), each against its own end-to-end time: `predictions` rows
@@ -385,14 +403,15 @@ def predict_unseen(config: dict, db_paths: dict, unseen_layer_paths, unseen_e2e_
         if layers.empty:  # extraction failed: recorded in results/failures.tsv
             continue
         model, batch, mode = layers["model"].iloc[0], int(layers["batch"].iloc[0]), layers["mode"].iloc[0]
+        mine = e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)]
         try:
             p = predict_workload(db, layers, Path(db_paths["measurements"]).parent, config["statistic"],
-                                 device=config["device"], threads=config["threads"])
+                                 device=config["device"], threads=config["threads"],
+                                 host=_prediction_host(db["measurements"], mine, config))
         except OpcostError as e:
             log.error("%s %s b%d: cannot predict: %s", model, mode, batch, e)
             continue
-        ref = references(e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)],
-                         config["device"], "isolated", config["statistic"])
+        ref = references(mine, config["device"], "isolated", config["statistic"])
         measured, method = ref.get((model, batch, mode), (None, None))
         ratio = p.predicted_s / measured if measured else None
         rows.append({"model": model, "batch": batch, "mode": mode, "device": config["device"],
@@ -441,26 +460,34 @@ def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
     log.info("%s", summary_text(evaluations))
 
 
-def make_figures(config: dict, layer_paths, measurements_path, e2e_path, predictions_path, consistency_path,
-                 loop_path, outdir, tiers_path=None, trace_paths=None, coplace_summaries=(), unseen_paths=()) -> None:
-    """All figures; ``trace_paths``: part name (`op_types`, `iterations`, `overhead_samples`) -> per-workload
-    trace tables; ``unseen_paths``: the `predict_only` predictions (none: the figure says so)."""
+def make_figures(config: dict, *, layers, measurements, e2e, predictions, consistency, loop, outdir, tiers=None,
+                 traces=None, coplace=(), unseen=(), failures=None, summary=None) -> None:
+    """All figures into ``outdir``, and the run's summary (:mod:`opcost.summary`) into ``summary`` when given. Each
+    input is a path (``layers``, ``coplace``, ``unseen``: lists of paths); ``traces``: part name (`op_types`,
+    `iterations`, `overhead_samples`) -> per-workload trace tables; ``unseen``: the `predict_only` predictions
+    (none: the figure says so); ``failures``: results/failures.tsv."""
     from .predict import costed_layers
+    from .summary import run_summary
 
-    layers = io.read_many(layer_paths, tables.LAYERS)
-    meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
-    e2e_df = io.read_parquet(e2e_path, tables.E2E)
-    pred = io.read_parquet(predictions_path, tables.PREDICTIONS)
-    cons = io.read_parquet(consistency_path, tables.CONSISTENCY)
-    costed = costed_layers(layers, meas, config["device"], statistic=config["statistic"])
-    tiers = io.read_json(tiers_path) if tiers_path else None
-    traces = {part: io.read_many(paths, getattr(tables, f"TRACE_{part.upper()}"))
-              for part, paths in (trace_paths or {}).items()}
-    coplace = [io.read_json(p) for p in coplace_summaries]
-    unseen = io.read_many(unseen_paths, tables.PREDICTIONS) if unseen_paths else None
-    for p in figures.make_all(costed, pred, meas, e2e_df, cons, io.read_json(loop_path), outdir, tiers, traces,
-                              coplace, unseen):
+    layer_rows = io.read_many(layers, tables.LAYERS)
+    meas = io.read_parquet(measurements, tables.MEASUREMENTS)
+    e2e_df = io.read_parquet(e2e, tables.E2E)
+    pred = io.read_parquet(predictions, tables.PREDICTIONS)
+    cons = io.read_parquet(consistency, tables.CONSISTENCY)
+    costed = costed_layers(layer_rows, meas, config["device"], statistic=config["statistic"])
+    tier_info = io.read_json(tiers) if tiers else None
+    trace_rows = {part: io.read_many(paths, getattr(tables, f"TRACE_{part.upper()}"))
+                  for part, paths in (traces or {}).items()}
+    coplace_info = [io.read_json(p) for p in coplace]
+    unseen_rows = io.read_many(unseen, tables.PREDICTIONS) if unseen else None
+    loop_info = io.read_json(loop)
+    for p in figures.make_all(costed, pred, meas, e2e_df, cons, loop_info, outdir, tier_info, trace_rows,
+                              coplace_info, unseen_rows):
         log.info("wrote %s", p)
+    if summary is not None:
+        fail = (pd.read_csv(failures, sep="\t", dtype="string") if failures else tables.frame(tables.FAILURES, []))
+        io.write_text(run_summary(pred, loop_info, fail, unseen_rows, str(outdir)), summary)
+        log.info("wrote %s", summary)
 
 
 def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary, out_failures=None) -> None:

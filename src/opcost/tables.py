@@ -42,6 +42,10 @@ _MODEL_KEY = (
     _c("mode", "string", "`inference` (forward under inference_mode) or `training` (forward + loss + backward)"),
 )
 
+# The per-call statistics a cost can be (config `statistic`): name -> `measurements`/`e2e` column.
+STATISTICS = {"trimmed_mean": "trimmed_mean_s", "median": "median_s"}
+DEFAULT_STATISTIC = "trimmed_mean"
+
 _HOST = (
     _c("device", "string", "`cpu` or `cuda[:N]`: where the operator ran"),
     _c("placement", "string", "memory placement: `default` (the device's own memory, no tiers configured), or a "
@@ -318,6 +322,34 @@ def markdown() -> str:
         "Beside the tables, `results/db/costmodel.pkl` holds the cost model of `opcost predict` (`opcost.costmodel`):",
         "one fit per set of measurement conditions (host, device, threads) and statistic, with a fingerprint of the",
         "measurement rows it was fitted to; it is refitted whenever they change, and after `opcost db merge`.",
+        "",
+        "## Asking the database a question",
+        "",
+        "`opcost db show` answers the common ones: the cost per call (`cost_s`, the statistic predictions use) of",
+        "the configurations that match, with their parameters and input shapes, e.g.",
+        "",
+        "    opcost db show --op Conv2d --param kernel_size=[3,3] --param stride=[1,1] --shape 8,64,56,56",
+        "    opcost db show --op Linear --mode training --phase backward --host node07 --csv > linear.csv",
+        "",
+        "The tables are plain Parquet, so any Parquet reader asks the rest. pandas:",
+        "",
+        "```python",
+        "import json, pandas as pd",
+        "m = pd.read_parquet(\"results/db/measurements.parquet\")",
+        "c = pd.read_parquet(\"results/db/configs.parquet\")",
+        "conv = m.merge(c[[\"config_id\", \"params\", \"inputs\"]], on=\"config_id\").query(\"op_type == 'Conv2d'\")",
+        "conv[\"groups\"] = conv[\"params\"].map(lambda p: json.loads(p)[\"groups\"])",
+        "print(conv.groupby([\"groups\", \"placement\"])[\"trimmed_mean_s\"].median())",
+        "```",
+        "",
+        "DuckDB (`pip install duckdb`), SQL over the same files:",
+        "",
+        "```sql",
+        "SELECT m.op_type, m.phase, sum(l.count * m.trimmed_mean_s) AS seconds_per_iteration",
+        "FROM 'results/db/layers.parquet' l JOIN 'results/db/measurements.parquet' m USING (config_id)",
+        "WHERE l.model = 'resnet18' AND l.batch = 8 AND m.source = 'isolated' AND m.baseline",
+        "GROUP BY ALL ORDER BY seconds_per_iteration DESC;",
+        "```",
     ]
     for t in ALL:
         out += ["", f"## `{t.name}`", "", f"`{t.path}` — {t.doc}", "", "| column | type | meaning |", "|---|---|---|"]

@@ -280,7 +280,7 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     ``targets`` (default: all) has ``min_samples`` and a precise median (:attr:`Measurement.precise`), after
     ``max_samples`` rounds, when ``max_seconds`` x the number of targets is spent, or (after
     :data:`FUTILITY_ROUNDS` rounds) when no imprecise target could reach its precision in the rounds the caps leave
-    (:meth:`Measurement.attainable`): a few wide distributions no longer hold every operator to the cap; they stay
+    (:meth:`Measurement.attainable`), so that a few wide distributions do not hold every operator to the cap; they stay
     flagged noisy (see :attr:`Measurement.noisy`), to be measured again. Every callable stays in
     the rotation until the end, so each keeps the same neighbours. Returns one Measurement per callable
     (``calls_per_sample`` 1, ``wall_s`` the rotation's wall time divided among the callables); raises
@@ -301,7 +301,7 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
     entries of the same round (``producers``: their entry indices; each kept until its last reader has run); in
     place of ``prepare``, ``bind(outputs)`` runs untimed just before the call with those entries' outputs (None for
     one that did not run) and returns the function that undoes it, run untimed right after the call (the
-    harness's own work: 0.15-0.17 us a call here, ~4% of tiny_dlrm b1's operator sum), so that an
+    harness's own work, a few percent of a small model's operator sum if it were timed), so that an
     operator reads the memory its producer just wrote, as in the model; a fed output whose last reader this is
     is freed, timed, with the call's other frees."""
     if clock is None:
@@ -363,7 +363,7 @@ def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettin
                     due = j + 1
                     del read
                     if undo is not None:
-                        undo()  # untimed: the harness puts the call's own inputs back (~0.15 us per call)
+                        undo()  # untimed: the harness puts the call's own inputs back
                     if j in last_read:
                         outs[j] = out
                     if release[j] > j:

@@ -104,13 +104,11 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
     ``paired``: a second zero-argument callable (e.g. :func:`replay_runner`) recorded in the same profiler session,
     one call per iteration inside a :data:`REPLAY_MARKER` marker. Each step then runs the runner twice, then the
     replay: the first runner iteration (:data:`WARM_MARKER`, not analysed) finds the state the replay left, the
-    second (:data:`MARKER`) follows an iteration, as in a run of the model (measured here: after a replay the
-    model's gaps T1 put the modelled glue of tiny_bert b1 at 87 us, after an iteration at 47-58 us;
-    mobilenet_v3_small b1 110-210 vs 41-82 us), the same state as the rotation's reference iteration
-    (`profile.e2e_every`). Both then run in the same seconds of the machine's life: on a shared host its speed and
-    the profiler's own cost per op change between recordings seconds apart (here the profiler's cost per top-level
-    op was 6-40 us in one recording and 7-13 us in the next), which a difference of two separate traces would take
-    for glue. Read them with ``parse(path)`` and ``parse(path).with_marker(REPLAY_MARKER)``."""
+    second (:data:`MARKER`) follows an iteration, as in a run of the model (after a replay, the model's gaps T1
+    read up to twice as long), the same state as the rotation's reference iteration (`profile.e2e_every`). Both
+    then run in the same seconds of the machine's life: on a shared host its speed and the profiler's own cost per
+    op change between recordings seconds apart, which a difference of two separate traces would take for glue
+    (docs/methodology.md, section 7). Read them with ``parse(path)`` and ``parse(path).with_marker(REPLAY_MARKER)``."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -197,8 +195,8 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu",
     """One iteration of ``wl``'s operator configurations replayed in the model's call order, each call exactly as
     isolated profiling makes it (:func:`opcost.replay.build`, its own synthesized inputs): a model without the
     glue between its operators. Each output is dropped at once: holding each until the call the model drops it at
-    (as the rotation does) lengthened every replay gap by ~1 µs of Python bookkeeping and costlier frees, which
-    the modelled overhead then lacked (docs/measurements.md).
+    (as the rotation does) would lengthen every replay gap by Python bookkeeping and costlier frees, which the
+    modelled overhead would then lack (docs/methodology.md, section 7).
     Returns the runner and the configurations left out of it, {config_id: (op_type, reason)}: those that cannot be
     built or fail on a first call (the replayed iteration goes on without them).
     Training workloads replay their forward calls with autograd recording, as isolated forward rows are timed; the

@@ -169,6 +169,15 @@ def get_coplace(kind):
     return inputs
 
 
+def print_summary(summary, failures):
+    """The run's summary (results/summary.txt, failures included) when this run wrote it, else its failures: the
+    last lines a user sees."""
+    if Path(summary).exists() and Path(summary).stat().st_mtime >= STARTED:
+        print(Path(summary).read_text(), file=sys.stderr)  # after Snakemake's own log lines, which go to stderr
+    else:
+        print_failures(failures)
+
+
 def print_failures(path):
     """The run's failures (results/failures.tsv), when this run wrote it: the last lines a user sees."""
     if Path(path).exists() and Path(path).stat().st_mtime >= STARTED:

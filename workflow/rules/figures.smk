@@ -1,5 +1,5 @@
 rule figures:
-    """All figures, in one directory (see workflow/report/figures.rst)."""
+    """All figures, in one directory (see workflow/report/figures.rst), and the run's summary (printed at the end)."""
     input:
         layers=get_layer_tables,
         measurements="results/db/measurements.parquet",
@@ -21,6 +21,7 @@ rule figures:
             caption="../report/figures.rst",
             category="Figures",
         ),
+        summary=report("results/summary.txt", caption="../report/summary.rst", category="Summary"),
     params:
         settings=settings_of("figures"),
     log:

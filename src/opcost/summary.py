@@ -1,0 +1,65 @@
+"""The end of a run in a few lines (``results/summary.txt``, also printed when the run ends): per workload the
+prediction against its end-to-end reference and its coverage, the coverage loop's outcome, the predictions of
+models never profiled, the failures, and where the figures and the report are."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .failures import text as failure_text
+
+SHOWN_SOURCES = ("isolated+overhead", "isolated", "insitu+overhead", "insitu")  # the first a workload has is shown
+
+
+def _ms(seconds) -> str:
+    return "-" if pd.isna(seconds) else f"{float(seconds) * 1e3:.3f}"
+
+
+def _pct(x) -> str:
+    return "-" if pd.isna(x) else f"{float(x) * 100:+.1f}%"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+            for r in rows]
+
+
+def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFrame,
+                unseen: pd.DataFrame | None = None, figures_dir: str = "results/figures") -> str:
+    """The summary text. ``predictions``: the `predictions` table; ``loop``: results/loop/summary.json (one entry
+    per iteration); ``failures``: the `failures` table; ``unseen``: the `predict_only` predictions, if any."""
+    lines = ["opcost run summary", ""]
+    last = loop[-1] if loop else {}
+    coverage = {(w["model"], w["mode"], int(w["batch"])): w.get("coverage") for w in last.get("workloads", [])}
+    if predictions.empty:
+        lines.append("No workload was predicted (see the failures below).")
+    else:
+        rows = [["workload", "source", "predicted ms", "measured ms", "reference", "error", "coverage"]]
+        for (model, mode, batch), g in predictions.groupby(["model", "mode", "batch"], sort=False):
+            g = g.set_index("source")
+            source = next((s for s in SHOWN_SOURCES if s in g.index), g.index[0])
+            r = g.loc[source]
+            cov = coverage.get((model, mode, int(batch)))
+            rows.append([f"{model}/{mode}/b{int(batch)}", source, _ms(r["predicted_s"]), _ms(r["measured_s"]),
+                         str(r["reference"]), _pct(r["error"]), "-" if cov is None else f"{cov:.2f}"])
+        lines += ["Predicted (Σ count x cost per call) against each workload's end-to-end reference:", *_table(rows)]
+    if last:
+        target = last.get("target")
+        outcome = "target met" if not last.get("below_target") and not last.get("above_target") else "target NOT met"
+        lines += ["", f"Coverage loop: {outcome} (target: coverage within {target:g}..{2 - target:g} for every workload) after "
+                      f"{len(loop)} iteration(s), {len(last.get('profiled_op_types', []))} operator types profiled; "
+                      f"stopped: {last.get('stop_reason', 'unknown')}."]
+        for key, what in (("below_target", "below target"), ("above_target", "sum overshoots")):
+            if last.get(key):
+                lines.append(f"  {what}: {', '.join(last[key])}")
+    if unseen is not None and not unseen.empty:
+        rows = [["workload", "predicted ms", "interval ms", "measured ms", "error", "estimated"]]
+        for r in unseen.itertuples():
+            rows.append([f"{r.model}/{r.mode}/b{int(r.batch)}", _ms(r.predicted_s),
+                         f"{_ms(r.low_s)}..{_ms(r.high_s)}", _ms(r.measured_s), _pct(r.error),
+                         "-" if pd.isna(r.estimated_share) else f"{float(r.estimated_share) * 100:.0f}%"])
+        lines += ["", "Never profiled (predict_only), predicted from the database:", *_table(rows)]
+    lines += ["", "Failures: " + failure_text(failures)]
+    lines += ["", f"Figures: {figures_dir}/ (open breakdown.png first); tables: results/validation/, database: "
+                  "results/db/; HTML report: snakemake --report report.html"]
+    return "\n".join(lines) + "\n"
