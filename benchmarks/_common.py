@@ -13,7 +13,7 @@ DEFAULT_MODELS = ["resnet18", "mobilenet_v3_small", "tiny_bert", "tiny_dlrm"]
 def prepare(threads: int) -> None:
     import torch
 
-    from opcost.memory import keep_freed_memory
+    from opcost.measure.memory import keep_freed_memory
 
     keep_freed_memory()
     torch.set_num_threads(threads)
@@ -22,9 +22,9 @@ def prepare(threads: int) -> None:
 def workload_configs(model: str, batch: int, mode: str = "inference", spec: dict | None = None):
     """(workload, layers, configs) for one model (``spec``: its config entry; default: a plain name)."""
     from opcost.database import catalog
-    from opcost.extract import extract
-    from opcost.models import load_model
-    from opcost.workload import make_workload
+    from opcost.model.extract import extract
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
 
     wl = make_workload(load_model(model, spec or {}), batch, mode)
     layers = extract(wl)

@@ -9,7 +9,7 @@ sweeps) and, for every workload with an end-to-end time:
 * leave-one-batch-size-out: the database without that workload (the same, for one model and batch) predicts it;
 
 each compared with the workload's end-to-end time measured in the run (the isolated prediction's reference:
-`opcost.predict.references`). Also: the cost model's held-out error per configuration (its own K-fold
+`opcost.analysis.predict.references`). Also: the cost model's held-out error per configuration (its own K-fold
 cross-validation over the whole database), and the study's wall time against the seconds the run spent timing
 the held-out configurations. Targets: held-out models median |error| <= 10% and 90% within ±15%;
 held-out batch sizes median <= 5%. Ends with one SUMMARY line.
@@ -23,7 +23,6 @@ import time
 
 import numpy as np
 import pandas as pd
-
 from _common import summary
 
 
@@ -42,10 +41,11 @@ def main() -> None:
     ap.add_argument("--mode", default="inference")
     args = ap.parse_args()
 
-    from opcost import database, estimate
-    from opcost.costmodel import CostModel, training_data
-    from opcost.predict import STATISTICS, DEFAULT_STATISTIC
-    from opcost.sweeps import PREFIX
+    from opcost import database
+    from opcost.analysis import estimate
+    from opcost.analysis.costmodel import CostModel, training_data
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
+    from opcost.model.sweeps import PREFIX
 
     t0 = time.perf_counter()
     db = database.read_db(args.db)

@@ -1,7 +1,7 @@
 """Does the in-situ sum add up to the iterations it was timed in, with each clock? Side by side, one process.
 
-For each workload: in-situ profiling (opcost.insitu.profile_insitu) twice, alternating, once with the clock of
-the timing core (:class:`opcost.timing.Clock`: on CUDA, events recorded on the stream and read after the
+For each workload: in-situ profiling (opcost.measure.insitu.profile_insitu) twice, alternating, once with the clock of
+the timing core (:class:`opcost.measure.timing.Clock`: on CUDA, events recorded on the stream and read after the
 iteration) and once with a clock that synchronises the device at every mark;
 each gives Σ count × in-situ cost against the unobserved iterations interleaved with its timed ones. On a CPU the
 two clocks are the same (perf_counter); the comparison is for a GPU, where a synchronisation costs a few
@@ -17,7 +17,6 @@ import time
 
 import numpy as np
 import pandas as pd
-
 from _common import model_entries, prepare, summary
 
 
@@ -34,12 +33,12 @@ def main() -> None:
 
     import torch
 
-    from opcost import insitu
-    from opcost.extract import extract
-    from opcost.models import load_model
-    from opcost.workload import make_workload
-    from opcost.predict import predict
-    from opcost.timing import Clock, TimingSettings, clock_for
+    from opcost.analysis.predict import predict
+    from opcost.measure import insitu
+    from opcost.measure.timing import Clock, TimingSettings, clock_for
+    from opcost.model.extract import extract
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
 
     class SyncClock(Clock):
         """A perf_counter reading after a device synchronisation at every mark."""

@@ -12,7 +12,7 @@ Every error is computed from the same measurements with each per-call statistic 
 costs and end-to-end times. Each source is also shown overhead-aware (`+ov`): plus the CPU overhead modelled from
 one Kineto trace in which each analysed model iteration follows another and precedes its operators replayed in
 model order (calls per top-level op type x (mean gap T1 in the model - mean gap T1r in the replay), plus the tail
-gap's difference; opcost.trace). Prints the error table and one SUMMARY line.
+gap's difference; opcost.analysis.trace). Prints the error table and one SUMMARY line.
 
     python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--config FILE] [--batches 1 8] [--threads 2]
                                              [--cache fresh|rotation|warm|cold] [--order model|shuffled]
@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from _common import DEFAULT_MODELS, model_entries, prepare, summary, workload_configs
 
 
@@ -44,13 +43,13 @@ def main() -> None:
     args = ap.parse_args()
     prepare(args.threads)
 
-    from opcost.e2e import measure_e2e
-    from opcost.engine import engine_call_s, without_engine_calls
-    from opcost.insitu import profile_insitu
-    from opcost import trace as tr
-    from opcost.predict import DEFAULT_STATISTIC, STATISTICS, predict, trace_overhead
-    from opcost.profile import profile_configs
-    from opcost.timing import TimingSettings
+    from opcost.analysis import trace as tr
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, predict, trace_overhead
+    from opcost.measure.e2e import measure_e2e
+    from opcost.measure.engine import engine_call_s, without_engine_calls
+    from opcost.measure.insitu import profile_insitu
+    from opcost.measure.profile import ProfileSettings, profile_configs
+    from opcost.measure.timing import TimingSettings
 
     cfg = model_entries(args.models or ([] if args.config else DEFAULT_MODELS), args.config)
     op_settings = TimingSettings.from_config(cfg["profile"]["timing"])
@@ -63,9 +62,9 @@ def main() -> None:
             wl, layers, configs = workload_configs(model, batch, args.mode, cfg["models"][model])
             e_before, _ = measure_e2e(wl, e2e_settings, "cpu")
             rotation_e2e = []
-            iso, iso_samples = profile_configs(configs, cfg["models"], "cpu", "float32", op_settings,
-                                               cache=args.cache, order=args.order,
-                                               e2e_every=int(cfg["profile"]["e2e_every"]),
+            iso, iso_samples = profile_configs(configs, cfg["models"], "cpu", "float32",
+                                               ProfileSettings(op_settings, cache=args.cache, order=args.order,
+                                                               e2e_every=int(cfg["profile"]["e2e_every"])),
                                                on_e2e=lambda row, _: rotation_e2e.append(row))
             engine_s = None
             if args.mode == "training":  # as the profiling stage: one engine call per iteration, not per backward

@@ -4,12 +4,13 @@ For the operator configurations of resnet18 and mobilenet_v3_small (inference), 
 by each tool, same threads, same callables (opcost's replay of the configuration):
 
 * opcost_fresh: the default isolated method (`profile.cache: fresh`, `profile.order: model`): all configurations of
-  the model in one rotation, each round the model's call sequence with its repeats (`opcost.timing.measure_rotation`,
-  each call reading its producer's output of the same round, other large inputs rewritten before it), default
-  profile settings (95% CI of each median within 2% or 0.2 us, cap 1 s per configuration, or stopped once the
-  medians still short of it could not get there before the cap); its wall time is divided among the configurations;
-* opcost_warm: `opcost.profile.profile_configs` with `profile.cache: warm` (the baselines' conditions: back-to-back
-  calls reading the same inputs), same settings, default `profile.visits` (passes over the model's configurations
+  the model in one rotation, each round the model's call sequence with its repeats
+  (`opcost.measure.timing.measure_rotation`, each call reading its producer's output of the same round, other large
+  inputs rewritten before it), default profile settings (95% CI of each median within 2% or 0.2 us, cap 1 s per
+  configuration, or stopped once the medians still short of it could not get there before the cap); its wall time is
+  divided among the configurations;
+* opcost_warm: `opcost.measure.profile.profile_configs` with `profile.cache: warm` (the baselines' conditions:
+  back-to-back calls reading the same inputs), same settings, default `profile.visits` (passes over the model's configurations
   until two visits of each agree) and `profile.remeasure`; its wall time, model loading included, is divided among
   the configurations;
 * torch adaptive: `Timer.adaptive_autorange(threshold=0.05, max_run_time=1)`;
@@ -38,7 +39,6 @@ import argparse
 import time
 
 import pandas as pd
-
 from _common import p90, prepare, summary, workload_configs
 
 
@@ -56,11 +56,11 @@ def main() -> None:
     from torch.utils.benchmark import Timer
 
     from opcost.config import validate
-    from opcost.e2e import measure_e2e
-    from opcost.profile import (_feed, _feeds, _positions, _releases, _sequence, _with_iterations,
-                                measurement_order, profile_configs)
-    from opcost.replay import ModelCache, build, refresher
-    from opcost.timing import TimingSettings, measure_rotation
+    from opcost.measure.e2e import measure_e2e
+    from opcost.measure.profile import ProfileSettings, measurement_order, profile_configs
+    from opcost.measure.rotation import Member, model_order, with_iterations
+    from opcost.measure.timing import TimingSettings
+    from opcost.model.replay import ModelCache, build, refresher
 
     cfg = validate({"models": {m: {} for m in args.models}})
     settings = TimingSettings.from_config(cfg["profile"]["timing"])
@@ -88,27 +88,24 @@ def main() -> None:
         op_type_all.update({r["config_id"]: r["op_type"] for r in records})
         reps = [(row["config_id"], build(row, cache, "cpu")) for row in records]
         with torch.inference_mode():
-            calls = [(cid, phase, fn, refresher(rep.inputs)) for cid, rep in reps for phase, fn in rep.callables()]
-            positions = {r["config_id"]: _positions(r) for r in records}
-            sequence, release = _sequence(calls, positions, {r["config_id"]: _releases(r) for r in records})
-            feed = _feed(calls, dict(reps), positions, {r["config_id"]: _feeds(r) for r in records})
+            calls = [Member(cid, phase, fn, refresher(rep.inputs)) for cid, rep in reps
+                     for phase, fn in rep.callables()]
+            rotation = model_order(calls, records, dict(reps), feed=True)  # as the pipeline: cache fresh
             for rnd in (1, 2):
                 e2e[(model, rnd)] = float(measure_e2e(wl, e2e_settings, "cpu")[0]["median_s"].iloc[0])
                 print(f"{model} run {rnd}: e2e {e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
                 t0 = time.perf_counter()
                 n = len(calls)  # two model iterations close every e2e_every-th round, as in the pipeline
-                fns, prep, seq, rel, spread, fed = _with_iterations([c[2] for c in calls], [c[3] for c in calls],
-                                                                    sequence, release, wl.step, every, feed)
-                ms = measure_rotation(fns, settings, prepare=prep, shuffle=False, sequence=seq, release=rel,
-                                      every=spread, feed=fed, targets=range(n))  # as the pipeline: operators
+                ms = with_iterations(rotation, wl.step, every).measure(settings, targets=range(n))  # operators
                 wall = (time.perf_counter() - t0) / n
                 rotation_e2e[(model, rnd)] = ms[-1].median
                 rows += [{"model": model, "config_id": cid, "tool": "opcost_fresh", "round": rnd, "median_s": m.median,
                           "wall_s": wall} for (cid, _, _, _), m in zip(calls, ms)]
                 t0 = time.perf_counter()
-                warm, _ = profile_configs(configs, cfg["models"], "cpu", "float32", settings, cache="warm",
-                                          remeasure=int(cfg["profile"]["remeasure"]),
-                                          visits=int(cfg["profile"]["visits"]))
+                warm, _ = profile_configs(configs, cfg["models"], "cpu", "float32",
+                                          ProfileSettings(settings, cache="warm",
+                                                          remeasure=int(cfg["profile"]["remeasure"]),
+                                                          visits=int(cfg["profile"]["visits"])))
                 wall = (time.perf_counter() - t0) / len(warm)
                 rows += [{"model": model, "config_id": r.config_id, "tool": "opcost_warm", "round": rnd,
                           "median_s": r.median_s, "wall_s": wall} for r in warm.itertuples()]

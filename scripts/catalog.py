@@ -1,3 +1,3 @@
 from opcost import stages
 
-stages.run_rule(snakemake, stages.make_catalog, snakemake.input, snakemake.output[0])
+stages.run_rule(snakemake, stages.make_catalog, layer_paths=snakemake.input, out=snakemake.output[0])

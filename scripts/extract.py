@@ -1,5 +1,5 @@
 from opcost import stages
 
 w, o = snakemake.wildcards, snakemake.output
-stages.run_rule(snakemake, stages.extract, snakemake.config, w.model, w.mode, int(w.batch), o.layers,
-                out_failures=o.failures)
+stages.run_rule(snakemake, stages.extract, snakemake.config, model=w.model, mode=w.mode, batch=int(w.batch),
+                out=o.layers, out_failures=o.failures)

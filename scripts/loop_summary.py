@@ -1,4 +1,5 @@
 from opcost import stages
 
 o = snakemake.output
-stages.run_rule(snakemake, stages.loop_summary, snakemake.input, o.summary, o.text, o.fragment)
+stages.run_rule(snakemake, stages.loop_summary, evaluation_paths=snakemake.input, out_summary=o.summary,
+                out_text=o.text, out_fragment=o.fragment)

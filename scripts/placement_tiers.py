@@ -1,3 +1,3 @@
 from opcost import stages
 
-stages.run_rule(snakemake, stages.placement_tiers, snakemake.config, snakemake.output[0])
+stages.run_rule(snakemake, stages.placement_tiers, snakemake.config, out=snakemake.output[0])

@@ -1,5 +1,6 @@
 from opcost import stages
 
 i, o, w = snakemake.input, snakemake.output, snakemake.wildcards
-stages.run_rule(snakemake, stages.profile, snakemake.config, i.configs, int(w.n), int(w.chunk),
-                i.previous[0] if i.previous else None, o.measurements, o.samples, o.e2e)
+stages.run_rule(snakemake, stages.profile, snakemake.config, configs_path=i.configs, iteration=int(w.n),
+                chunk=int(w.chunk), previous_evaluation=i.previous[0] if i.previous else None,
+                out_measurements=o.measurements, out_samples=o.samples, out_e2e=o.e2e)

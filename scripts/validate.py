@@ -1,5 +1,6 @@
 from opcost import stages
 
 i, o = snakemake.input, snakemake.output
-stages.run_rule(snakemake, stages.validate, snakemake.config, i.layers, i.measurements, i.e2e, o.table, o.tsv,
-                o.consistency, i.overheads, i.op_types)
+stages.run_rule(snakemake, stages.validate, snakemake.config, layer_paths=i.layers, measurements_path=i.measurements,
+                e2e_path=i.e2e, out=o.table, out_tsv=o.tsv, out_consistency=o.consistency, overhead_paths=i.overheads,
+                op_type_paths=i.op_types)

@@ -12,12 +12,11 @@ import pytest
 import torch
 import yaml
 
-from opcost import database, io, stages, tables
-from opcost.cli import main
+from opcost import io, stages, tables
 from opcost.config import validate
 from opcost.errors import OpcostError, from_os_error
-from opcost.models import load_model
-from opcost.workload import make_workload
+from opcost.model.sources import load_model
+from opcost.model.workload import make_workload
 from tests.helpers import TINY, snakemake
 
 MLP = {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}
@@ -66,7 +65,7 @@ def test_an_integer_output_in_training_names_the_model():
 def test_more_threads_than_cpus_measure_with_the_cpus_there_are(caplog):
     cfg = validate({"models": {"mlp": MLP}, "threads": 1000, "affinity": "none"})
     with caplog.at_level(logging.WARNING, logger="opcost"):
-        stages._prepare(cfg)
+        stages.prepare_process(cfg)
     cpus = len(os.sched_getaffinity(0))
     assert torch.get_num_threads() == cpus  # what the rows record (host_facts) is what ran
     assert f"config: threads: 1000 requested but this process may run on {cpus} CPU(s)" in caplog.text

@@ -18,6 +18,8 @@ def test_cluster_generic_executor_runs_the_tiny_config(tmp_path):
     cfg = yaml.safe_load(TINY.read_text())
     cfg["models"] = {"mlp": cfg["models"]["mlp"]}
     cfg["profile"]["chunks"] = 1
+    cfg.update(sweeps=[], placement={"tiers": {}})  # the catalog then needs mlp's extraction alone
+    cfg.pop("predict_only", None)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     # a chain of submitted jobs (extract -> catalog) and a measuring job; the whole pipeline runs in test_workflow
     snakemake("--configfile", "c.yaml", "--executor", "cluster-generic", "--jobs", "1",

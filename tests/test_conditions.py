@@ -6,9 +6,10 @@ import sys
 
 import pytest
 
-from opcost.hostinfo import cpus, driver_version_of, llc_bytes
-from opcost.profile import MAX_POOL, pool_size
-from opcost.replay import ModelCache, build, input_bytes
+from opcost.measure import rotation
+from opcost.measure.hostinfo import cpus, driver_version_of, llc_bytes
+from opcost.measure.profile import MAX_POOL, pool_size
+from opcost.model.replay import ModelCache, build, input_bytes
 
 SELECT = {"config_id": "x", "op": "aten.select.int", "op_type": "select", "scope": "functional",
           "mode": "inference",
@@ -33,11 +34,11 @@ def test_cold_pool_exceeds_twice_the_llc_and_is_capped():
     assert pool_size(SELECT, "cold", 4 << 20) == 32  # 32 x 256 KiB = 8 MiB = 2 x LLC
     assert pool_size(SELECT, "cold", 1 << 30) == MAX_POOL
     assert pool_size(SELECT, "cold", 64 << 10) == 1  # inputs alone larger than twice the LLC
-    from opcost.profile import _cache_label
+    from opcost.measure.profile import cache_label
 
-    assert _cache_label(SELECT, "cold", 4 << 20) == "cold:32"
-    assert _cache_label(SELECT, "cold", 1 << 30) == "cold-capped:64"  # 64 x 256 KiB still fits such a cache
-    assert _cache_label(SELECT, "cold", 64 << 10) == "cold:1"
+    assert cache_label(SELECT, "cold", 4 << 20) == "cold:32"
+    assert cache_label(SELECT, "cold", 1 << 30) == "cold-capped:64"  # 64 x 256 KiB still fits such a cache
+    assert cache_label(SELECT, "cold", 64 << 10) == "cold:1"
 
 
 @pytest.mark.parametrize("pool", [1, 4])
@@ -51,7 +52,8 @@ def test_calls_rotate_over_the_input_pool(pool):
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to restrict the affinity to one")
 def test_pinning_restricts_the_process_to_as_many_cpus_as_threads():
-    code = "from opcost.hostinfo import pin_threads; import os; print(pin_threads(1), len(os.sched_getaffinity(0)))"
+    code = ("from opcost.measure.hostinfo import pin_threads; import os; "
+            "print(pin_threads(1), len(os.sched_getaffinity(0)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     first = min(os.sched_getaffinity(0))
     assert out == [str(first), "1"]
@@ -59,45 +61,46 @@ def test_pinning_restricts_the_process_to_as_many_cpus_as_threads():
 
 
 def test_profiling_records_the_cache_state():
-    from opcost.profile import _cache_label, profile_configs
-    from opcost.timing import TimingSettings
-
     import pandas as pd
+
+    from opcost.measure.profile import ProfileSettings, cache_label, profile_configs
+    from opcost.measure.timing import TimingSettings
 
     fast = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3, min_sample_s=0.0001)
     configs = pd.DataFrame([SELECT])
-    fresh, _ = profile_configs(configs, {}, "cpu", "float32", fast)
-    warm, _ = profile_configs(configs, {}, "cpu", "float32", fast, cache="warm")
-    cold, _ = profile_configs(configs, {}, "cpu", "float32", fast, cache="cold")
+    fresh, _ = profile_configs(configs, {}, "cpu", "float32", ProfileSettings(fast))
+    warm, _ = profile_configs(configs, {}, "cpu", "float32", ProfileSettings(fast, cache="warm"))
+    cold, _ = profile_configs(configs, {}, "cpu", "float32", ProfileSettings(fast, cache="cold"))
     assert fresh["cache"].tolist() == ["fresh"] and fresh["calls_per_sample"].tolist() == [1]
     assert warm["cache"].tolist() == ["warm"]
-    twice, _ = profile_configs(configs, {}, "cpu", "float32", fast, cache="warm", visits=2, remeasure=1)
+    twice, _ = profile_configs(configs, {}, "cpu", "float32",
+                               ProfileSettings(fast, cache="warm", visits=2, remeasure=1))
     assert twice["status"].tolist() == ["ok"] and twice["attempts"].tolist()[0] in (2, 3)  # until two agree
-    assert cold["cache"].tolist() == [_cache_label(SELECT, "cold", llc_bytes())]
+    assert cold["cache"].tolist() == [cache_label(SELECT, "cold", llc_bytes())]
     assert (cold["status"] == "ok").all()
 
 
 def test_rotation_context_configurations_rotate_but_are_not_recorded(monkeypatch):
     import pandas as pd
 
-    from opcost import profile as prof
-    from opcost.timing import TimingSettings
+    from opcost.measure import profile as prof
+    from opcost.measure.timing import TimingSettings
 
     seen = []
-    real = prof.measure_rotation
+    real = rotation.measure_rotation
 
     def spy(fns, settings, device, prepare, **kw):
         seen.append((len(fns), list(kw["targets"]), kw["shuffle"], kw["sequence"]))
         return real(fns, settings, device, prepare, **kw)
 
-    monkeypatch.setattr(prof, "measure_rotation", spy)
+    monkeypatch.setattr(rotation, "measure_rotation", spy)
     fast = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3)
     add = {**SELECT, "config_id": "y", "op": "aten.add.Tensor", "op_type": "add", "positions": "[0, 2, 4]",
            "replay": json.dumps({"args": [{"T": [64, 1024], "dtype": "float32", "stride": [1024, 1]}, 2.0]})}
     broken = {**SELECT, "config_id": "z", "op": "aten.select.int", "replay": json.dumps({"args": []}),
               "positions": "[5]"}
     select = {**SELECT, "positions": "[1, 3]"}
-    meas, samples = prof.profile_configs(pd.DataFrame([select]), {}, "cpu", "float32", fast,
+    meas, samples = prof.profile_configs(pd.DataFrame([select]), {}, "cpu", "float32", prof.ProfileSettings(fast),
                                          context=pd.DataFrame([add, broken]))
     assert meas["config_id"].tolist() == ["x"] and set(samples["key"]) == {"x"}
     assert (meas["status"] == "ok").all()  # a failing context configuration is only left out
@@ -109,7 +112,7 @@ def test_rotation_context_configurations_rotate_but_are_not_recorded(monkeypatch
 def test_configurations_rotate_with_their_own_workload_and_its_context():
     import pandas as pd
 
-    from opcost.profile import _rotation_groups
+    from opcost.measure.profile import rotation_groups
 
     def cfg(cid, workload, mode="inference"):
         return {"config_id": cid, "mode": mode, "workload": workload}
@@ -118,9 +121,9 @@ def test_configurations_rotate_with_their_own_workload_and_its_context():
                             cfg("t1", "m/training/b1", "training")])
     context = pd.DataFrame([cfg("c1", "m/inference/b1"), cfg("c8", "m/inference/b8"), cfg("a2", "m/inference/b1")])
     groups = {tuple(sorted(r["config_id"] for r in g)): sorted(r["config_id"] for r in c)
-              for g, c in _rotation_groups(configs, context)}
+              for g, c in rotation_groups(configs, context)}
     assert groups == {("a1", "a2"): ["c1"], ("b1",): ["c8"], ("t1",): []}
-    small = _rotation_groups(configs, context, size=2)  # at most 2 members per rotation, context included
+    small = rotation_groups(configs, context, size=2)  # at most 2 members per rotation, context included
     assert all(len(g) + len(c) <= 2 for g, c in small) and sum(len(g) for g, _ in small) == 4
 
 
@@ -128,21 +131,22 @@ def test_rotation_times_the_whole_model_iteration_in_the_same_rounds(monkeypatch
     """profile.e2e_every: two model iterations close every N-th round of the workload's rotation; the second (after
     an iteration, as in a run) comes back as an `e2e` row of method `rotation`, in the `e2e` schema, with its
     samples."""
-    from opcost import profile as prof
     from opcost.database import catalog
-    from opcost.extract import extract
-    from opcost.models import load_model
-    from opcost.profile import profile_configs
+    from opcost.measure import profile as prof
+    from opcost.measure.profile import ProfileSettings, profile_configs
+    from opcost.measure.timing import TimingSettings
+    from opcost.model.extract import extract
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
     from opcost.tables import E2E, SAMPLES
-    from opcost.timing import TimingSettings
-    from opcost.workload import make_workload
 
     models = {"mlp": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 16}, "input_shapes": [[8]]}}
     configs = catalog(extract(make_workload(load_model("mlp", models["mlp"]), 2, "inference")))
     fast = TimingSettings(max_seconds=0.05, warmup_s=0.0, min_samples=40, max_samples=40, target_rel_ci=1e-9)
-    got, seen, real = [], [], prof.measure_rotation
-    monkeypatch.setattr(prof, "measure_rotation", lambda fns, *a, **kw: seen.append((fns, kw)) or real(fns, *a, **kw))
-    meas, _ = profile_configs(configs, models, "cpu", "float32", fast, e2e_every=4,
+    got, seen, real = [], [], rotation.measure_rotation
+    monkeypatch.setattr(rotation, "measure_rotation",
+                        lambda fns, *a, **kw: seen.append((fns, kw)) or real(fns, *a, **kw))
+    meas, _ = profile_configs(configs, models, "cpu", "float32", ProfileSettings(fast, e2e_every=4),
                               on_e2e=lambda row, smp: got.append((row, smp)))
     assert (meas["status"] == "ok").all() and meas["n"].min() >= 40
     (fns, kw), n = seen[0], len(configs)
@@ -161,7 +165,7 @@ def test_rotation_times_the_whole_model_iteration_in_the_same_rounds(monkeypatch
     assert r["median_s"] > meas["median_s"].max()
     calls = configs.set_index("config_id")["positions"].map(lambda p: len(json.loads(p)))
     assert r["timed_s"] == pytest.approx(float((meas.set_index("config_id")["median_s"] * calls).sum()))
-    untimed, _ = profile_configs(configs, models, "cpu", "float32", fast, e2e_every=0,
+    untimed, _ = profile_configs(configs, models, "cpu", "float32", ProfileSettings(fast, e2e_every=0),
                                  on_e2e=lambda row, smp: got.append((row, smp)))
     assert len(got) == 1 and len(untimed) == len(meas)
 
@@ -173,11 +177,11 @@ def test_fresh_rotation_feeds_each_operator_its_producers_output(cache):
     import torch
 
     from opcost.database import catalog
-    from opcost.extract import extract
-    from opcost.models import load_model
-    from opcost.profile import profile_configs
-    from opcost.timing import TimingSettings
-    from opcost.workload import make_workload
+    from opcost.measure.profile import ProfileSettings, profile_configs
+    from opcost.measure.timing import TimingSettings
+    from opcost.model.extract import extract
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
 
     models = {"mlp": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 16}, "input_shapes": [[8]]}}
     configs = catalog(extract(make_workload(load_model("mlp", models["mlp"]), 2, "inference")))
@@ -190,7 +194,7 @@ def test_fresh_rotation_feeds_each_operator_its_producers_output(cache):
 
     handle = torch.nn.modules.module.register_module_forward_hook(hook)
     try:
-        meas, _ = profile_configs(configs, models, "cpu", "float32", fast, cache=cache)
+        meas, _ = profile_configs(configs, models, "cpu", "float32", ProfileSettings(fast, cache=cache))
     finally:
         handle.remove()
     assert (meas["status"] == "ok").all()

@@ -10,16 +10,17 @@ import pytest
 import torch
 from torch import nn
 
-from opcost import figures, io, stages, tables
+from opcost import io, stages, tables
 from opcost.config import validate
-from opcost.coplace import compare, is_baseline, layers_of, profile_coplace, schedule
 from opcost.database import catalog
-from opcost.extract import extract
-from opcost.models import load_model
-from opcost.placement import Placement, Settings, Tier, output_tier, plan
-from opcost.profile import profile_configs
-from opcost.timing import TimingSettings
-from opcost.workload import make_workload
+from opcost.measure.coplace import compare, is_baseline, layers_of, profile_coplace, schedule
+from opcost.measure.placement import Placement, Settings, Tier, output_tier, plan
+from opcost.measure.profile import ProfileSettings, profile_configs
+from opcost.measure.timing import TimingSettings
+from opcost.model.extract import extract
+from opcost.model.sources import load_model
+from opcost.model.workload import make_workload
+from opcost.report import figures
 
 FAST = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3, min_sample_s=0.0001)
 TWO_NAMES_NODE0 = {"tiers": {"dram": {"numa": 0}, "near": {"numa": 0}}, "max_per_config": 4}
@@ -140,8 +141,8 @@ def test_coplace_measures_every_placement_of_every_layer_in_few_rounds_and_resto
     configs = catalog(extract(wl))
     configs = configs[configs["scope"] == "module"]
     t0 = time.perf_counter()
-    iso, _ = profile_configs(configs, CONVNET, "cpu", "float32", FAST, remeasure=0, placement=settings,
-                             cache="warm")
+    iso, _ = profile_configs(configs, CONVNET, "cpu", "float32",
+                             ProfileSettings(FAST, remeasure=0, placement=settings, cache="warm"))
     t_isolated = time.perf_counter() - t0
     print(f"co-placed {t_coplace:.2f} s in {summary['rounds']} rounds, isolated {t_isolated:.2f} s for {len(iso)} "
           f"(configuration, placement) pairs")

@@ -6,10 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opcost import database, estimate
-from opcost.costmodel import CostModel, fit_law
+from opcost import database
+from opcost.analysis import estimate
+from opcost.analysis.costmodel import CostModel, fit_law
+from opcost.analysis.features import configuration_features
 from opcost.errors import OpcostError
-from opcost.features import configuration_features
 
 
 def _spec(shape, dtype="float32"):
@@ -144,11 +145,11 @@ def test_predict_refuses_to_mix_hosts(tiny_run, tmp_path):
 def test_a_never_profiled_workload_is_predicted_from_one_host_of_a_cluster_run():
     """A cluster run's profiling jobs may land on several nodes: the `predict_only` workload takes the costs of the
     node its end-to-end run ran on, else of the node with the most measurements; never a mix."""
-    from opcost.stages import _prediction_host
+    from opcost.stages import prediction_host
 
     meas = pd.DataFrame({"source": "isolated", "status": "ok", "device": "cpu",
                          "host": ["n1", "n2", "n2", "n3"]})
     cfg = {"device": "cpu"}
-    assert _prediction_host(meas, pd.DataFrame({"host": ["n3"]}), cfg) == "n3"
-    assert _prediction_host(meas, pd.DataFrame({"host": ["elsewhere"]}), cfg) == "n2"
-    assert _prediction_host(meas[meas["host"] == "n1"], pd.DataFrame({"host": ["n9"]}), cfg) is None
+    assert prediction_host(meas, pd.DataFrame({"host": ["n3"]}), cfg) == "n3"
+    assert prediction_host(meas, pd.DataFrame({"host": ["elsewhere"]}), cfg) == "n2"
+    assert prediction_host(meas[meas["host"] == "n1"], pd.DataFrame({"host": ["n9"]}), cfg) is None

@@ -35,7 +35,7 @@ def test_merge_combines_machines(tiny_run, tmp_path):
 
 
 def test_predict_from_the_database_estimates_what_it_lacks(tiny_run, tmp_path):
-    from opcost import estimate
+    from opcost.analysis import estimate
 
     db = database.read_db(tiny_run / "results" / "db")
     layers = estimate.workload_layers(db, "mlp", 2, "inference")
@@ -106,7 +106,7 @@ def test_a_database_from_an_older_opcost_still_reads_and_merges(tiny_run, tmp_pa
 
 def test_predictions_prefer_the_rotation_row_over_the_back_to_back_reference():
     from opcost import tables
-    from opcost.predict import costed_layers
+    from opcost.analysis.predict import costed_layers
 
     def row(cache, placement, seconds, ts):
         return {**dict.fromkeys(tables.MEASUREMENTS.names), "config_id": "c", "op_type": "Linear",
@@ -128,7 +128,7 @@ def test_each_source_is_checked_against_the_e2e_time_of_its_own_minutes():
     by the part of the prediction each rotation timed; by n in older rows), in-situ costs against the interleaved
     iterations; the dedicated run where neither exists."""
     from opcost import tables
-    from opcost.predict import predict, references
+    from opcost.analysis.predict import predict, references
 
     def e2e(method, seconds, n, ts, model="m", timed=None):
         return {**dict.fromkeys(tables.E2E.names), "model": model, "batch": 1, "mode": "inference",
@@ -168,8 +168,8 @@ def test_means_add_up_where_medians_do_not():
     import numpy as np
 
     from opcost import tables
-    from opcost.predict import predict
-    from opcost.timing import Measurement
+    from opcost.analysis.predict import predict
+    from opcost.measure.timing import Measurement
 
     a, b = np.array([1.0, 2.0, 3.0, 10.0]), np.array([3.0, 1.0, 2.0, 1.0])  # skewed: a long right tail
     key = {"mode": "inference", "device": "cpu", "placement": "default", "timestamp": "2026-01-01T00:00:00"}
@@ -191,9 +191,9 @@ def test_means_add_up_where_medians_do_not():
 
 def test_cli_statistic_choices_are_the_config_schema_ones():
     """The CLI spells the statistics out (it imports neither the schema nor pandas at start-up): they must stay
-    the schema's and opcost.predict's."""
+    the schema's and opcost.analysis.predict's."""
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
     from opcost.config import schema
-    from opcost.predict import DEFAULT_STATISTIC, STATISTICS
 
     key = schema()["properties"]["statistic"]
     assert key["enum"] == list(STATISTICS) and key["default"] == DEFAULT_STATISTIC

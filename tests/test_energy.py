@@ -1,8 +1,8 @@
 """Energy meters: RAPL against a fake powercap tree (the OS boundary), NVML on real hardware only, none elsewhere."""
 import pytest
 
-from opcost.energy import EnergySettings, NoMeter, RaplMeter, detect, measure_energy, missing
 from opcost.errors import OpcostError
+from opcost.measure.energy import EnergySettings, NoMeter, RaplMeter, detect, measure_energy, missing
 
 
 def fake_rapl(root, pkg_uj=1_000_000, dram_uj=500, max_range=2_000_000):
@@ -96,7 +96,7 @@ def _powered(pkg, schedule, stop):
 def test_idle_power_waits_for_a_falling_power_to_settle(tmp_path):
     import threading
 
-    from opcost.energy import idle_power
+    from opcost.measure.energy import idle_power
 
     pkg, _ = fake_rapl(tmp_path, max_range=1 << 60)
     stop = threading.Event()

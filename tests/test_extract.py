@@ -5,9 +5,9 @@ from collections import Counter
 import pytest
 import torch
 
-from opcost.extract import extract, record_calls
-from opcost.models import load_model
-from opcost.workload import make_workload
+from opcost.model.extract import extract, record_calls
+from opcost.model.sources import load_model
+from opcost.model.workload import make_workload
 
 
 def counts(df, scope):

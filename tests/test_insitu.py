@@ -1,12 +1,12 @@
 """In-situ profiling: every configuration timed inside model iterations, same schema as isolated rows."""
 import pandas as pd
 
-from opcost.extract import extract, record_calls
-from opcost.insitu import profile_insitu
-from opcost.models import load_model
+from opcost.measure.insitu import profile_insitu
+from opcost.measure.timing import TimingSettings
+from opcost.model.extract import extract, record_calls
+from opcost.model.sources import load_model
+from opcost.model.workload import make_workload
 from opcost.tables import MEASUREMENTS
-from opcost.timing import TimingSettings
-from opcost.workload import make_workload
 
 SETTINGS = TimingSettings(max_seconds=0.1, min_samples=4, warmup_calls=1)
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from opcost.loop import LoopSettings, evaluate, significant, summary_text
+from opcost.analysis.loop import LoopSettings, evaluate, significant, summary_text
 from tests.helpers import TINY, snakemake
 
 
@@ -15,6 +15,9 @@ def _config(tmp_path, **loop):
     cfg["models"]["tiny_dlrm"]["modes"] = ["inference"]
     cfg["profile"]["chunks"] = 1
     cfg["loop"] = loop
+    # the loop alone: no sweep points, never-profiled models or placements (jobs the loop does not need)
+    cfg.update(sweeps=[], placement={"tiers": {}})
+    cfg.pop("predict_only", None)
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     return "c.yaml"
 

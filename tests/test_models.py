@@ -1,12 +1,12 @@
 """Model resolution (torchvision, built-ins, module:callable, timm:, hf:) and bad input: one line naming the model."""
 import pytest
-import yaml
 import torch
+import yaml
 
 from opcost.check import check_workload
 from opcost.errors import OpcostError
-from opcost.models import load_model
-from opcost.workload import loss_of, make_workload
+from opcost.model.sources import load_model
+from opcost.model.workload import loss_of, make_workload
 
 SMALL_BERT = {"model": "hf:BertModel", "seq_len": 16,
               "kwargs": dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,

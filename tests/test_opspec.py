@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from opcost.opspec import config_id, describe, strip_replay, synthesize
+from opcost.model.opspec import config_id, describe, strip_replay, synthesize
 
 
 def test_synthesize_reproduces_shape_dtype_and_strides():
@@ -37,8 +37,8 @@ def test_callables_have_stable_descriptions():
 
 
 def test_operator_names_round_trip_through_replay():
-    from opcost.extract import overload_name
-    from opcost.replay import op_overload
+    from opcost.model.extract import overload_name
+    from opcost.model.replay import op_overload
 
     for func in (torch.ops.aten.add_.Tensor, torch.ops.aten.relu.default, torch.ops.aten.flatten.using_ints):
         assert op_overload(overload_name(func)) is func

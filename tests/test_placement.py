@@ -12,13 +12,13 @@ import torch
 from opcost.config import validate
 from opcost.database import catalog
 from opcost.errors import OpcostError
-from opcost.extract import extract
-from opcost.models import load_model
-from opcost.placement import Placement, Placer, Settings, Tier, discover, page_nodes, plan, usable_tiers
-from opcost.profile import profile_configs
-from opcost.replay import ModelCache, build
-from opcost.timing import TimingSettings
-from opcost.workload import make_workload
+from opcost.measure.placement import Placement, Placer, Settings, Tier, discover, page_nodes, plan, usable_tiers
+from opcost.measure.profile import ProfileSettings, profile_configs
+from opcost.measure.timing import TimingSettings
+from opcost.model.extract import extract
+from opcost.model.replay import ModelCache, build
+from opcost.model.sources import load_model
+from opcost.model.workload import make_workload
 
 FAST = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3, min_sample_s=0.0001)
 TWO_NAMES_NODE0 = {"tiers": {"dram": {"numa": 0}, "near": {"numa": 0}}}
@@ -105,8 +105,8 @@ def _mlp_configs():
 def test_every_configuration_is_measured_under_each_placement_and_verified():
     configs = _mlp_configs()
     cfg = validate({"models": MLP, "placement": TWO_NAMES_NODE0})
-    meas, samples = profile_configs(configs, cfg["models"], "cpu", "float32", FAST,
-                                    placement=Settings.from_config(cfg["placement"]))
+    meas, samples = profile_configs(configs, cfg["models"], "cpu", "float32",
+                                    ProfileSettings(FAST, placement=Settings.from_config(cfg["placement"])))
     assert (meas["status"] == "ok").all(), meas["status"].tolist()
     # the default cache state: each configuration's cost in rotation, placements back-to-back over cold pools
     rotated = meas[meas["placement"] == "default"]
@@ -149,9 +149,9 @@ def test_a_mismatch_is_flagged_not_accepted(monkeypatch):
     configs = _mlp_configs()
     cfg = validate({"models": MLP, "placement": {"tiers": {"dram": {"numa": 0}, "other": {"numa": 0}}}})
     # the OS boundary lies: pages of every tensor are reported on a node no tier names
-    monkeypatch.setattr("opcost.placement.page_nodes", lambda addr, length, max_pages=64: [7])
-    meas, _ = profile_configs(configs[configs["op_type"] == "Linear"], cfg["models"], "cpu", "float32", FAST,
-                              placement=Settings.from_config(cfg["placement"]))
+    monkeypatch.setattr("opcost.measure.placement.page_nodes", lambda addr, length, max_pages=64: [7])
+    meas, _ = profile_configs(configs[configs["op_type"] == "Linear"], cfg["models"], "cpu", "float32",
+                              ProfileSettings(FAST, placement=Settings.from_config(cfg["placement"])))
     assert (meas["status"] == "ok").all()
     assert not meas["placement_ok"].any()
     assert meas["placement_verified"].str.contains("numa:7").all()
@@ -159,7 +159,7 @@ def test_a_mismatch_is_flagged_not_accepted(monkeypatch):
 
 def test_default_placement_when_no_tiers():
     configs = _mlp_configs()
-    meas, _ = profile_configs(configs, validate({"models": MLP})["models"], "cpu", "float32", FAST)
+    meas, _ = profile_configs(configs, validate({"models": MLP})["models"], "cpu", "float32", ProfileSettings(FAST))
     assert set(meas["placement"]) == {"default"} and meas["baseline"].all()
     assert meas["placement_ok"].isna().all()
     assert isinstance(meas, pd.DataFrame)
@@ -196,8 +196,8 @@ def test_a_failing_placement_keeps_the_others(monkeypatch):
         return real_place(self, t, tier_name)
 
     monkeypatch.setattr(Placer, "place", place)
-    meas, _ = profile_configs(configs[configs["op_type"] == "Linear"], cfg["models"], "cpu", "float32", FAST,
-                              placement=Settings.from_config(cfg["placement"]))
+    meas, _ = profile_configs(configs[configs["op_type"] == "Linear"], cfg["models"], "cpu", "float32",
+                              ProfileSettings(FAST, placement=Settings.from_config(cfg["placement"])))
     base = meas[meas["baseline"]]
     assert len(base) and (base["status"] == "ok").all() and base["placement_ok"].all()
     moved_in = meas[meas["placement"].str.startswith("in:near")]  # copying an input onto `near` fails

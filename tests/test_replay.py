@@ -6,12 +6,12 @@ import torch
 
 from opcost.config import validate
 from opcost.database import catalog
-from opcost.extract import extract
-from opcost.models import load_model
-from opcost.profile import chunk_of, profile_configs
-from opcost.replay import ModelCache, build, op_overload, python_binding, refresher
-from opcost.timing import TimingSettings
-from opcost.workload import make_workload
+from opcost.measure.profile import ProfileSettings, chunk_of, profile_configs
+from opcost.measure.timing import TimingSettings
+from opcost.model.extract import extract
+from opcost.model.replay import ModelCache, build, op_overload, python_binding, refresher
+from opcost.model.sources import load_model
+from opcost.model.workload import make_workload
 
 FAST = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3, min_sample_s=0.0001)
 MODELS = {"tiny_dlrm": {"kwargs": {"tables": 2, "rows": 50, "dim": 8}},
@@ -31,7 +31,8 @@ def configs():
 
 
 def test_every_configuration_replays_in_both_modes(configs):
-    meas, samples = profile_configs(configs, validate({"models": MODELS})["models"], "cpu", "float32", FAST)
+    meas, samples = profile_configs(configs, validate({"models": MODELS})["models"], "cpu", "float32",
+                                    ProfileSettings(FAST))
     failed = meas[meas["status"] != "ok"]
     assert failed.empty, failed[["op_type", "mode", "status"]].to_string()
     assert set(meas["mode"]) == {"inference", "training"}
@@ -128,7 +129,7 @@ def test_functional_ops_replay_through_the_python_binding_a_model_calls():
 def test_refresher_rewrites_large_inputs_in_place_with_their_own_values():
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from opcost.replay import PARALLEL_NUMEL
+    from opcost.model.replay import PARALLEL_NUMEL
 
     class Ops(TorchDispatchMode):
         def __init__(self):

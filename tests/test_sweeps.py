@@ -2,10 +2,10 @@
 import torch
 
 from opcost import config as cfgmod
-from opcost.extract import extract
-from opcost.models import load_model
-from opcost.sweeps import chain, model_entries, points
-from opcost.workload import make_workload
+from opcost.model.extract import extract
+from opcost.model.sources import load_model
+from opcost.model.sweeps import chain, model_entries, points
+from opcost.model.workload import make_workload
 
 
 def test_a_sweep_expands_into_chain_models_left_out_of_validation_workloads():

@@ -5,8 +5,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from opcost.timing import (FUTILITY_ROUNDS, Measurement, RotationError, TimingSettings, measure, measure_rotation,
-                           median_ci, trimmed_mean)
+from opcost.measure.timing import (
+    FUTILITY_ROUNDS,
+    Measurement,
+    RotationError,
+    TimingSettings,
+    measure,
+    measure_rotation,
+    median_ci,
+    trimmed_mean,
+)
 
 
 def test_median_ci_order_statistics():
@@ -284,8 +292,8 @@ def test_real_clock_times_a_real_callable():
 def test_noisy_configurations_are_remeasured_and_the_least_noisy_attempt_kept(monkeypatch):
     import pandas as pd
 
-    from opcost import profile as prof
-    from opcost.energy import NoMeter, missing
+    from opcost.measure import profile as prof
+    from opcost.measure.energy import NoMeter, missing
 
     calls = {"n": 0}
 
@@ -300,8 +308,9 @@ def test_noisy_configurations_are_remeasured_and_the_least_noisy_attempt_kept(mo
                              "op": "aten.x.default", "params": "{}", "inputs": "[]", "replay": "{}", "models": "[]"}
                             for i in range(3)])
     journal = []
-    meas, _ = prof.profile_configs(configs, {}, "cpu", "float32", TimingSettings(), remeasure=2,
-                                   on_result=lambda rows, samples: journal.extend(rows), cache="warm")
+    meas, _ = prof.profile_configs(configs, {}, "cpu", "float32",
+                                   prof.ProfileSettings(TimingSettings(), remeasure=2, cache="warm"),
+                                   on_result=lambda rows, samples: journal.extend(rows))
     assert calls["n"] == 4  # 3 configurations + 1 re-measurement of the noisy one
     assert (~meas["noisy"]).all() and sorted(meas["attempts"]) == [1, 1, 2]
     assert sorted(r["config_id"] for r in journal) == ["c0", "c1", "c2"]  # each journaled once, when final
@@ -324,8 +333,8 @@ def _scripted_visits(monkeypatch, script: dict):
     tight samples): returns (measurements, visits made per configuration)."""
     import pandas as pd
 
-    from opcost import profile as prof
-    from opcost.energy import NoMeter, missing
+    from opcost.measure import profile as prof
+    from opcost.measure.energy import NoMeter, missing
 
     made = {cid: 0 for cid in script}
 
@@ -340,8 +349,8 @@ def _scripted_visits(monkeypatch, script: dict):
     configs = pd.DataFrame([{"config_id": cid, "op_type": "x", "mode": "inference", "scope": "functional",
                              "op": "aten.x.default", "params": "{}", "inputs": "[]", "replay": "{}", "models": "[]"}
                             for cid in script])
-    meas, _ = prof.profile_configs(configs, {}, "cpu", "float32", TimingSettings(), remeasure=1, cache="warm",
-                                   visits=2)
+    meas, _ = prof.profile_configs(configs, {}, "cpu", "float32",
+                                   prof.ProfileSettings(TimingSettings(), remeasure=1, cache="warm", visits=2))
     return meas.set_index("config_id"), made
 
 

@@ -10,10 +10,12 @@ import pytest
 import torch
 from torch import nn
 
-from opcost import figures, io, tables, trace
+from opcost import io, tables
+from opcost.analysis import trace
 from opcost.errors import OpcostError
-from opcost.models import LoadedModel
-from opcost.workload import make_workload
+from opcost.model.sources import LoadedModel
+from opcost.model.workload import make_workload
+from opcost.report import figures
 
 ITERATIONS = 3
 
@@ -203,7 +205,7 @@ def test_synthetic_overheads_are_exact(gpu_trace):
 def test_outliers_are_what_differs_from_the_same_call_in_other_iterations():
     import pandas as pd
 
-    from opcost.timing import within_sigma
+    from opcost.measure.timing import within_sigma
 
     rng = np.random.default_rng(0)
     rows = []
@@ -379,7 +381,7 @@ def test_profiler_dilation_is_measured_and_subtracted_from_gaps(tmp_path):
 
 def test_replay_trace_holds_the_model_ops_and_gives_the_gaps_isolated_costs_include(tmp_path):
     from opcost.config import validate
-    from opcost.models import load_model
+    from opcost.model.sources import load_model
 
     models = validate({"models": {"mlp": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}}})["models"]
     wl = make_workload(load_model("mlp", models["mlp"]), 4, "inference")

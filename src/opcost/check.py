@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import OpcostError
-from .failures import failure
+from opcost.errors import OpcostError
+from opcost.failures import failure
 
 
 @dataclass
@@ -39,7 +39,7 @@ class CheckResult:
 def replay_failures(layers, models, device: str) -> dict[str, str]:
     """Replay every configuration of a `layers` table once (each phase; backward after a forward): {"config_id
     op_type": reason} of those that fail."""
-    from .replay import build
+    from opcost.model.replay import build
 
     failed = {}
     for row in layers.drop_duplicates("config_id").to_dict("records"):
@@ -61,10 +61,10 @@ def check_workload(name: str, spec: dict, batch: int, mode: str, device: str = "
                    dtype: str = "float32") -> CheckResult:
     """Build model ``name`` from its config entry, run and extract one ``mode`` iteration at ``batch``, and replay
     each configuration once."""
-    from .extract import extract
-    from .models import load_model
-    from .replay import ModelCache
-    from .workload import make_workload, workload_key
+    from opcost.model.extract import extract
+    from opcost.model.replay import ModelCache
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload, workload_key
 
     res = CheckResult(workload_key(name, mode, batch))
     stage = "load"

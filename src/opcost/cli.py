@@ -4,11 +4,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import OpcostError, from_os_error
+from opcost.errors import OpcostError, from_os_error
 
 
 def _config(args) -> dict:
-    from . import config
+    from opcost import config
 
     cfg = config.load(args.config) if args.config else config.validate({"models": {args.model: {}}})
     if getattr(args, "model", None) and args.model not in cfg["models"]:
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         if args.cmd == "extract":
-            from . import io, stages, tables
+            from opcost import io, stages, tables
 
             stages.setup_logging()
             stages.extract(_config(args), args.model, args.mode, args.batch, args.out)
@@ -97,10 +97,10 @@ def main(argv=None) -> int:
             summary = df.groupby(["scope", "op_type"])["count"].sum()
             print(summary.to_string())
         elif args.cmd == "db":
-            from . import database
+            from opcost import database
 
             if args.dbcmd == "merge":
-                from .estimate import refit
+                from opcost.analysis.estimate import refit
 
                 merged = database.merge(args.inputs, args.out)
                 print(", ".join(f"{k}: {len(v)} rows" for k, v in merged.items()))
@@ -126,13 +126,13 @@ def main(argv=None) -> int:
         elif args.cmd == "predict":
             _print_prediction(args)
         elif args.cmd == "schema":
-            from .tables import markdown
+            from opcost.tables import markdown
 
             sys.stdout.write(markdown())
         elif args.cmd == "check-config":
-            from . import config
-            from .models import load_model
-            from .workload import make_workload
+            from opcost import config
+            from opcost.model.sources import load_model
+            from opcost.model.workload import make_workload
 
             cfg = config.load(args.config)
             smallest = {}  # each model once, at its smallest batch
@@ -157,8 +157,8 @@ def _check_models(args) -> int:
     """One line per workload of the config (ok, or the first failure); exit 1 when any failed."""
     import torch
 
-    from . import config
-    from .check import check_workload
+    from opcost import config
+    from opcost.check import check_workload
 
     cfg = config.load(args.config)
     torch.set_num_threads(int(cfg["threads"]))
@@ -178,7 +178,8 @@ def _check_models(args) -> int:
 def _print_prediction(args) -> None:
     import json
 
-    from . import database, estimate
+    from opcost import database
+    from opcost.analysis import estimate
 
     db = database.read_db(args.db)
     spec = {}

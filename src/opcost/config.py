@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from .errors import OpcostError
+from opcost.errors import OpcostError
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 SCHEMA_PATH = Path(str(resources.files("opcost") / "schemas" / "config.schema.yaml"))
@@ -60,7 +60,7 @@ def validate(config: dict) -> dict:
             where = _where(list(e.path) + [extra[0]]) if extra else _where(e.path)
             raise OpcostError(f"config: {where}", "unknown key")
         raise OpcostError(f"config: {_where(e.path)}", e.message)
-    from .sweeps import model_entries
+    from opcost.model.sweeps import model_entries
 
     for name, entry in model_entries(config["sweeps"], config["batch_sizes"], config["modes"]).items():
         config["models"].setdefault(name, entry)  # idempotent: a validated config validates again unchanged
@@ -95,9 +95,9 @@ WORKLOAD_KINDS = ("models", "sweeps", "predict_only")
 
 def workloads(config: dict, kind: str = "models") -> list[tuple[str, str, int]]:
     """(model, mode, batch) for every workload of one ``kind``, in config order: ``models`` (profiled and
-    validated end to end), ``sweeps`` (sweep points, profiled only; :mod:`opcost.sweeps`) or ``predict_only``
+    validated end to end), ``sweeps`` (sweep points, profiled only; :mod:`opcost.model.sweeps`) or ``predict_only``
     (timed end to end and predicted from the database, never profiled)."""
-    from .sweeps import is_sweep
+    from opcost.model.sweeps import is_sweep
 
     if kind not in WORKLOAD_KINDS:
         raise ValueError(f"workload kind {kind!r}: one of {', '.join(WORKLOAD_KINDS)}")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import io
-from .errors import OpcostError
-from .tables import CONFIGS, DEFAULT_STATISTIC, E2E, LAYERS, MEASUREMENTS, STATISTICS, frame
-from .workload import workload_key
+from opcost import io
+from opcost.errors import OpcostError
+from opcost.model.workload import workload_key
+from opcost.tables import CONFIGS, DEFAULT_STATISTIC, E2E, LAYERS, MEASUREMENTS, STATISTICS, frame
 
 
 def catalog(layers: pd.DataFrame) -> pd.DataFrame:

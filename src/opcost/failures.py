@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .tables import FAILURES, frame
+from opcost.tables import FAILURES, frame
 
 STAGE_ORDER = ("extract", "e2e", "insitu", "trace", "coplace", "profile")
 

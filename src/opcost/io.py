@@ -10,8 +10,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import OpcostError
-from .tables import SCHEMA_VERSION, Table, frame
+from opcost.errors import OpcostError
+from opcost.tables import SCHEMA_VERSION, Table, frame
 
 
 def _umask() -> int:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import figures, io, tables
-from .database import catalog
-from .errors import HOST_ERRNOS, OpcostError, from_os_error
+from opcost import io, tables
+from opcost.database import catalog
+from opcost.errors import HOST_ERRNOS, OpcostError, from_os_error
+from opcost.report import figures
 
 log = logging.getLogger("opcost")
 
@@ -28,14 +29,13 @@ def setup_logging(log_path=None) -> None:
                         force=True)
 
 
-def _prepare(config: dict) -> None:
+def prepare_process(config: dict) -> None:
     import torch
 
-    from .memory import keep_freed_memory
+    from opcost.measure.hostinfo import allowed_cpus, pin_threads
+    from opcost.measure.memory import keep_freed_memory
 
-    from .hostinfo import allowed_cpus, pin_threads
-
-    keep_freed_memory()  # same allocator behaviour for operator and end-to-end timing (see opcost.memory)
+    keep_freed_memory()  # same allocator behaviour for operator and end-to-end timing (see opcost.measure.memory)
     threads, cpus = int(config["threads"]), allowed_cpus()
     if threads > cpus:  # more threads than CPUs would time the OS's time slicing; rows record what really ran
         log.warning("config: threads: %d requested but this process may run on %d CPU(s): measuring with %d threads",
@@ -54,7 +54,7 @@ class _Energy:
     per-callable measurement the timing stages use."""
 
     def __init__(self, config: dict):
-        from .energy import EnergySettings, detect, idle_power
+        from opcost.measure.energy import EnergySettings, detect, idle_power
 
         self.settings = EnergySettings.from_config(config["energy"])
         self.meter = detect(config["device"], self.settings.meter)
@@ -64,7 +64,7 @@ class _Energy:
             log.info("energy meter %s, idle power %.2f W", self.meter.name, self.idle_w)
 
     def __call__(self, fn) -> dict:
-        from .energy import measure_energy, missing
+        from opcost.measure.energy import measure_energy, missing
 
         if not self.meter.available:
             return missing(self.meter)
@@ -74,7 +74,7 @@ class _Energy:
         return measure_energy(fn, self.meter, self.settings, self.idle_w, sync)
 
     def close(self) -> None:
-        from .energy import idle_power
+        from opcost.measure.energy import idle_power
 
         if self.meter.available:
             end = idle_power(self.meter, self.settings.idle_s)
@@ -84,8 +84,8 @@ class _Energy:
 
 
 def _workload(config: dict, model: str, mode: str, batch: int):
-    from .models import load_model
-    from .workload import make_workload
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
 
     if model not in config["models"]:
         raise OpcostError(f"model {model}", "not in config `models`")
@@ -99,10 +99,10 @@ def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty:
     recorded as a failure row, every output in ``empty`` (path -> :class:`opcost.tables.Table`, or a function
     writing the path) is written empty, and the stage succeeds: the run goes on with the other workloads. The
     failure rows are written to ``out_failures`` (table :data:`opcost.tables.FAILURES`; empty when all went well).
-    Callers run :func:`_prepare` first: a host that cannot run the config at all (a CUDA device it lacks) fails the
-    job, not one workload."""
-    from .failures import failure
-    from .workload import workload_key
+    Callers run :func:`prepare_process` first: a host that cannot run the config at all (a CUDA device it lacks) fails
+    the job, not one workload."""
+    from opcost.failures import failure
+    from opcost.model.workload import workload_key
 
     key = workload_key(model, mode, batch)
     try:
@@ -126,7 +126,7 @@ def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty:
 
 def extract(config: dict, model: str, mode: str, batch: int, out, out_failures=None) -> None:
     """Operator configurations of one workload (table `layers`); see :func:`_guarded` for ``out_failures``."""
-    from .extract import extract as run
+    from opcost.model.extract import extract as run
 
     def body():
         df = run(_workload(config, model, mode, batch))
@@ -134,17 +134,17 @@ def extract(config: dict, model: str, mode: str, batch: int, out, out_failures=N
         log.info("%s %s b%s: %d configurations, %d calls per iteration", model, mode, batch, len(df),
                  df["count"].sum())
 
-    _prepare(config)
+    prepare_process(config)
     _guarded("extract", model, mode, batch, out_failures, {out: tables.LAYERS}, body)
 
 
 def extract_sweeps(config: dict, out, out_failures) -> None:
-    """Operator configurations of every sweep point (:mod:`opcost.sweeps`), in one process, into one `layers`
+    """Operator configurations of every sweep point (:mod:`opcost.model.sweeps`), in one process, into one `layers`
     table; a point that fails is recorded and the others go on."""
-    from .config import workloads
-    from .extract import extract as run
+    from opcost.config import workloads
+    from opcost.model.extract import extract as run
 
-    _prepare(config)
+    prepare_process(config)
     parts, failures = [], []
     for model, mode, batch in workloads(config, "sweeps"):
         def body(model=model, mode=mode, batch=batch):
@@ -163,7 +163,7 @@ def extract_sweeps(config: dict, out, out_failures) -> None:
 
 def placement_tiers(config: dict, out) -> dict:
     """What memory this host has and which configured tiers are usable (strict: an error names the missing tier)."""
-    from .placement import Settings, discover, usable_tiers
+    from opcost.measure.placement import Settings, discover, usable_tiers
 
     settings = Settings.from_config(config["placement"])
     found = discover()
@@ -192,13 +192,12 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     """Isolated profiling of the configurations whose op type is new in loop ``iteration`` and which hash to
     ``chunk``; resumes from its journal. ``out_e2e``: the model iterations timed inside its rotations (`e2e` rows
     of method `rotation`; empty when none ran)."""
-    from .journal import Journal, settings_key
-    from .loop import ALL, LoopSettings, new_op_types
-    from .profile import cache_state, chunk_of, profile_configs
-    from .sweeps import is_sweep
-    from .timing import TimingSettings
+    from opcost.analysis.loop import ALL, LoopSettings, new_op_types
+    from opcost.journal import Journal, settings_key
+    from opcost.measure.profile import ProfileSettings, chunk_of, profile_configs
+    from opcost.model.sweeps import is_sweep
 
-    _prepare(config)
+    prepare_process(config)
     configs = io.read_parquet(configs_path, tables.CONFIGS)
     previous = io.read_json(previous_evaluation)
     loop = LoopSettings.from_config(config["loop"])
@@ -208,7 +207,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
         log.warning("config: loop.initial_op_types: no workload has operator type(s) %s", ", ".join(absent))
     chunks = int(config["profile"]["chunks"])
     in_chunk = configs["config_id"].map(lambda c: chunk_of(c, chunks)) == int(chunk)
-    # sweep points' configurations (opcost.sweeps) are all profiled in the first iteration, whatever their type
+    # sweep points' configurations (opcost.model.sweeps) are all profiled in the first iteration, whatever their type
     swept = configs["models"].map(lambda ms: any(is_sweep(config["models"].get(m, {})) for m in json.loads(ms)))
     chosen = swept if iteration == 0 else pd.Series(False, index=configs.index)
     mine = configs[((configs["op_type"].isin(types) & ~swept) | chosen) & in_chunk]
@@ -217,13 +216,10 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     context = configs[~configs["config_id"].isin(mine["config_id"])]
     log.info("iteration %d, chunk %d/%d: %d of %d configurations (op types: %s)", iteration, chunk, chunks,
              len(mine), len(configs), ", ".join(types))
-    from .placement import Settings as PlacementSettings
-
-    settings = TimingSettings.from_config(config["profile"]["timing"])
-    placement = PlacementSettings.from_config(config["placement"])
-    key = settings_key(settings, config["device"], config["dtype"], config["threads"], config["profile"]["remeasure"],
-                       placement, cache_state(config["profile"]["cache"], config["device"]), config["affinity"],
-                       config["profile"]["rotation_size"], config["profile"]["order"], config["profile"]["visits"])
+    profiling = ProfileSettings.from_config(config)
+    key = settings_key(profiling.timing, config["device"], config["dtype"], config["threads"], profiling.remeasure,
+                       profiling.placement, profiling.cache, config["affinity"], profiling.rotation_size,
+                       profiling.order, profiling.visits)
     journal = Journal(Path(journal_dir) / f"profile_iter{iteration}_chunk{chunk}_{key}.jsonl")
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
     done = {r["config_id"] for r in done_rows}
@@ -232,21 +228,17 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     energy = _Energy(config)
     e2e_rows, e2e_samples = [], []
     meas, samples = profile_configs(mine[~mine["config_id"].isin(done)], config["models"], config["device"],
-                                    config["dtype"], settings, remeasure=int(config["profile"]["remeasure"]),
-                                    on_result=journal.append, energy=energy, placement=placement,
-                                    cache=cache_state(config["profile"]["cache"], config["device"]),
-                                    context=context, rotation_size=int(config["profile"]["rotation_size"]),
-                                    order=config["profile"]["order"], e2e_every=int(config["profile"]["e2e_every"]),
-                                    visits=int(config["profile"]["visits"]),
+                                    config["dtype"], profiling, on_result=journal.append, energy=energy,
+                                    context=context,
                                     on_e2e=lambda row, smp: (e2e_rows.append(row), e2e_samples.append(smp)))
     energy.close()
     done_rows = [{"engine_s": None, **r} for r in done_rows]  # journals written before the column existed
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples, *e2e_samples], ignore_index=True)
     if ((meas["phase"] == "backward") & (meas["status"] == "ok")).any():  # journaled rows are stored as measured
-        from .engine import engine_call_s, without_engine_calls
+        from opcost.measure.engine import engine_call_s, without_engine_calls
 
-        engine_s = engine_call_s(config["device"], settings)
+        engine_s = engine_call_s(config["device"], profiling.timing)
         meas, samples = without_engine_calls(meas, samples, engine_s)
         log.info("autograd engine: %.1f us per backward call, taken out of each isolated backward row and counted "
                  "once per training iteration", engine_s * 1e6)
@@ -264,8 +256,8 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
 
 
 def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples, out_failures=None) -> None:
-    from .e2e import measure_e2e
-    from .timing import TimingSettings
+    from opcost.measure.e2e import measure_e2e
+    from opcost.measure.timing import TimingSettings
 
     def body():
         wl = _workload(config, model, mode, batch)
@@ -278,13 +270,13 @@ def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples, out_f
         log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
                  row["n"].iloc[0])
 
-    _prepare(config)
+    prepare_process(config)
     _guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
 
 
 def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, out_e2e, out_failures=None) -> None:
-    from .insitu import profile_insitu
-    from .timing import TimingSettings
+    from opcost.measure.insitu import profile_insitu
+    from opcost.measure.timing import TimingSettings
 
     def body():
         wl = _workload(config, model, mode, batch)
@@ -296,7 +288,7 @@ def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, ou
         log.info("%s %s b%s: %d in-situ rows, median samples %d", model, mode, batch, len(meas),
                  int(meas["n"].median()) if len(meas) else 0)
 
-    _prepare(config)
+    prepare_process(config)
     _guarded("insitu", model, mode, batch, out_failures,
              {out: tables.MEASUREMENTS, out_samples: tables.SAMPLES, out_e2e: tables.E2E}, body)
 
@@ -308,7 +300,7 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
     """Kineto trace of the workload's end-to-end iterations (Perfetto-readable JSON) and its analysis tables
     (``out_tables``: part name in :data:`TRACE_PARTS` -> path). A configuration that cannot be replayed is left
     out of the replayed iterations (a failure row); see :func:`_guarded` for ``out_failures``."""
-    from . import trace as tr
+    from opcost.analysis import trace as tr
 
     def body():
         wl = _workload(config, model, mode, batch)
@@ -331,7 +323,7 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
                 for cid, (op, why) in left_out.items()]
 
     empty = {out_tables[p]: getattr(tables, f"TRACE_{p.upper()}") for p in TRACE_PARTS}
-    _prepare(config)
+    prepare_process(config)
     _guarded("trace", model, mode, batch, out_failures, {out_trace: tr.write_empty, **empty}, body)
 
 
@@ -342,8 +334,9 @@ def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2
 
 
 def _overhead(overhead_paths, op_type_paths) -> dict | None:
-    """Modelled overhead per workload from its trace tables (:func:`opcost.predict.trace_overhead`); None without."""
-    from .predict import trace_overhead
+    """Modelled overhead per workload from its trace tables (:func:`opcost.analysis.predict.trace_overhead`); None
+    without."""
+    from opcost.analysis.predict import trace_overhead
 
     if not overhead_paths:
         return None
@@ -353,7 +346,7 @@ def _overhead(overhead_paths, op_type_paths) -> dict | None:
 
 def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_tsv, out_consistency,
              overhead_paths=(), op_type_paths=()) -> pd.DataFrame:
-    from .predict import consistency, predict
+    from opcost.analysis.predict import consistency, predict
 
     layers = io.read_many(layer_paths, tables.LAYERS)
     meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
@@ -368,11 +361,11 @@ def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_ts
     return pred
 
 
-def _prediction_host(measurements: pd.DataFrame, e2e: pd.DataFrame, config: dict) -> str | None:
+def prediction_host(measurements: pd.DataFrame, e2e: pd.DataFrame, config: dict) -> str | None:
     """The host whose costs predict a `predict_only` workload when the run's database holds several (a cluster's
     jobs on several nodes): the one its end-to-end run ran on, else the one with the most isolated measurements,
-    with a warning; None when there is one (:func:`opcost.estimate.conditions` takes it). Costs of different hosts
-    are never mixed."""
+    with a warning; None when there is one (:func:`opcost.analysis.estimate.conditions` takes it). Costs of different
+    hosts are never mixed."""
     m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
                      & (measurements["device"] == config["device"])]
     held = m["host"].dropna().astype(str).value_counts()
@@ -390,9 +383,9 @@ def predict_unseen(config: dict, db_paths: dict, unseen_layer_paths, unseen_e2e_
     """The `predict_only` workloads predicted from the run's database (``db_paths``: `layers`, `measurements`,
     `e2e` paths; its cost model is saved beside them), each against its own end-to-end time: `predictions` rows
     of source `estimated`. A workload that cannot be predicted is logged and left out; the others go on."""
-    from .database import DB_TABLES
-    from .estimate import predict_workload
-    from .predict import references
+    from opcost.analysis.estimate import predict_workload
+    from opcost.analysis.predict import references
+    from opcost.database import DB_TABLES
 
     db = {name: io.read_parquet(db_paths[name], t) if name in db_paths else tables.frame(t, [])
           for name, t in DB_TABLES.items()}
@@ -407,7 +400,7 @@ def predict_unseen(config: dict, db_paths: dict, unseen_layer_paths, unseen_e2e_
         try:
             p = predict_workload(db, layers, Path(db_paths["measurements"]).parent, config["statistic"],
                                  device=config["device"], threads=config["threads"],
-                                 host=_prediction_host(db["measurements"], mine, config))
+                                 host=prediction_host(db["measurements"], mine, config))
         except OpcostError as e:
             log.error("%s %s b%d: cannot predict: %s", model, mode, batch, e)
             continue
@@ -433,7 +426,8 @@ def predict_unseen(config: dict, db_paths: dict, unseen_layer_paths, unseen_e2e_
 
 def evaluate(config: dict, iteration: int, configs_path, previous_evaluation, layer_paths, measurement_paths,
              e2e_paths, out, overhead_paths=(), op_type_paths=()) -> dict:
-    from .loop import LoopSettings, evaluate as run, op_types_for, summary_text
+    from opcost.analysis.loop import LoopSettings, op_types_for, summary_text
+    from opcost.analysis.loop import evaluate as run
 
     settings = LoopSettings.from_config(config["loop"])
     configs = io.read_parquet(configs_path, tables.CONFIGS)
@@ -450,7 +444,7 @@ def evaluate(config: dict, iteration: int, configs_path, previous_evaluation, la
 def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
     import yaml
 
-    from .loop import fragment, summary_text
+    from opcost.analysis.loop import fragment, summary_text
 
     evaluations = [io.read_json(p) for p in evaluation_paths]
     io.write_json(evaluations, out_summary)
@@ -462,12 +456,12 @@ def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
 
 def make_figures(config: dict, *, layers, measurements, e2e, predictions, consistency, loop, outdir, tiers=None,
                  traces=None, coplace=(), unseen=(), failures=None, summary=None) -> None:
-    """All figures into ``outdir``, and the run's summary (:mod:`opcost.summary`) into ``summary`` when given. Each
-    input is a path (``layers``, ``coplace``, ``unseen``: lists of paths); ``traces``: part name (`op_types`,
+    """All figures into ``outdir``, and the run's summary (:mod:`opcost.report.summary`) into ``summary`` when given.
+    Each input is a path (``layers``, ``coplace``, ``unseen``: lists of paths); ``traces``: part name (`op_types`,
     `iterations`, `overhead_samples`) -> per-workload trace tables; ``unseen``: the `predict_only` predictions
     (none: the figure says so); ``failures``: results/failures.tsv."""
-    from .predict import costed_layers
-    from .summary import run_summary
+    from opcost.analysis.predict import costed_layers
+    from opcost.report.summary import run_summary
 
     layer_rows = io.read_many(layers, tables.LAYERS)
     meas = io.read_parquet(measurements, tables.MEASUREMENTS)
@@ -491,14 +485,15 @@ def make_figures(config: dict, *, layers, measurements, e2e, predictions, consis
 
 
 def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary, out_failures=None) -> None:
-    """Simultaneous placement profiling of one workload (:mod:`opcost.coplace`): measurements with ``source =
+    """Simultaneous placement profiling of one workload (:mod:`opcost.measure.coplace`): measurements with ``source =
     coplace`` and a JSON summary (rounds, layers, placements covered, wall seconds, isolated-equivalent estimate).
     Skipped, with an empty table and the reason in the summary, for training or fewer than two usable tiers; see
     :func:`_guarded` for ``out_failures``."""
-    from .coplace import profile_coplace
-    from .placement import Settings as PlacementSettings, usable_tiers
-    from .timing import TimingSettings
-    from .workload import workload_key
+    from opcost.measure.coplace import profile_coplace
+    from opcost.measure.placement import Settings as PlacementSettings
+    from opcost.measure.placement import usable_tiers
+    from opcost.measure.timing import TimingSettings
+    from opcost.model.workload import workload_key
 
     def skip(why: str) -> None:
         io.write_parquet(tables.frame(tables.MEASUREMENTS, []), out, tables.MEASUREMENTS)
@@ -527,14 +522,14 @@ def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary, o
                  summary["rounds"], summary["wall_s"], summary["isolated_estimate_s"],
                  summary["placement_mismatches"])
 
-    _prepare(config)
+    prepare_process(config)
     _guarded("coplace", model, mode, batch, out_failures,
              {out: tables.MEASUREMENTS, out_summary: lambda _: skip("failed: see results/failures.tsv")}, body)
 
 
 def failures(failure_paths, measurements_path, layers_path, out_tsv) -> pd.DataFrame:
     """Every failure of the run (:func:`opcost.failures.collect`) to ``out_tsv``, and the short list in the log."""
-    from .failures import collect, text
+    from opcost.failures import collect, text
 
     df = collect(io.read_many(failure_paths, tables.FAILURES),
                  io.read_parquet(measurements_path, tables.MEASUREMENTS), io.read_parquet(layers_path, tables.LAYERS))

@@ -270,7 +270,7 @@ PREDICTIONS = Table(
         _c("predicted_j", "Float64", "sum of count x energy_j over configurations with energy; missing without "
                                      "a meter"),
         _c("measured_j", "Float64", "end-to-end joules per iteration; missing without a meter"),
-        _c("low_s", "Float64", "`estimated` rows: lower end of the prediction's interval (opcost.estimate), "
+        _c("low_s", "Float64", "`estimated` rows: lower end of the prediction's interval (opcost.analysis.estimate), "
                                "seconds; missing otherwise"),
         _c("high_s", "Float64", "`estimated` rows: upper end of the interval, seconds; missing otherwise"),
         _c("estimated_share", "Float64", "`estimated` rows: share of the operator time that the cost model "
@@ -319,9 +319,10 @@ def markdown() -> str:
         "Tensor specs in JSON columns: `{\"T\": shape, \"dtype\": \"float32\", \"stride\": [...], \"grad\": bool}`.",
         "Missing values are nulls, never 0.",
         "",
-        "Beside the tables, `results/db/costmodel.pkl` holds the cost model of `opcost predict` (`opcost.costmodel`):",
-        "one fit per set of measurement conditions (host, device, threads) and statistic, with a fingerprint of the",
-        "measurement rows it was fitted to; it is refitted whenever they change, and after `opcost db merge`.",
+        "Beside the tables, `results/db/costmodel.pkl` holds the cost model of `opcost predict`",
+        "(`opcost.analysis.costmodel`): one fit per set of measurement conditions (host, device, threads) and",
+        "statistic, with a fingerprint of the measurement rows it was fitted to; it is refitted whenever they change,",
+        "and after `opcost db merge`.",
         "",
         "## Asking the database a question",
         "",
@@ -357,14 +358,15 @@ def markdown() -> str:
     return "\n".join(out) + "\n"
 
 
-# Kineto traces of whole model iterations (opcost.trace). Times inside parsed traces keep the trace's microseconds.
+# Kineto traces of whole model iterations (opcost.analysis.trace). Times inside parsed traces keep the trace's
+# microseconds.
 
 _TRACE_KEY = _MODEL_KEY + (
     _c("device", "string", "`cpu` or `cuda[:N]`: where the traced model ran"),
 )
 
 TRACE_EVENTS = Table(
-    "trace_events", "{trace}.events.parquet (cache of opcost.trace.parse, next to the trace)",
+    "trace_events", "{trace}.events.parquet (cache of opcost.analysis.trace.parse, next to the trace)",
     "Host-side events of a Kineto trace (categories cpu_op, user_annotation, cuda_runtime, cuda_driver).",
     (
         _c("id", "Int64", "event id: rank in time order (start, longer first)"),
@@ -388,7 +390,7 @@ TRACE_EVENTS = Table(
 )
 
 TRACE_KERNELS = Table(
-    "trace_kernels", "{trace}.kernels.parquet (cache of opcost.trace.parse, next to the trace)",
+    "trace_kernels", "{trace}.kernels.parquet (cache of opcost.analysis.trace.parse, next to the trace)",
     "Device activities of a Kineto trace (categories kernel, gpu_memcpy, gpu_memset); empty for CPU-only traces.",
     (
         _c("id", "Int64", "activity id: rank in time order"),
@@ -451,7 +453,7 @@ TRACE_OP_KERNELS = Table(
 
 TRACE_OVERHEAD_SAMPLES = Table(
     "trace_overhead_samples", "results/trace/{model}/{mode}_b{batch}.overhead_samples.parquet",
-    "CPU overhead samples T1-T5 (Lin et al. 2022; see `opcost.trace`) of the traced iterations.",
+    "CPU overhead samples T1-T5 (Lin et al. 2022; see `opcost.analysis.trace`) of the traced iterations.",
     _TRACE_KEY + (
         _c("iteration", "Int64", "iteration index in the trace"),
         _c("op_id", "Int64", "`trace_events` id of the top-level op; missing for `<end>`"),
@@ -467,7 +469,7 @@ TRACE_OVERHEADS = Table(
     "trace_overheads", "results/trace/{model}/{mode}_b{batch}.overheads.parquet",
     "Statistics of `trace_overhead_samples` per op type and kind, after dropping outliers: samples more than 3 "
     "robust standard deviations (1.4826 x MAD) from the median of the same call position over the iterations "
-    "(positions recorded in at least 5 iterations; `opcost.trace.outliers`).",
+    "(positions recorded in at least 5 iterations; `opcost.analysis.trace.outliers`).",
     _TRACE_KEY + (
         _c("op_type", "string", "as in `trace_overhead_samples`, or `<all>`: every op type pooled (without "
                                 "`<end>`), or `<profiler>` (kind T1, CPU traces): the profiler's own cost per "

@@ -13,7 +13,7 @@ except OpcostError as e:
 
 STARTED = time.time()
 WORKLOADS = workloads(config)
-SWEEP_POINTS = workloads(config, "sweeps")  # profiled only (opcost.sweeps): not validation workloads
+SWEEP_POINTS = workloads(config, "sweeps")  # profiled only (opcost.model.sweeps): not validation workloads
 UNSEEN = workloads(config, "predict_only")  # timed end to end and predicted from the database, never profiled
 CHUNKS = list(range(config["profile"]["chunks"]))
 ENV = "../../envs/opcost.yaml"

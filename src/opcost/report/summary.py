@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .failures import text as failure_text
+from opcost.failures import text as failure_text
 
 SHOWN_SOURCES = ("isolated+overhead", "isolated", "insitu+overhead", "insitu")  # the first a workload has is shown
 
@@ -46,9 +46,9 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
     if last:
         target = last.get("target")
         outcome = "target met" if not last.get("below_target") and not last.get("above_target") else "target NOT met"
-        lines += ["", f"Coverage loop: {outcome} (target: coverage within {target:g}..{2 - target:g} for every workload) after "
-                      f"{len(loop)} iteration(s), {len(last.get('profiled_op_types', []))} operator types profiled; "
-                      f"stopped: {last.get('stop_reason', 'unknown')}."]
+        lines += ["", f"Coverage loop: {outcome} (target: coverage within {target:g}..{2 - target:g} for every "
+                      f"workload) after {len(loop)} iteration(s), {len(last.get('profiled_op_types', []))} operator "
+                      f"types profiled; stopped: {last.get('stop_reason', 'unknown')}."]
         for key, what in (("below_target", "below target"), ("above_target", "sum overshoots")):
             if last.get(key):
                 lines.append(f"  {what}: {', '.join(last[key])}")

@@ -1,26 +1,36 @@
 """Isolated profiling: each operator configuration timed alone, by the timing core, on the configured device."""
 from __future__ import annotations
 
-import bisect
-import json
 import logging
 import time
 import zlib
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from .e2e import e2e_frames
-from .failures import failure
-from .energy import NoMeter, missing
-from .hostinfo import host_facts, llc_bytes, now
-from .placement import DEFAULT, Placement, Placer, aliased_input, matches, output_tier, plan, storages, usable_tiers
-from .placement import Settings as PlacementSettings
-from .replay import ModelCache, build, input_bytes, mode_context, refresher, tensors_of
-from .tables import MEASUREMENTS, SAMPLES, frame
-from .timing import ROTATION_STATES, Measurement, RotationError, TimingSettings, measure, measure_rotation
-from .workload import make_workload, parse_workload_key
+from opcost.failures import failure
+from opcost.measure.e2e import e2e_frames
+from opcost.measure.energy import NoMeter, missing
+from opcost.measure.hostinfo import host_facts, llc_bytes, now
+from opcost.measure.placement import (
+    DEFAULT,
+    Placement,
+    Placer,
+    aliased_input,
+    matches,
+    output_tier,
+    plan,
+    storages,
+    usable_tiers,
+)
+from opcost.measure.placement import Settings as PlacementSettings
+from opcost.measure.rotation import Member, both, call_positions, first_call, model_order, shuffled, with_iterations
+from opcost.measure.timing import ROTATION_STATES, Measurement, RotationError, TimingSettings, measure
+from opcost.model.replay import ModelCache, build, input_bytes, mode_context, refresher
+from opcost.model.workload import make_workload, parse_workload_key
+from opcost.tables import MEASUREMENTS, SAMPLES, frame
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +75,7 @@ def pool_size(row: dict, cache: str, llc: int | None) -> int:
     return _cold_pool(row, cache, llc)[0]
 
 
-def _cache_label(row: dict, cache: str, llc: int | None) -> str:
+def cache_label(row: dict, cache: str, llc: int | None) -> str:
     """The `cache` column of a configuration's rows (see :func:`_cold_pool`)."""
     return _cold_pool(row, cache, llc)[1]
 
@@ -114,7 +124,7 @@ def _measure_config(row: dict, models: ModelCache, device: str, settings: Timing
 
 
 def _visit(earlier: list | None) -> dict:
-    """:func:`opcost.timing.measure`'s arguments for another visit, after ``earlier`` visits' Measurements: the
+    """:func:`opcost.measure.timing.measure`'s arguments for another visit, after ``earlier`` visits' Measurements: the
     second completes the first where that one is not noisy; any later one stands alone; all take samples of as many
     calls as the first, so that any two can be pooled."""
     if not earlier:
@@ -150,56 +160,72 @@ def _rel_iqr(m) -> float:
     return m.iqr / m.median if m.median > 0 else float("inf")
 
 
-def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype: str,
-                    settings: TimingSettings, remeasure: int = 1, on_result=None, energy=None,
-                    placement: PlacementSettings | None = None, cache: str = "fresh",
-                    context: pd.DataFrame | None = None, rotation_size: int = MAX_ROTATION,
-                    order: str = "model", e2e_every: int = 0, on_e2e=None,
-                    visits: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
-    rows, `samples` rows).
+@dataclass(frozen=True)
+class ProfileSettings:
+    """How isolated profiling measures (config `profile` and `placement`; see :func:`profile_configs`)."""
+    timing: TimingSettings = field(default_factory=TimingSettings)
+    cache: str = "fresh"
+    order: str = "model"
+    remeasure: int = 1
+    visits: int = 1
+    rotation_size: int = MAX_ROTATION
+    e2e_every: int = 0
+    placement: PlacementSettings = field(default_factory=PlacementSettings)
 
-    ``cache`` is the state a call finds the machine in. ``fresh`` (default) and ``rotation``: configurations are
-    timed in rotation, one call at a time (:func:`opcost.timing.measure_rotation`), so weights, code and the
+    @classmethod
+    def from_config(cls, config: dict) -> ProfileSettings:
+        """From a validated config (the cache state as :func:`cache_state` resolves it for the config's device)."""
+        p = config["profile"]
+        return cls(TimingSettings.from_config(p["timing"]), cache_state(p["cache"], config["device"]), p["order"],
+                   int(p["remeasure"]), int(p["visits"]), int(p["rotation_size"]), int(p["e2e_every"]),
+                   PlacementSettings.from_config(config["placement"]))
+
+
+def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype: str, settings: ProfileSettings, *,
+                    on_result=None, energy=None, context: pd.DataFrame | None = None,
+                    on_e2e=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
+    rows, `samples` rows). The fields of ``settings`` (:class:`ProfileSettings`) below are named ``settings.X``.
+    ``settings.cache`` is the state a call finds the machine in. ``fresh`` (default) and ``rotation``: configurations
+    are timed in rotation, one call at a time (:func:`opcost.measure.timing.measure_rotation`), so weights, code and the
     thread pool are as other operators left them, as in a model; with ``fresh`` each call reads what its producer
     just wrote: in model order and inference, an input that is a recorded call's output in the model (column
-    `feeds`) is that call's output of the same round (:func:`_feed`), and the other inputs are rewritten just
-    before the call (untimed, :func:`opcost.replay.refresher`), as their producer would have written them. ``warm``
-    (inputs reused) and ``cold`` (inputs rotate over a pool larger than the last-level cache): each configuration
-    alone, back-to-back calls.
+    `feeds`) is that call's output of the same round (:func:`opcost.measure.rotation.producer_feed`), and the other
+    inputs are rewritten just before the call (untimed, :func:`opcost.model.replay.refresher`), as their producer would
+    have written them. ``warm`` (inputs reused) and ``cold`` (inputs rotate over a pool larger than the last-level
+    cache): each configuration alone, back-to-back calls.
     Placements other than the default (two or more usable tiers) are always measured back-to-back, each against
     its all-fast-tier reference measured the same way (``cold`` pools in the rotation states).
 
-    Configurations flagged noisy are measured again, up to ``remeasure`` more times (blocked: after all the others,
-    at another moment of the machine's life; rotation: in another rotation of the same group, timing only them);
+    Configurations flagged noisy are measured again, up to ``settings.remeasure`` more times (blocked: after all the
+    others, at another moment of the machine's life; rotation: in another rotation of the same group, timing only them);
     per placement and phase the least noisy attempt is kept and ``attempts`` records how many were made.
-    ``visits`` (back-to-back states): each configuration is measured in passes over all of them until, per placement
-    and phase, two of its measurements that are not noisy agree (:meth:`opcost.timing.Measurement.agrees`), at most
-    ``visits`` + ``remeasure`` times; the second visit samples until both visits' samples together meet the
-    precision target (:func:`opcost.timing.measure`'s ``prior``); the closest agreeing pair's samples are kept
-    together, else the lower median of the measurements that are not noisy (a machine that was slow for a whole
-    visit makes it slower, never faster). A
-    configuration that cannot be replayed gets a row with status ``failed: ...`` and the others go on.
+    ``settings.visits`` (back-to-back states): each configuration is measured in passes over all of them until, per
+    placement and phase, two of its measurements that are not noisy agree
+    (:meth:`opcost.measure.timing.Measurement.agrees`), at most ``settings.visits`` + ``settings.remeasure`` times; the
+    second visit samples until both visits' samples together meet the precision target
+    (:func:`opcost.measure.timing.measure`'s ``prior``); the closest agreeing pair's samples are kept together, else the
+    lower median of the measurements that are not noisy (a machine that was slow for a whole visit makes it slower,
+    never faster). A configuration that cannot be replayed gets a row with status ``failed: ...`` and the others go on.
     ``on_result(rows, samples)`` is called once per finished configuration (the journal hook). ``energy(fn)``
     returns the energy columns of a phase (default: missing, meter none). ``context``: configurations that rotate
     with them untimed and unrecorded, each with the configurations of its own workload (the profile stage passes
     all others: a chunk's or a loop iteration's configurations then run between the operators they follow in the
     model, not only among their own kind).
-    ``rotation_size``: at most this many configurations (context included) per rotation; a rotation's
-    configurations are journaled together when it ends. ``order``: a rotation's rounds in the workload's call order
-    (``model``: a round is one iteration's call sequence, column `positions`, restricted to the rotation's
+    ``settings.rotation_size``: at most this many configurations (context included) per rotation; a rotation's
+    configurations are journaled together when it ends. ``settings.order``: a rotation's rounds in the workload's call
+    order (``model``: a round is one iteration's call sequence, column `positions`, restricted to the rotation's
     configurations: each operator follows its predecessor in the model and is called as often as the model calls
     it; each call's output lives until the call where the model drops it, column `releases`) or each configuration
-    once in an order shuffled every round (``shuffled``). ``e2e_every`` > 0 with ``on_e2e``: every
-    ``e2e_every``-th round of each rotation ends with two iterations of its workload's whole model (shuffled: one,
-    anywhere in the round), and ``on_e2e(e2e_row, samples)`` receives the second (after an iteration, as in a run)
+    once in an order shuffled every round (``shuffled``). ``settings.e2e_every`` > 0 with ``on_e2e``: every
+    ``settings.e2e_every``-th round of each rotation ends with two iterations of its workload's whole model (shuffled:
+    one, anywhere in the round), and ``on_e2e(e2e_row, samples)`` receives the second (after an iteration, as in a run)
     as an `e2e` row of method `rotation`: the end-to-end time of the same minutes as the operators (a prediction
     checked against an e2e run minutes apart inherits the machine's drift between the two)."""
     energy = energy or (lambda fn: missing(NoMeter()))
-    placement = placement or PlacementSettings()
-    if cache in ROTATION_STATES:
-        return _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy,
-                                 placement, cache, context, rotation_size, order, e2e_every, on_e2e)
+    if settings.cache in ROTATION_STATES:
+        return _profile_rotation(configs, models_cfg, device, dtype, settings, on_result, energy, context, on_e2e)
+    timing, placement, cache, remeasure = settings.timing, settings.placement, settings.cache, settings.remeasure
     tiers, placer = _placement_tiers(placement, device, needed=1)
     models = ModelCache(models_cfg, device, dtype)
     facts = host_facts(device)
@@ -210,7 +236,7 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     by_id = {r["config_id"]: r for r in ordered}
     todo = [r["config_id"] for r in ordered]
     final: dict[str, tuple] = {}  # config_id -> (rows, samples), built once, when the configuration is settled
-    visits = max(1, int(visits))
+    visits = max(1, settings.visits)
     last_round = max(0, remeasure) + visits - 1
     fast = tiers[0].name if tiers else None
     llc = llc_bytes()
@@ -226,7 +252,7 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
             earlier = {key: [x[1] for x in t if x[1] is not None]
                        for key, t in tries.get(cid, {}).items()} if visits > 1 else None
             try:
-                result = _measure_config(row, models, device, settings, energy, placer, tiers, placement, pool,
+                result = _measure_config(row, models, device, timing, energy, placer, tiers, placement, pool,
                                          earlier)
             except Exception as e:  # one bad configuration must not lose the others
                 log.warning("[%d/%d] %s %s failed: %s", k, len(todo), cid, row["op_type"], e)
@@ -319,155 +345,7 @@ def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | No
     return rows, samples
 
 
-def _first_call(row: dict) -> int:
-    """A configuration's position in its workload's call order (column `order`; 0 where unknown)."""
-    o = row.get("order")
-    return int(o) if isinstance(o, (int, np.integer)) else 0
-
-
-def _positions(row: dict) -> list[int]:
-    """The positions of a configuration's calls in its workload's call sequence (column `positions`; the first
-    call's rank alone in older catalogues)."""
-    p = row.get("positions")
-    return [int(x) for x in json.loads(p)] if isinstance(p, str) else [_first_call(row)]
-
-
-def _releases(row: dict) -> list[int]:
-    """Per entry of :func:`_positions`: the position during or after which the model drops that call's outputs
-    (column `releases`; older catalogues: the call's own position, dropped at once)."""
-    r = row.get("releases")
-    return [int(x) for x in json.loads(r)] if isinstance(r, str) else _positions(row)
-
-
-def _feeds(row: dict) -> list | None:
-    """Per entry of :func:`_positions`: per tensor input, the [position, output index] that produced it, or None
-    (column `feeds`; None for older catalogues)."""
-    f = row.get("feeds")
-    return json.loads(f) if isinstance(f, str) else None
-
-
-def _calls(members: list[tuple], positions: dict[str, list[int]],
-           releases: dict[str, list[int]] | None = None) -> tuple[list[int], list[int], list[int], list[int]]:
-    """(sequence, at, until, rank): per entry of one model iteration (see :func:`_sequence`), the member it calls,
-    the call's position, the position where the model drops its outputs, and the call's rank among its
-    configuration's `positions`."""
-    by_config: dict[str, list[int]] = {}
-    for i, m in enumerate(members):
-        by_config.setdefault(m[0], []).append(i)
-    calls = sorted((p, r, cid, k) for cid in by_config
-                   for k, (p, r) in enumerate(zip(positions[cid], (releases or {}).get(cid, positions[cid]))))
-    sequence, at, until, rank = [], [], [], []
-    for p, r, cid, k in calls:
-        sequence += by_config[cid]
-        at += [p] * len(by_config[cid])
-        until += [r] * len(by_config[cid])
-        rank += [k] * len(by_config[cid])
-    return sequence, at, until, rank
-
-
-def _sequence(members: list[tuple], positions: dict[str, list[int]],
-              releases: dict[str, list[int]] | None = None) -> tuple[list[int], list[int]]:
-    """One model iteration as indices into ``members`` ((config_id, phase, ...) tuples): every call position of
-    every member's configuration, in call order, each configuration's phases together; and per entry the entry
-    whose call drops its outputs (:func:`opcost.timing.measure_rotation`'s ``release``): the last entry at or
-    before the position where the model drops them (``releases``, per configuration parallel to ``positions``;
-    default: at once), never before the entry itself."""
-    sequence, at, until, _ = _calls(members, positions, releases)
-    release = [max(j, bisect.bisect_right(at, r) - 1) for j, r in enumerate(until)]
-    return sequence, release
-
-
-def _feed(members: list[tuple], reps: dict[str, object], positions: dict[str, list[int]],
-          feeds: dict[str, list | None]) -> list:
-    """:func:`opcost.timing.measure_rotation`'s ``feed`` for the iteration :func:`_sequence` builds from the same
-    arguments: each forward call reads the outputs of the calls that produced its inputs in the model (column
-    `feeds`), where the producer is in the rotation and the replay can take them (``reps``: config_id ->
-    :class:`opcost.replay.Replay`); its other inputs are rewritten as ``cache: fresh`` rewrites them. None for an
-    entry that reads no producer."""
-    sequence, at, _, rank = _calls(members, positions)
-    entry_at = {}  # position -> the entry of its forward call
-    for j, (i, p) in enumerate(zip(sequence, at)):
-        if members[i][1] == "forward":
-            entry_at.setdefault(p, j)
-    plan = []
-    for j, (i, p, k) in enumerate(zip(sequence, at, rank)):
-        cid, phase = members[i][0], members[i][1]
-        rep, per_call = reps.get(cid), feeds.get(cid)
-        srcs = per_call[k] if per_call is not None and k < len(per_call) else []
-        if phase != "forward" or rep is None or not rep.slots or not srcs:
-            plan.append(None)
-            continue
-        producers, wiring = [], []  # entries read; per input: (index into producers, output index) or None
-        for inp, slot in enumerate(rep.slots):
-            src = srcs[inp] if inp < len(srcs) else None
-            e = entry_at.get(src[0]) if src is not None and slot is not None else None
-            if e is None or e >= j:
-                wiring.append(None)
-                continue
-            if e not in producers:
-                producers.append(e)
-            wiring.append((producers.index(e), int(src[1])))
-        plan.append((_binder(rep, wiring), producers) if producers else None)
-    return plan
-
-
-def _binder(rep, wiring: list) -> Callable[[list], Callable[[], None]]:
-    """``bind(outputs)`` for :func:`_feed`: puts each wired producer output in its input's place (once checked to
-    have the recorded shape, dtype, strides and device; else the input keeps its own tensor), rewrites the other
-    inputs as :func:`opcost.replay.refresher` does, and returns the function that puts the inputs back."""
-    originals = list(rep.inputs)
-    fits: dict[int, bool] = {}  # input -> the producer output has the input's layout (checked on first bind)
-    rewrite = refresher([t for t, w in zip(originals, wiring) if w is None])
-
-    def bind(outputs: list) -> Callable[[], None]:
-        bound, own = [], []
-        for k, w in enumerate(wiring):
-            if w is None:
-                continue
-            ts = tensors_of(outputs[w[0]]) if outputs[w[0]] is not None else []
-            t = ts[w[1]] if w[1] < len(ts) else None
-            if t is not None and k not in fits:
-                o = originals[k]
-                fits[k] = (t.shape == o.shape and t.dtype == o.dtype and t.stride() == o.stride()
-                           and t.device == o.device)
-            if t is not None and fits[k]:
-                rep.slots[k](t)
-                bound.append(k)
-            else:
-                own.append(originals[k])
-        if rewrite is not None:
-            rewrite()
-        if own:  # a producer output that did not fit: the input is rewritten instead
-            again = refresher(own)
-            if again is not None:
-                again()
-
-        def undo() -> None:
-            for k in bound:
-                rep.slots[k](originals[k])
-        return undo
-    return bind
-
-
-def _with_iterations(fns: list, prep: list, sequence: list[int] | None, release: list[int] | None,
-                     iteration: Callable[[], object], every: int, feed: list | None = None
-                     ) -> tuple[list, list, list | None, list | None, list, list | None]:
-    """A rotation's callables, prepare steps, sequence, release (see :func:`_sequence`) and feed (see
-    :func:`_feed`) with the end-to-end reference appended, and :func:`opcost.timing.measure_rotation`'s
-    ``every``. Model order (a ``sequence``): two model iterations close every ``every``-th round, reading no
-    operator's output; the first finds the state the round left, the second the model's own (a run's iterations
-    follow each other): the reference, the last callable. Shuffled rounds (no ``sequence``): one, anywhere in the
-    round."""
-    n, iters = len(fns), 1 if sequence is None else 2
-    fns, prep = fns + [iteration] * iters, prep + [None] * iters
-    if sequence is not None:
-        sequence, release = sequence + [n, n + 1], release + [len(sequence), len(sequence) + 1]
-    if feed is not None:
-        feed = feed + [None] * iters
-    return fns, prep, sequence, release, [1] * n + [every] * iters, feed
-
-
-def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
+def rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
                      size: int = MAX_ROTATION) -> list[tuple[list[dict], list[dict]]]:
     """(configurations, context configurations) per rotation. Configurations rotate with the others of their
     workload (column `workload`: the state an operator finds depends on its neighbours, and a batch-1 operator
@@ -491,17 +369,6 @@ def _rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
     return groups
 
 
-def _both(first: Callable[[], None] | None, then: Callable[[], None] | None) -> Callable[[], None] | None:
-    """One untimed step that runs ``first`` then ``then`` (either may be None)."""
-    if first is None or then is None:
-        return first or then
-
-    def both() -> None:
-        first()
-        then()
-    return both
-
-
 def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
     """(config_id, phase, callable, prepare) per phase of each replay (call inside its autograd context); each
     callable is called once here, so that a failing configuration fails here (recorded in ``failed``), not inside
@@ -513,7 +380,7 @@ def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
             mine = []
             for phase, fn in rep.callables():
                 fn()
-                mine.append((row["config_id"], phase, fn, _both(refresh, rep.prepare.get(phase))))
+                mine.append(Member(row["config_id"], phase, fn, both(refresh, rep.prepare.get(phase))))
             members += mine
         except Exception as e:
             failed[row["config_id"]] = _failure(e)
@@ -521,27 +388,24 @@ def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
     return members
 
 
-def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingSettings, energy, fresh: bool,
-            remeasure: int, seed: int, context: list[dict] = (), shuffle: bool = True,
-            iteration: Callable[[], object] | None = None,
-            every: int = 0) -> tuple[dict, dict, dict, Measurement | None]:
+def _rotate(rows: list[dict], models: ModelCache, device: str, settings: ProfileSettings, energy, seed: int,
+            context: list[dict] = (), iteration: Callable[[], object] | None = None
+            ) -> tuple[dict, dict, dict, Measurement | None]:
     """Time one group of same-mode configurations in rotation (with ``context`` configurations rotating untimed).
     Returns ({config_id: {(DEFAULT, phase): (None, Measurement, energy columns)}}, {config_id: failure},
     {config_id: attempts}, the iteration's Measurement or None). A configuration whose replay fails (when built,
     on a first call, or inside the rotation) is reported failed and the rotation goes on without it; a failing
-    context configuration is left out. ``iteration`` (the workload's whole model iteration) with ``every`` > 0:
-    timed at the end of every ``every``-th round of the first rotation, the end-to-end reference measured in the
-    same minutes, under the same machine state, as the operators."""
+    context configuration is left out. ``iteration`` (the workload's whole model iteration) with
+    ``settings.e2e_every`` > 0: timed at the end of every ``e2e_every``-th round of the first rotation, the
+    end-to-end reference measured in the same minutes, under the same machine state, as the operators."""
+    fresh, shuffle, every = settings.cache == "fresh", settings.order != "model", settings.e2e_every
     failed: dict[str, str] = {}
     timed = {r["config_id"] for r in rows}
-    positions = {r["config_id"]: _positions(r) for r in list(rows) + list(context)}
-    releases = {r["config_id"]: _releases(r) for r in list(rows) + list(context)}
-    feeds = {r["config_id"]: _feeds(r) for r in list(rows) + list(context)}
     reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
     whole = None  # the iteration's Measurement
     try:
         members_rows = list(rows) + list(context)
-        for row in members_rows if shuffle else sorted(members_rows, key=_first_call):
+        for row in members_rows if shuffle else sorted(members_rows, key=first_call):
             try:
                 reps.append((row, build(row, models, device)))
             except Exception as e:
@@ -553,27 +417,21 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
             results: dict[str, dict] = {}
             attempts: dict[str, int] = {}
             noisy: set = set()  # (config_id, phase) still to re-measure; empty on the first attempt
-            for attempt in range(1 + max(0, remeasure)):
+            for attempt in range(1 + max(0, settings.remeasure)):
                 if not any(m[0] in timed for m in members):
                     break
                 while True:
                     targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy or (
                         not attempt and m[0] in timed)]
-                    sequence, release = (None, None) if shuffle else _sequence(members, positions, releases)
-                    feed = _feed(members, by_id, positions, feeds) if fresh and sequence is not None and \
-                        rows[0]["mode"] == "inference" else None
-                    fns, prep = [m[2] for m in members], [m[3] for m in members]
+                    rotation = shuffled(members) if shuffle else model_order(
+                        members, members_rows, by_id, feed=fresh and rows[0]["mode"] == "inference")
                     paired = iteration is not None and every > 0 and not attempt
-                    spread = None
                     if paired:
-                        fns, prep, sequence, release, spread, feed = _with_iterations(fns, prep, sequence, release,
-                                                                                      iteration, every, feed)
+                        rotation = with_iterations(rotation, iteration, every)
                     try:
-                        ms = measure_rotation(fns, settings, device, prep, seed=seed + attempt, targets=targets,
-                                              shuffle=shuffle, sequence=sequence, release=release, every=spread,
-                                              feed=feed)
+                        ms = rotation.measure(settings.timing, device, seed=seed + attempt, targets=targets)
                         if paired:
-                            if len(fns) == len(members) + 2:
+                            if len(rotation.calls) == len(members) + 2:
                                 log.info("model iteration after a round: trimmed mean %.3g ms; after an iteration "
                                          "(the reference): %.3g ms", ms[-2].trimmed_mean * 1e3,
                                          ms[-1].trimmed_mean * 1e3)
@@ -600,7 +458,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: TimingS
                     if prev is None or m.rel_ci < prev[1].rel_ci:
                         results.setdefault(cid, {})[(DEFAULT, phase)] = (None, m, missing(NoMeter()))
                 noisy = {(cid, ph) for cid, r in results.items() for (_, ph), (_, m, _) in r.items() if m.noisy}
-                if not noisy or attempt == remeasure:
+                if not noisy or attempt == settings.remeasure:
                     break
                 log.info("re-measuring %d noisy configuration phases in another rotation of the group", len(noisy))
             for cid, phase, fn, _ in members:  # energy: back-to-back trials, where a meter exists
@@ -627,31 +485,31 @@ def _iteration(row: dict, models: ModelCache) -> Callable[[], object] | None:
         return None
 
 
-def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, on_result, energy, placement, cache,
-                      context=None, rotation_size=MAX_ROTATION, order="model", e2e_every=0, on_e2e=None):
+def _profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSettings, on_result, energy,
+                      context=None, on_e2e=None):
     """:func:`profile_configs` for the rotation cache states (placements only where two tiers are usable: the
     rotation row is the default placement's measurement)."""
+    timing, placement, cache, e2e_every = settings.timing, settings.placement, settings.cache, settings.e2e_every
     tiers, placer = _placement_tiers(placement, device, needed=2)
     models = ModelCache(models_cfg, device, dtype)
     facts = host_facts(device)
     llc = llc_bytes()
     fast = tiers[0].name if tiers else None
     rows, samples = [], []
-    groups = _rotation_groups(configs, context, rotation_size)
+    groups = rotation_groups(configs, context, settings.rotation_size)
     t0, done = time.perf_counter(), 0
     for g, (group, ctx) in enumerate(groups):
         if ctx:
             log.info("rotation group %d: %d configurations, %d more rotating untimed as context", g + 1, len(group),
                      len(ctx))
         iteration = _iteration(group[0], models) if e2e_every > 0 and on_e2e is not None else None
-        results, failed, attempts, whole = _rotate(group, models, device, settings, energy, cache == "fresh",
-                                                   remeasure, seed=g, context=ctx, shuffle=order != "model",
-                                                   iteration=iteration, every=e2e_every)
+        results, failed, attempts, whole = _rotate(group, models, device, settings, energy, seed=g, context=ctx,
+                                                   iteration=iteration)
         if whole is not None and whole.n:
             key = group[0]["workload"]
             log.info("%s: model iteration in the rotation: median %.3g ms n=%d", key, whole.median * 1e3, whole.n)
             model, mode, batch = parse_workload_key(key)
-            timed = sum(len(_positions(row)) * m.median for row in group
+            timed = sum(len(call_positions(row)) * m.median for row in group
                         for (plc, _), (_, m, _) in results.get(row["config_id"], {}).items() if plc == DEFAULT)
             on_e2e(*e2e_frames(model, batch, mode, whole, "rotation", device, timed_s=timed))
         for row in group:
@@ -663,7 +521,7 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings, remeasure, o
             if placer is not None and cid not in failed:
                 pool, label = _cold_pool(row, "cold", llc)
                 try:
-                    for plc, ver, ph, m, e in _measure_config(row, models, device, settings, energy, placer, tiers,
+                    for plc, ver, ph, m, e in _measure_config(row, models, device, timing, energy, placer, tiers,
                                                               placement, pool):
                         result[(plc, ph)] = (ver, m, e, label)
                 except Exception as e:

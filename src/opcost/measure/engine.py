@@ -30,7 +30,7 @@ def engine_call_s(device: str, settings, nodes: int = 16, pairs: int = 7, warmup
 
     import torch
 
-    from .timing import measure
+    from opcost.measure.timing import measure
 
     x = torch.randn(8, device=device, requires_grad=True)
 
@@ -80,8 +80,8 @@ def without_engine_calls(measurements: pd.DataFrame, samples: pd.DataFrame, engi
 
 def engine_rows(costed: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
     """One row per training workload of ``costed`` (layer rows with costs, see
-    :func:`opcost.predict.costed_layers`) whose backward costs had the engine's cost taken out: count 1, cost the
-    median ``engine_s`` of the ``used`` measurement rows of its configurations."""
+    :func:`opcost.analysis.predict.costed_layers`) whose backward costs had the engine's cost taken out: count 1, cost
+    the median ``engine_s`` of the ``used`` measurement rows of its configurations."""
     if "engine_s" not in used or used["engine_s"].isna().all():  # older or hand-made tables lack the column
         return costed.iloc[0:0]
     per_config = used.dropna(subset=["engine_s"]).groupby("config_id")["engine_s"].median()

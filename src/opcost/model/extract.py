@@ -1,6 +1,6 @@
 """Layer extraction: every leaf-module call and every aten operator that runs outside a leaf module.
 
-One iteration of the workload (see :mod:`opcost.workload`) runs under three observers:
+One iteration of the workload (see :mod:`opcost.model.workload`) runs under three observers:
 
 * forward pre/post hooks on every module keep the module stack; a call of a *leaf* module (one without children)
   is one record: class, constructor parameters read from the module, input/output tensor specs;
@@ -12,7 +12,7 @@ In training mode the backward pass runs after the forward capture; each autograd
 to the forward record that created it (by autograd sequence number; parameter gradient accumulation to the record
 that used the parameter), so every configuration carries the backward work it causes (column ``backward``).
 
-Records are deduplicated into operator configurations (:func:`opcost.opspec.config_id`) with a call count per
+Records are deduplicated into operator configurations (:func:`opcost.model.opspec.config_id`) with a call count per
 iteration. The table's columns are :data:`opcost.tables.LAYERS`.
 """
 from __future__ import annotations
@@ -30,10 +30,10 @@ from torch._C._autograd import _get_sequence_nr
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .opspec import canonical_json, config_id, describe, dtype_name, strip_replay, tensors_in
-from .replay import tensors_of
-from .tables import LAYERS, frame
-from .workload import Workload, loss_of
+from opcost.model.opspec import canonical_json, config_id, describe, dtype_name, strip_replay, tensors_in
+from opcost.model.replay import tensors_of
+from opcost.model.workload import Workload, loss_of
+from opcost.tables import LAYERS, frame
 
 LOSS_PATH = "<loss>"
 
@@ -50,7 +50,7 @@ class Call:
     replay: dict
     outputs: list = field(default_factory=list)
     seq_after: int = -1
-    # per tensor input (the order of opcost.replay.tensor_inputs): [position, output index] of the record whose
+    # per tensor input (the order of opcost.model.replay.tensor_inputs): [position, output index] of the record whose
     # output it is (the latest, for an output an in-place op returned again), or None (a model input, a parameter)
     feeds: list = field(default_factory=list)
 

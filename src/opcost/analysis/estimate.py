@@ -1,5 +1,5 @@
 """Predict any model's iteration from the database: measured costs where it holds the configuration, the cost
-model's estimates (:mod:`opcost.costmodel`) for the rest, plus the overhead between operators.
+model's estimates (:mod:`opcost.analysis.costmodel`) for the rest, plus the overhead between operators.
 
 The measurements used are one set of conditions (host, device, threads: :func:`conditions`); costs from
 different machines or thread counts are never mixed. The overhead between operators is modelled per call from the
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .costmodel import load_or_fit
-from .database import latest
-from .engine import ENGINE_ID, ENGINE_OP_TYPE
-from .errors import OpcostError
-from .predict import DEFAULT_STATISTIC, STATISTICS, baseline, references
-from .sweeps import PREFIX as SWEEP_PREFIX
+from opcost.analysis.costmodel import load_or_fit
+from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, references
+from opcost.database import latest
+from opcost.errors import OpcostError
+from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE
+from opcost.model.sweeps import PREFIX as SWEEP_PREFIX
 
 CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
 
@@ -43,7 +43,7 @@ def conditions(measurements: pd.DataFrame, **chosen) -> tuple[pd.DataFrame, dict
                 raise OpcostError(f"{flag} {want}", f"the database holds no isolated measurement with {col} {want} "
                                                     f"({col}: {', '.join(held) or 'none'})")
         elif len(held) > 1:
-            raise OpcostError(f"database", f"it holds measurements from several {col} values ({', '.join(held)}): "
+            raise OpcostError("database", f"it holds measurements from several {col} values ({', '.join(held)}): "
                                            f"choose one with {flag}")
         elif not held:
             raise OpcostError("database", "it holds no isolated measurement")
@@ -175,7 +175,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
         raise OpcostError(f"model {model}", f"the database holds nothing to estimate {what} from: profile a {mode} "
                                             "workload first")
     if mode == "training" and "engine_s" in used and used["engine_s"].notna().any():
-        e = float(used["engine_s"].dropna().median())  # one autograd engine call per iteration (opcost.engine)
+        e = float(used["engine_s"].dropna().median())  # one autograd engine call per iteration (opcost.measure.engine)
         rows = pd.concat([rows, pd.DataFrame([{"config_id": ENGINE_ID, "op_type": ENGINE_OP_TYPE, "phase": "backward",
                                                "count": 1, "cost_s": e, "low_s": e, "high_s": e,
                                                "method": "measured"}])], ignore_index=True)
@@ -205,7 +205,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
 def refit(db_dir, statistic: str | None = None) -> dict[str, dict]:
     """Fit (or confirm up to date) and save the cost model of every set of conditions the database at ``db_dir``
     holds; their held-out summaries by condition key (after ``opcost db merge``)."""
-    from .database import read_db
+    from opcost.database import read_db
 
     db = read_db(db_dir)
     col = STATISTICS[statistic or DEFAULT_STATISTIC]
@@ -227,9 +227,9 @@ def workload_layers(db: dict, model: str, batch: int, mode: str, spec: dict | No
     wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mode)]
     if len(wl):
         return wl.reset_index(drop=True)
-    from .extract import extract
-    from .models import load_model
-    from .workload import make_workload
+    from opcost.model.extract import extract
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
 
     return extract(make_workload(load_model(model, spec or {}), batch, mode)).reset_index(drop=True)
 

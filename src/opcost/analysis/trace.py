@@ -57,8 +57,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import OpcostError
-from .tables import (
+from opcost.errors import OpcostError
+from opcost.tables import (
     TRACE_EVENTS,
     TRACE_ITERATIONS,
     TRACE_KERNELS,
@@ -96,7 +96,7 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
            record_shapes: bool = True, paired: Callable[[], object] | None = None) -> Path:
     """Profile ``iterations`` iterations after ``warmup`` unrecorded ones and write the Chrome trace to ``path``.
 
-    ``runner`` is a :class:`opcost.workload.Workload` (its ``step()``: forward under inference_mode, or forward +
+    ``runner`` is a :class:`opcost.model.workload.Workload` (its ``step()``: forward under inference_mode, or forward +
     loss + backward) or any zero-argument callable (then ``device`` says where it runs, default cpu). Activities:
     CPU, plus CUDA on a cuda device, where each iteration ends with ``torch.cuda.synchronize()`` inside its marker
     so that the marker spans the device work too. ``record_shapes=True``. The file is written atomically.
@@ -138,7 +138,7 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
             if paired is not None:
                 marked(REPLAY_MARKER, paired)
             prof.step()
-    from .io import atomic
+    from opcost.io import atomic
 
     path = Path(path)
     suffix = ".json.gz" if path.name.endswith(".gz") else ".json"  # torch gzips when the name ends in .gz
@@ -149,7 +149,7 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
 def write_empty(path) -> Path:
     """An empty Chrome trace (no events), gzipped when the name ends in ``.gz``: what a workload that could not be
     traced leaves, so that the run goes on."""
-    from .io import atomic
+    from opcost.io import atomic
 
     path = Path(path)
     opener = gzip.open if path.name.endswith(".gz") else open
@@ -193,7 +193,7 @@ def profiler_dilation(path, calls: int = 2000, repeats: int = 7, record_shapes: 
 def replay_runner(wl, models_cfg: dict, device: str = "cpu",
                   dtype: str = "float32") -> tuple[Callable[[], None], dict[str, tuple[str, str]]]:
     """One iteration of ``wl``'s operator configurations replayed in the model's call order, each call exactly as
-    isolated profiling makes it (:func:`opcost.replay.build`, its own synthesized inputs): a model without the
+    isolated profiling makes it (:func:`opcost.model.replay.build`, its own synthesized inputs): a model without the
     glue between its operators. Each output is dropped at once: holding each until the call the model drops it at
     (as the rotation does) would lengthen every replay gap by Python bookkeeping and costlier frees, which the
     modelled overhead would then lack (docs/methodology.md, section 7).
@@ -204,9 +204,9 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu",
     replay gap."""
     import torch  # noqa: F401
 
-    from .failures import failure
-    from .extract import extract, record_calls
-    from .replay import ModelCache, build, mode_context
+    from opcost.failures import failure
+    from opcost.model.extract import extract, record_calls
+    from opcost.model.replay import ModelCache, build, mode_context
 
     capture = record_calls(wl)
     layers = extract(wl, capture)
@@ -300,7 +300,7 @@ def parse(path, cache: bool = False) -> TraceTables:
     With ``cache``, the tables are kept next to the trace (``<path>.events.parquet``, ``<path>.kernels.parquet``)
     and read from there while they are newer than the trace. An unreadable trace raises :class:`OpcostError`
     naming the file."""
-    from . import io
+    from opcost import io
 
     path = Path(path)
     cached = (path.with_name(path.name + ".events.parquet"), path.with_name(path.name + ".kernels.parquet"))

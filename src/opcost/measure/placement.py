@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import OpcostError
+from opcost.errors import OpcostError
 
 DEFAULT = "default"
 PAGE = mmap.PAGESIZE

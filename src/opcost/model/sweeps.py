@@ -4,7 +4,7 @@ the same conditions as the models' operators so that their costs are interchange
 Each sweep point is a small model, a **chain** of ``depth`` identical layers that keep their shape (stride 1,
 "same" padding; a point whose layer changes the shape is a chain of one), so that every layer reads its
 producer's freshly written output, as inside a model. The point becomes an ordinary model entry
-(``model: opcost.sweeps:chain``) named ``sweep-<op>-<values>``: it is extracted, catalogued and profiled in
+(``model: opcost.model.sweeps:chain``) named ``sweep-<op>-<values>``: it is extracted, catalogued and profiled in
 rotation like any workload's operators, but is not a validation workload (no end-to-end, in-situ or trace jobs;
 :func:`opcost.config.workloads` leaves it out). Its configurations are profiled in the loop's first iteration
 whatever their op type.
@@ -28,7 +28,7 @@ import random
 from torch import nn
 from torch.nn import functional as F
 
-MODEL = "opcost.sweeps:chain"
+MODEL = "opcost.model.sweeps:chain"
 PREFIX = "sweep-"
 _SPATIAL = {"channels": 32, "size": 28}
 DEFAULTS = {

@@ -5,8 +5,8 @@ with a per-call floor, ``t = floor + max(flops / compute_rate, bytes / memory_ra
 parameters fitted to the measured configurations by least squares on log time (relative error; a soft-L1 loss so
 that one noisy configuration does not pull the law). **Correction**: gradient-boosted trees
 (scikit-learn's ``HistGradientBoostingRegressor``, op type as a categorical feature) on the log ratio of the
-measured cost to the baseline, from the shape features of :mod:`opcost.features`. Which of the two estimates is used
-is chosen by held-out error: K-fold cross-validation over configurations, each fold refitting the laws and the
+measured cost to the baseline, from the shape features of :mod:`opcost.analysis.features`. Which of the two estimates is
+used is chosen by held-out error: K-fold cross-validation over configurations, each fold refitting the laws and the
 trees without it; the method with the smaller median |log error| wins, and the held-out errors give every estimate
 its interval (the 5th to 95th percentile of the held-out ratios of its op type, or of all types where it has fewer
 than :data:`MIN_INTERVAL` of them).
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .features import NUMERIC, features
+from opcost.analysis.features import NUMERIC, features
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, colu
     if path is not None:
         saved[(key, column)] = model
         try:
-            from .io import atomic
+            from opcost.io import atomic
 
             atomic(path, lambda tmp: Path(tmp).write_bytes(pickle.dumps(saved)))
         except OSError as e:  # a read-only database still answers

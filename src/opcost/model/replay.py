@@ -23,9 +23,9 @@ from typing import Callable
 
 import torch
 
-from .errors import OpcostError
-from .models import LoadedModel, load_model
-from .opspec import synthesize
+from opcost.errors import OpcostError
+from opcost.model.opspec import synthesize
+from opcost.model.sources import LoadedModel, load_model
 
 
 @dataclass
@@ -204,13 +204,13 @@ def _setter(container, key) -> Callable[[torch.Tensor], None]:
     return put
 
 
-def _map_tensors(obj, fn):
+def map_tensors(obj, fn):
     if isinstance(obj, torch.Tensor):
         return fn(obj)
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_map_tensors(x, fn) for x in obj)
+        return type(obj)(map_tensors(x, fn) for x in obj)
     if isinstance(obj, dict):
-        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+        return {k: map_tensors(v, fn) for k, v in obj.items()}
     return obj
 
 
@@ -221,11 +221,11 @@ def _arguments(replay: dict, device: str, placement=None, placer=None) -> tuple[
     if placement is None:
         return args, kwargs
     tiers = iter(placement.inputs)
-    return _map_tensors(args, lambda t: placer.place(t, next(tiers))), \
-        _map_tensors(kwargs, lambda t: placer.place(t, next(tiers)))
+    return map_tensors(args, lambda t: placer.place(t, next(tiers))), \
+        map_tensors(kwargs, lambda t: placer.place(t, next(tiers)))
 
 
-def _place_params(module: torch.nn.Module, tier: str, placer) -> Callable[[], None]:
+def place_params(module: torch.nn.Module, tier: str, placer) -> Callable[[], None]:
     """Put the module's parameters and buffers on ``tier``; returns the function that puts the originals back."""
     saved = [(t, t.data) for t in list(module.parameters()) + list(module.buffers())]
 
@@ -330,8 +330,8 @@ def refresher(tensors: list) -> Callable[[], None] | None:
 
 def build(row: dict, models: ModelCache, device: str, placement=None, placer=None, pool: int = 1) -> Replay:
     """A callable that performs one call of configuration ``row`` (a `configs` table row); with a
-    :class:`opcost.placement.Placement` (and its ``placer``) inputs and parameters are on the requested tiers (call
-    ``close()`` after measuring to restore the shared model's parameters). ``pool`` > 1: that many copies of the
+    :class:`opcost.measure.placement.Placement` (and its ``placer``) inputs and parameters are on the requested tiers
+    (call ``close()`` after measuring to restore the shared model's parameters). ``pool`` > 1: that many copies of the
     inputs, used in turn (cold cache: each call reads inputs the previous calls did not touch)."""
     replay = json.loads(row["replay"])
     training = row["mode"] == "training"
@@ -343,7 +343,7 @@ def build(row: dict, models: ModelCache, device: str, placement=None, placer=Non
         module = models.get(replay["model"]).module.get_submodule(replay["path"])
         module.train(training)
         if placement is not None and placement.params is not None:
-            close = _place_params(module, placement.params, placer)
+            close = place_params(module, placement.params, placer)
         params = list(module.parameters()) + list(module.buffers())
         inplace = training and getattr(module, "inplace", False)
         forward, prepare = _caller(module, sets, (lambda i, x: isinstance(x, torch.Tensor) and x.requires_grad)

@@ -2,12 +2,12 @@
 
 A model entry's ``model`` field (default: the entry's name) is, in this order of lookup:
 
-* ``timm:<name>`` — a timm model (:mod:`opcost.models.timm_models`), ``kwargs`` passed to ``timm.create_model``;
+* ``timm:<name>`` — a timm model (:mod:`opcost.model.sources.timm_models`), ``kwargs`` passed to ``timm.create_model``;
 * ``hf:<architecture>`` — a Hugging Face transformers model from its config class
-  (:mod:`opcost.models.hf_models`), ``kwargs`` overriding the config;
+  (:mod:`opcost.model.sources.hf_models`), ``kwargs`` overriding the config;
 * ``package.module:callable`` — imported (from the working directory, ``PYTHONPATH`` or the installed packages)
   and called with ``kwargs``;
-* a built-in model name (:data:`opcost.models.builtin.BUILTIN`);
+* a built-in model name (:data:`opcost.model.sources.builtin.BUILTIN`);
 * a torchvision model name (``torchvision.models.list_models()``), built with random weights (``weights=None``).
 
 Every model is built with random weights; nothing is downloaded. Inputs come from the entry's ``input_shapes`` when
@@ -26,10 +26,10 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..errors import OpcostError
-from ..opspec import dtype_from_name
-from . import hf_models, timm_models
-from .builtin import BUILTIN
+from opcost.errors import OpcostError
+from opcost.model.opspec import dtype_from_name
+from opcost.model.sources import hf_models, timm_models
+from opcost.model.sources.builtin import BUILTIN
 
 
 @dataclass

@@ -13,8 +13,8 @@ from typing import Callable
 
 import torch
 
-from .errors import OpcostError
-from .models import LoadedModel
+from opcost.errors import OpcostError
+from opcost.model.sources import LoadedModel
 
 MODES = ("inference", "training")
 

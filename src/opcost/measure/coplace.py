@@ -1,11 +1,11 @@
 """Simultaneous placement profiling: many layers measured under different memory placements in one model run.
 
-Isolated placement profiling (:mod:`opcost.profile`) times each (configuration, placement) pair alone. Here the
+Isolated placement profiling (:mod:`opcost.measure.profile`) times each (configuration, placement) pair alone. Here the
 placements are measured inside real inference iterations instead, several layers at a time:
 
-* a *layer* is one leaf-module call position of the iteration (from :func:`opcost.extract.record_calls`); the
-  placements it must cover are :func:`opcost.placement.plan` for its tensor inputs, parameters and output (with the
-  same rule for in-place/view modules as isolated profiling: the output sits on the aliased input's tier);
+* a *layer* is one leaf-module call position of the iteration (from :func:`opcost.model.extract.record_calls`); the
+  placements it must cover are :func:`opcost.measure.placement.plan` for its tensor inputs, parameters and output (with
+  the same rule for in-place/view modules as isolated profiling: the output sits on the aliased input's tier);
 * :func:`schedule` packs them greedily into *rounds*: per round each layer gets at most one placement not yet
   covered, and two layers closer than ``gap`` leaf calls (by default: neighbours, i.e. producer and consumer) never
   both get a non-baseline one; layers of one shared module never need different parameter tiers in one round; the
@@ -46,17 +46,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .energy import NoMeter, missing
-from .errors import OpcostError
-from .extract import Capture, record_calls
-from .hostinfo import host_facts, now
-from .placement import Placement, Placer, aliased_input, mbind, output_tier, plan, storages, usable_tiers
-from .placement import Settings as PlacementSettings
-from .profile import matches_all
-from .replay import _map_tensors, _place_params, tensor_inputs, tensors_of
-from .tables import MEASUREMENTS, frame
-from .timing import Measurement, TimingSettings, clock_for
-from .workload import Workload, workload_key
+from opcost.errors import OpcostError
+from opcost.measure.energy import NoMeter, missing
+from opcost.measure.hostinfo import host_facts, now
+from opcost.measure.placement import Placement, Placer, aliased_input, mbind, output_tier, plan, storages, usable_tiers
+from opcost.measure.placement import Settings as PlacementSettings
+from opcost.measure.profile import matches_all
+from opcost.measure.timing import Measurement, TimingSettings, clock_for
+from opcost.model.extract import Capture, record_calls
+from opcost.model.replay import map_tensors, place_params, tensor_inputs, tensors_of
+from opcost.model.workload import Workload, workload_key
+from opcost.tables import MEASUREMENTS, frame
 
 log = logging.getLogger(__name__)
 SOURCE = "coplace"
@@ -142,9 +142,10 @@ def _leaves(module: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def _map_inputs(args, kwargs, fn):
-    """(args, kwargs) with tensor k (in :func:`opcost.replay.tensor_inputs` order) replaced by ``fn(k, tensor)``."""
+    """(args, kwargs) with tensor k (in :func:`opcost.model.replay.tensor_inputs` order) replaced by ``fn(k,
+    tensor)``."""
     k = itertools.count()
-    return _map_tensors(tuple(args), lambda t: fn(next(k), t)), _map_tensors(dict(kwargs), lambda t: fn(next(k), t))
+    return map_tensors(tuple(args), lambda t: fn(next(k), t)), map_tensors(dict(kwargs), lambda t: fn(next(k), t))
 
 
 def _probe(wl: Workload, count: int) -> list[tuple[int, bool, int | None]]:
@@ -183,7 +184,7 @@ def layers_of(wl: Workload, tiers: list[str], settings: PlacementSettings, captu
               out_tier: str | None = None) -> list[Layer]:
     """The leaf-module calls of one iteration, each with the placements to cover (as isolated profiling plans them
     for its configuration; ``out_tier``: the tier outputs land on where they cannot be bound, see
-    :func:`~opcost.placement.output_tier`)."""
+    :func:`~opcost.measure.placement.output_tier`)."""
     cap = capture or record_calls(wl)
     ids = cap.config_ids(wl.mode)
     calls = [(c, cid) for c, cid in zip(cap.calls, ids) if c.scope == "module"]
@@ -297,7 +298,7 @@ def _run_round(wl: Workload, layers: list[Layer], assign: dict[int, Placement], 
         mod = layers[i].module
         if plc.params is not None and id(mod) not in done_modules:
             done_modules.add(id(mod))
-            restores.append(_place_params(mod, plc.params, placer))
+            restores.append(place_params(mod, plc.params, placer))
     rnd = _Round(wl, layers, assign, placer, clock)
     groups: dict[tuple[str, Placement], list[int]] = defaultdict(list)
     for i, plc in assign.items():

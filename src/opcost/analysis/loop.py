@@ -2,16 +2,16 @@
 
 Iteration ``n`` has a set of profiled operator types. For each workload, *coverage* is the fraction of its measured
 end-to-end time that Σ count × isolated cost over configurations of profiled types accounts for, plus the CPU
-overhead its trace models between operators (:func:`opcost.predict.trace_overhead`, where the workload has a trace
-and config ``loop.overhead`` is on: Python glue no operator type can account for, a sizeable share of small
-models' iterations; docs/methodology.md, section 7). Where an energy meter exists, ``energy_coverage`` is the same for joules, operators only; the stopping rule
-uses time. A workload meets the target when ``target`` <= coverage <= ``2 - target`` (the same tolerance both ways:
-a sum that overshoots the measured time is an error, not coverage). It is below target while coverage < ``target``;
-above it, its sum overshoots, which no further operator type can mend. The next iteration adds the ``add_per_iteration`` unprofiled types with the
-largest *unattributed time* (Σ count × in-situ cost, which exists for every configuration of every workload after
-one in-situ pass) summed over the workloads still below target. The loop stops when no workload is below
-target (every one met it, or some overshoot: said in the stop reason), when no unprofiled type is left, or at
-``max_iterations``; the profiled types are then the significant
+overhead its trace models between operators (:func:`opcost.analysis.predict.trace_overhead`, where the workload has a
+trace and config ``loop.overhead`` is on: Python glue no operator type can account for, a sizeable share of small
+models' iterations; docs/methodology.md, section 7). Where an energy meter exists, ``energy_coverage`` is the same for
+joules, operators only; the stopping rule uses time. A workload meets the target when ``target`` <= coverage <=
+``2 - target`` (the same tolerance both ways: a sum that overshoots the measured time is an error, not coverage). It is
+below target while coverage < ``target``; above it, its sum overshoots, which no further operator type can mend. The
+next iteration adds the ``add_per_iteration`` unprofiled types with the largest *unattributed time* (Σ count × in-situ
+cost, which exists for every configuration of every workload after one in-situ pass) summed over the workloads still
+below target. The loop stops when no workload is below target (every one met it, or some overshoot: said in the stop
+reason), when no unprofiled type is left, or at ``max_iterations``; the profiled types are then the significant
 operator list, written as a config fragment a next run can start from.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .engine import ENGINE_OP_TYPE
-from .predict import DEFAULT_STATISTIC, costed_layers, references
+from opcost.analysis.predict import DEFAULT_STATISTIC, costed_layers, references
+from opcost.measure.engine import ENGINE_OP_TYPE
 
 ALL = "all"
 
@@ -59,9 +59,10 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
              e2e: pd.DataFrame, settings: LoopSettings, device: str, overhead: dict | None = None,
              statistic: str = DEFAULT_STATISTIC) -> dict:
     """The checkpoint's decision for ``iteration`` (JSON-able); ``overhead``: (model, batch, mode) -> modelled
-    overhead seconds per iteration (:func:`opcost.predict.trace_overhead`), counted as attributed; ``statistic``:
-    the per-call statistic costs and end-to-end times are compared in (config `statistic`)."""
-    # coverage uses isolated costs: the same end-to-end reference as their prediction (opcost.predict.references)
+    overhead seconds per iteration (:func:`opcost.analysis.predict.trace_overhead`), counted as attributed;
+    ``statistic``: the per-call statistic costs and end-to-end times are compared in (config `statistic`)."""
+    # coverage uses isolated costs: the same end-to-end reference as their prediction
+    # (opcost.analysis.predict.references)
     measured = {k: v for k, (v, _) in references(e2e, device, "isolated", statistic).items()}
     e2e = e2e[e2e["method"] == "dedicated"]  # energy: the runs that meter it
     iso = costed_layers(layers, measurements, device, "isolated", statistic)

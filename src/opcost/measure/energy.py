@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import OpcostError
+from opcost.errors import OpcostError
 
 log = logging.getLogger(__name__)
 POWERCAP = Path("/sys/class/powercap")
@@ -191,7 +191,7 @@ class EnergySettings:
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "EnergySettings":
-        from .config import section
+        from opcost.config import section
 
         return section(cls, cfg)
 

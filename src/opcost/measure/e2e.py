@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .energy import NoMeter, missing
-from .hostinfo import host_facts, now
-from .tables import E2E, SAMPLES, frame
-from .timing import Measurement, TimingSettings, measure
-from .workload import Workload, workload_key
+from opcost.measure.energy import NoMeter, missing
+from opcost.measure.hostinfo import host_facts, now
+from opcost.measure.timing import Measurement, TimingSettings, measure
+from opcost.model.workload import Workload, workload_key
+from opcost.tables import E2E, SAMPLES, frame
 
 
 def e2e_frames(model: str, batch: int, mode: str, m: Measurement, method: str, device: str,

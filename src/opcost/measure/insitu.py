@@ -1,6 +1,6 @@
 """In-situ (simultaneous) profiling: every operator configuration timed inside real model iterations, in one pass.
 
-The call sequence of one iteration comes from extraction (:func:`opcost.extract.record_calls`), so each timed call
+The call sequence of one iteration comes from extraction (:func:`opcost.model.extract.record_calls`), so each timed call
 maps to its configuration id by position. Two kinds of iterations alternate, so no observer sits inside another's
 timed region:
 
@@ -12,7 +12,7 @@ timed region:
   interleaved``) taken in the same minutes, hence the same machine state, as the in-situ operator times (on the
   project's VMs the machine's speed drifts by 10-50% over tens of seconds, which a separate e2e job cannot see).
 
-Timestamps are marks of :class:`opcost.timing.Clock`, read after each iteration: on CUDA, events recorded on the
+Timestamps are marks of :class:`opcost.measure.timing.Clock`, read after each iteration: on CUDA, events recorded on the
 stream, so no timed region synchronises the device (a synchronisation at every boundary cost a few microseconds per
 operator, against operators of 3-30 us on a GPU). Rows share the `measurements` schema with ``source = insitu``;
 samples are single calls.
@@ -28,14 +28,14 @@ import torch
 from torch._C._autograd import _get_sequence_nr
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .e2e import e2e_frames
-from .energy import NoMeter, missing
-from .errors import OpcostError
-from .extract import Capture, graph_nodes, param_nodes, record_calls
-from .hostinfo import host_facts, now
-from .tables import MEASUREMENTS, SAMPLES, frame
-from .timing import Clock, Measurement, TimingSettings, clock_for
-from .workload import Workload, loss_of, workload_key
+from opcost.errors import OpcostError
+from opcost.measure.e2e import e2e_frames
+from opcost.measure.energy import NoMeter, missing
+from opcost.measure.hostinfo import host_facts, now
+from opcost.measure.timing import Clock, Measurement, TimingSettings, clock_for
+from opcost.model.extract import Capture, graph_nodes, param_nodes, record_calls
+from opcost.model.workload import Workload, loss_of, workload_key
+from opcost.tables import MEASUREMENTS, SAMPLES, frame
 
 
 class _LeafDepth:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .database import latest
-from .engine import engine_rows
-from .tables import CONSISTENCY, DEFAULT_STATISTIC, PREDICTIONS, STATISTICS, frame
-from .timing import ROTATION_STATES
-from .workload import workload_key
+from opcost.database import latest
+from opcost.measure.engine import engine_rows
+from opcost.measure.timing import ROTATION_STATES
+from opcost.model.workload import workload_key
+from opcost.tables import CONSISTENCY, DEFAULT_STATISTIC, PREDICTIONS, STATISTICS, frame
 
 SOURCES = ("isolated", "insitu")
 # the end-to-end time each source is checked against, in order of preference (`e2e` column `method`): isolated
@@ -66,7 +66,7 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     """Layer rows with their cost per call (cost_s: ``statistic`` summed over phases; missing when unmeasured or
     failed; backward_s: its backward part, training only) and count x cost (total_s), from the baseline-placement
     measurements of one source and device; a training workload whose isolated backward costs had the autograd
-    engine's fixed cost taken out gets it back once, as a row of op type :data:`~opcost.engine.ENGINE_OP_TYPE`
+    engine's fixed cost taken out gets it back once, as a row of op type :data:`~opcost.measure.engine.ENGINE_OP_TYPE`
     (count 1)."""
     col = _column(statistic)
     ok = _baseline_ok(measurements, device)
@@ -77,15 +77,15 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     backward = ok[ok["phase"] == "backward"].groupby(keys, as_index=False).agg(backward_s=(col, _sum_present))
     out = out.merge(cost, on=keys, how="left").merge(backward, on=keys, how="left")
     out = out.assign(total_s=out["count"] * out["cost_s"], total_j=out["count"] * out["energy_j"])
-    engine = engine_rows(out, ok)  # training: the one autograd engine call per iteration (opcost.engine)
+    engine = engine_rows(out, ok)  # training: the one autograd engine call per iteration (opcost.measure.engine)
     return pd.concat([out, engine], ignore_index=True) if len(engine) else out
 
 
 def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tuple, float]:
     """(model, batch, mode) -> modelled CPU overhead seconds per iteration from the workload's trace: its calls per
     top-level op type x that type's mean gap T1 before a call, plus the gap after the last op (see
-    :class:`opcost.trace.OverheadModel`)."""
-    from .trace import OverheadModel
+    :class:`opcost.analysis.trace.OverheadModel`)."""
+    from opcost.analysis.trace import OverheadModel
 
     out = {}
     for key, ov in overheads.groupby(["model", "batch", "mode"]):

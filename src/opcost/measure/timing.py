@@ -26,10 +26,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-
 log = logging.getLogger(__name__)
 
-ROTATION_STATES = ("fresh", "rotation")  # `cache` states measured by measure_rotation (see opcost.profile)
+ROTATION_STATES = ("fresh", "rotation")  # `cache` states measured by measure_rotation (see opcost.measure.profile)
 FUTILITY_ROUNDS = 50  # a rotation judges which medians cannot reach their target only after this many rounds
 
 
@@ -48,7 +47,7 @@ class TimingSettings:
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "TimingSettings":
-        from .config import section
+        from opcost.config import section
 
         return section(cls, cfg)
 

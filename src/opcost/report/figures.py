@@ -232,7 +232,7 @@ def placement_class(placement: str, fast: str | None = None) -> str:
     """A placement reduced to which tier each tensor role is on (inputs: one tier, or `mixed`), so that
     configurations with different input counts share a column: ``in:pmem w:dram out:dram``; parameters on the
     ``fast`` tier are left out, so configurations with and without parameters share columns too."""
-    from .placement import Placement
+    from opcost.measure.placement import Placement
 
     p = Placement.parse(placement)
     ins = sorted(set(p.inputs))
@@ -243,7 +243,7 @@ def placement_class(placement: str, fast: str | None = None) -> str:
 def placement_slowdowns(measurements: pd.DataFrame) -> pd.DataFrame:
     """Per isolated configuration, phase and placement: median time / the all-fast-tier median of the same
     configuration and phase (rows with a placement mismatch are left out)."""
-    from .placement import Placement
+    from opcost.measure.placement import Placement
 
     m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
                      & (measurements["placement"] != "default") & measurements["placement_ok"].fillna(False)]
@@ -300,7 +300,7 @@ def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, 
     (keys ``op_types``, ``iterations``, ``overhead_samples``); ``coplace``: simultaneous placement profiling
     summaries (JSON dicts), None or [] when it is not enabled; ``unseen``: `predict_only` predictions (source
     `estimated`), None when the config has none."""
-    from .predict import baseline
+    from opcost.analysis.predict import baseline
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -353,7 +353,7 @@ def unseen_models(unseen: pd.DataFrame | None, path: Path) -> None:
 
 
 def _coplace(measurements: pd.DataFrame, summaries, path: Path) -> None:
-    from .coplace import compare
+    from opcost.measure.coplace import compare
 
     ran = [s for s in summaries or [] if not s.get("skipped")]
     if not ran:
@@ -438,7 +438,7 @@ def trace_overheads(samples: pd.DataFrame, path: Path, top: int = 8) -> None:
 
 
 def coplace_consistency(compare_df: pd.DataFrame, path: Path, speedup: float | None = None) -> None:
-    """Co-placed against isolated placement slowdowns (:func:`opcost.coplace.compare`), one point per
+    """Co-placed against isolated placement slowdowns (:func:`opcost.measure.coplace.compare`), one point per
     (configuration, placement) off the fast tier; a text box gives the profiling-time speed-up when known."""
     d = compare_df.dropna(subset=["slowdown_isolated", "slowdown_coplace"]) if len(compare_df) else compare_df
     if len(d):

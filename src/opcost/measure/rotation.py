@@ -1,0 +1,223 @@
+"""The model-order rotation: one model iteration's operator calls, each timed alone, in the model's order.
+
+Isolated profiling (:mod:`opcost.measure.profile`) times configurations in rotation
+(:func:`opcost.measure.timing.measure_rotation`). In model order a round is one iteration's call sequence restricted
+to the rotation's configurations (`configs` columns `positions`, `releases`, `feeds`): each operator follows its
+predecessor in the model, is called as often as the model calls it, keeps its outputs alive as long as the model
+does and, in inference, reads the outputs its producers wrote in the same round. A :class:`Rotation` holds what
+``measure_rotation`` needs; :func:`model_order` and :func:`shuffled` build one from members (:class:`Member`),
+:func:`with_iterations` appends the whole model iteration that serves as the end-to-end reference.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, replace
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from opcost.measure.timing import Measurement, TimingSettings, measure_rotation
+from opcost.model.replay import refresher, tensors_of
+
+
+class Member(NamedTuple):
+    """One timed callable of a rotation: a configuration's phase, its call and its untimed prepare step."""
+    config_id: str
+    phase: str
+    call: Callable[[], object]
+    prepare: Callable[[], None] | None
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """The arguments of :func:`opcost.measure.timing.measure_rotation` for one rotation (see there)."""
+    calls: list
+    prepare: list
+    sequence: list[int] | None = None
+    release: list[int] | None = None
+    feed: list | None = None
+    every: list[int] | None = None
+
+    @property
+    def shuffle(self) -> bool:
+        return self.sequence is None
+
+    def measure(self, settings: TimingSettings, device: str = "cpu", seed: int = 0,
+                targets=None) -> list[Measurement]:
+        return measure_rotation(self.calls, settings, device, self.prepare, seed=seed, targets=targets,
+                                shuffle=self.shuffle, sequence=self.sequence, release=self.release,
+                                every=self.every, feed=self.feed)
+
+
+def shuffled(members: list[Member]) -> Rotation:
+    """Each member once per round, in an order shuffled every round."""
+    return Rotation([m.call for m in members], [m.prepare for m in members])
+
+
+def model_order(members: list[Member], rows: list[dict], reps: dict | None = None, feed: bool = False) -> Rotation:
+    """Rounds in the model's call order (``rows``: the `configs` rows of the members' configurations); with
+    ``feed`` (inference, ``cache: fresh``) each forward call reads its producers' outputs of the same round
+    (``reps``: config_id -> :class:`opcost.model.replay.Replay`)."""
+    positions = {r["config_id"]: call_positions(r) for r in rows}
+    releases = {r["config_id"]: call_releases(r) for r in rows}
+    sequence, release = model_sequence(members, positions, releases)
+    fed = producer_feed(members, reps or {}, positions, {r["config_id"]: call_feeds(r) for r in rows}) \
+        if feed else None
+    return Rotation([m.call for m in members], [m.prepare for m in members], sequence, release, fed)
+
+
+def with_iterations(rotation: Rotation, iteration: Callable[[], object], every: int) -> Rotation:
+    """``rotation`` with the whole model ``iteration`` appended as the end-to-end reference, the last callable.
+    Model order: two model iterations close every ``every``-th round, reading no operator's output; the first
+    finds the state the round left, the second the model's own (a run's iterations follow each other). Shuffled
+    rounds: one, anywhere in the round."""
+    n, iters = len(rotation.calls), 1 if rotation.sequence is None else 2
+    sequence, release = rotation.sequence, rotation.release
+    if sequence is not None:
+        sequence, release = sequence + [n, n + 1], release + [len(sequence), len(sequence) + 1]
+    return replace(rotation, calls=rotation.calls + [iteration] * iters, prepare=rotation.prepare + [None] * iters,
+                   sequence=sequence, release=release,
+                   feed=None if rotation.feed is None else rotation.feed + [None] * iters,
+                   every=[1] * n + [every] * iters)
+
+
+def first_call(row: dict) -> int:
+    """A configuration's position in its workload's call order (column `order`; 0 where unknown)."""
+    o = row.get("order")
+    return int(o) if isinstance(o, (int, np.integer)) else 0
+
+
+def call_positions(row: dict) -> list[int]:
+    """The positions of a configuration's calls in its workload's call sequence (column `positions`; the first
+    call's rank alone in older catalogues)."""
+    p = row.get("positions")
+    return [int(x) for x in json.loads(p)] if isinstance(p, str) else [first_call(row)]
+
+
+def call_releases(row: dict) -> list[int]:
+    """Per entry of :func:`call_positions`: the position during or after which the model drops that call's outputs
+    (column `releases`; older catalogues: the call's own position, dropped at once)."""
+    r = row.get("releases")
+    return [int(x) for x in json.loads(r)] if isinstance(r, str) else call_positions(row)
+
+
+def call_feeds(row: dict) -> list | None:
+    """Per entry of :func:`call_positions`: per tensor input, the [position, output index] that produced it, or None
+    (column `feeds`; None for older catalogues)."""
+    f = row.get("feeds")
+    return json.loads(f) if isinstance(f, str) else None
+
+
+def _calls(members: list[tuple], positions: dict[str, list[int]],
+           releases: dict[str, list[int]] | None = None) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(sequence, at, until, rank): per entry of one model iteration (see :func:`model_sequence`), the member it calls,
+    the call's position, the position where the model drops its outputs, and the call's rank among its
+    configuration's `positions`."""
+    by_config: dict[str, list[int]] = {}
+    for i, m in enumerate(members):
+        by_config.setdefault(m[0], []).append(i)
+    calls = sorted((p, r, cid, k) for cid in by_config
+                   for k, (p, r) in enumerate(zip(positions[cid], (releases or {}).get(cid, positions[cid]))))
+    sequence, at, until, rank = [], [], [], []
+    for p, r, cid, k in calls:
+        sequence += by_config[cid]
+        at += [p] * len(by_config[cid])
+        until += [r] * len(by_config[cid])
+        rank += [k] * len(by_config[cid])
+    return sequence, at, until, rank
+
+
+def model_sequence(members: list[tuple], positions: dict[str, list[int]],
+              releases: dict[str, list[int]] | None = None) -> tuple[list[int], list[int]]:
+    """One model iteration as indices into ``members`` ((config_id, phase, ...) tuples): every call position of
+    every member's configuration, in call order, each configuration's phases together; and per entry the entry
+    whose call drops its outputs (:func:`opcost.measure.timing.measure_rotation`'s ``release``): the last entry at or
+    before the position where the model drops them (``releases``, per configuration parallel to ``positions``;
+    default: at once), never before the entry itself."""
+    sequence, at, until, _ = _calls(members, positions, releases)
+    release = [max(j, bisect.bisect_right(at, r) - 1) for j, r in enumerate(until)]
+    return sequence, release
+
+
+def producer_feed(members: list[tuple], reps: dict[str, object], positions: dict[str, list[int]],
+          feeds: dict[str, list | None]) -> list:
+    """:func:`opcost.measure.timing.measure_rotation`'s ``feed`` for the iteration :func:`model_sequence` builds from
+    the same arguments: each forward call reads the outputs of the calls that produced its inputs in the model (column
+    `feeds`), where the producer is in the rotation and the replay can take them (``reps``: config_id ->
+    :class:`opcost.model.replay.Replay`); its other inputs are rewritten as ``cache: fresh`` rewrites them. None for an
+    entry that reads no producer."""
+    sequence, at, _, rank = _calls(members, positions)
+    entry_at = {}  # position -> the entry of its forward call
+    for j, (i, p) in enumerate(zip(sequence, at)):
+        if members[i][1] == "forward":
+            entry_at.setdefault(p, j)
+    plan = []
+    for j, (i, p, k) in enumerate(zip(sequence, at, rank)):
+        cid, phase = members[i][0], members[i][1]
+        rep, per_call = reps.get(cid), feeds.get(cid)
+        srcs = per_call[k] if per_call is not None and k < len(per_call) else []
+        if phase != "forward" or rep is None or not rep.slots or not srcs:
+            plan.append(None)
+            continue
+        producers, wiring = [], []  # entries read; per input: (index into producers, output index) or None
+        for inp, slot in enumerate(rep.slots):
+            src = srcs[inp] if inp < len(srcs) else None
+            e = entry_at.get(src[0]) if src is not None and slot is not None else None
+            if e is None or e >= j:
+                wiring.append(None)
+                continue
+            if e not in producers:
+                producers.append(e)
+            wiring.append((producers.index(e), int(src[1])))
+        plan.append((_binder(rep, wiring), producers) if producers else None)
+    return plan
+
+
+def _binder(rep, wiring: list) -> Callable[[list], Callable[[], None]]:
+    """``bind(outputs)`` for :func:`producer_feed`: puts each wired producer output in its input's place (once checked
+    to have the recorded shape, dtype, strides and device; else the input keeps its own tensor), rewrites the other
+    inputs as :func:`opcost.model.replay.refresher` does, and returns the function that puts the inputs back."""
+    originals = list(rep.inputs)
+    fits: dict[int, bool] = {}  # input -> the producer output has the input's layout (checked on first bind)
+    rewrite = refresher([t for t, w in zip(originals, wiring) if w is None])
+
+    def bind(outputs: list) -> Callable[[], None]:
+        bound, own = [], []
+        for k, w in enumerate(wiring):
+            if w is None:
+                continue
+            ts = tensors_of(outputs[w[0]]) if outputs[w[0]] is not None else []
+            t = ts[w[1]] if w[1] < len(ts) else None
+            if t is not None and k not in fits:
+                o = originals[k]
+                fits[k] = (t.shape == o.shape and t.dtype == o.dtype and t.stride() == o.stride()
+                           and t.device == o.device)
+            if t is not None and fits[k]:
+                rep.slots[k](t)
+                bound.append(k)
+            else:
+                own.append(originals[k])
+        if rewrite is not None:
+            rewrite()
+        if own:  # a producer output that did not fit: the input is rewritten instead
+            again = refresher(own)
+            if again is not None:
+                again()
+
+        def undo() -> None:
+            for k in bound:
+                rep.slots[k](originals[k])
+        return undo
+    return bind
+
+
+def both(first: Callable[[], None] | None, then: Callable[[], None] | None) -> Callable[[], None] | None:
+    """One untimed step that runs ``first`` then ``then`` (either may be None)."""
+    if first is None or then is None:
+        return first or then
+
+    def both() -> None:
+        first()
+        then()
+    return both

@@ -1,0 +1,1 @@
+"""What the user reads: the figures and the run's summary."""
