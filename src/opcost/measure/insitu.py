@@ -12,10 +12,10 @@ timed region:
   interleaved``) taken in the same minutes, hence the same machine state, as the in-situ operator times (on the
   project's VMs the machine's speed drifts by 10-50% over tens of seconds, which a separate e2e job cannot see).
 
-Timestamps are marks of :class:`opcost.measure.timing.Clock`, read after each iteration: on CUDA, events recorded on the
-stream, so no timed region synchronises the device (a synchronisation at every boundary cost a few microseconds per
-operator, against operators of 3-30 us on a GPU). Rows share the `measurements` schema with ``source = insitu``;
-samples are single calls.
+Timestamps are marks of :class:`opcost.measure.timing.Clock`, read after each iteration: on CUDA, events recorded on
+the stream, so no timed region synchronises the device. On a launch-bound GPU each span also holds the hooks' own
+CPU work (docs/methodology.md, section 6). Rows share the `measurements` schema with ``source = insitu``; samples
+are single calls.
 """
 from __future__ import annotations
 
