@@ -15,6 +15,11 @@ from opcost.tables import FAILURES, frame
 STAGE_ORDER = ("extract", "e2e", "insitu", "trace", "coplace", "profile")
 
 
+def read_tsv(path) -> pd.DataFrame:
+    """``results/failures.tsv`` as :func:`collect` wrote it (all columns as strings; no rows when all went well)."""
+    return pd.read_csv(path, sep="\t", dtype="string")
+
+
 def failure(e: BaseException) -> str:
     """One line naming an error: its type and the first line of its message (at most 300 characters)."""
     lines = str(e).strip().splitlines()

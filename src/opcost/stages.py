@@ -461,6 +461,7 @@ def make_figures(config: dict, *, layers, measurements, e2e, predictions, consis
     `iterations`, `overhead_samples`) -> per-workload trace tables; ``unseen``: the `predict_only` predictions
     (none: the figure says so); ``failures``: results/failures.tsv."""
     from opcost.analysis.predict import costed_layers
+    from opcost.failures import read_tsv
     from opcost.report.summary import run_summary
 
     layer_rows = io.read_many(layers, tables.LAYERS)
@@ -479,7 +480,7 @@ def make_figures(config: dict, *, layers, measurements, e2e, predictions, consis
                               coplace_info, unseen_rows):
         log.info("wrote %s", p)
     if summary is not None:
-        fail = (pd.read_csv(failures, sep="\t", dtype="string") if failures else tables.frame(tables.FAILURES, []))
+        fail = read_tsv(failures) if failures else tables.frame(tables.FAILURES, [])
         io.write_text(run_summary(pred, loop_info, fail, unseen_rows, str(outdir)), summary)
         log.info("wrote %s", summary)
 

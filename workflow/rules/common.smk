@@ -181,11 +181,9 @@ def print_summary(summary, failures):
 def print_failures(path):
     """The run's failures (results/failures.tsv), when this run wrote it: the last lines a user sees."""
     if Path(path).exists() and Path(path).stat().st_mtime >= STARTED:
-        import pandas as pd
+        from opcost.failures import read_tsv, text
 
-        from opcost.failures import text
-
-        failures = pd.read_csv(path, sep="\t", dtype="string")
+        failures = read_tsv(path)
         print(f"opcost: {text(failures)}" + (f"\n(all of them: {path})" if len(failures) else ""),
               file=sys.stderr)  # after Snakemake's own log lines, which go to stderr
 

@@ -22,7 +22,7 @@ from opcost.analysis.costmodel import load_or_fit
 from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, references
 from opcost.database import latest
 from opcost.errors import OpcostError
-from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE
+from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
 from opcost.model.sweeps import PREFIX as SWEEP_PREFIX
 
 CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
@@ -116,9 +116,8 @@ def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -
             e2e = e2e[e2e[key].astype(str) == str(used[key].iloc[0])]
     refs = references(e2e, str(used["device"].iloc[0]), "isolated", statistic) if len(used) else {}
     cost = used.groupby("config_id")[col].sum()
-    engine = 0.0  # training: the one autograd engine call per iteration is a row of its own, not overhead
-    if mode == "training" and "engine_s" in used and used["engine_s"].notna().any():
-        engine = float(used["engine_s"].dropna().median())
+    # training: the one autograd engine call per iteration is a row of its own, not overhead
+    engine = (engine_cost(used) or 0.0) if mode == "training" else 0.0
     gaps = []
     layers = db["layers"]
     for (model, batch, mo), (ref, _) in refs.items():
@@ -171,11 +170,12 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                 rows.loc[missing, "energy_j"] = em.estimate(rows[missing])["estimate"].to_numpy()
     unknown = rows["cost_s"].isna()
     if unknown.any():
-        what = ", ".join(sorted({f"{t} ({p})" for t, p in zip(rows.loc[unknown, "op_type"], rows.loc[unknown, "phase"])}))
+        what = ", ".join(sorted({f"{t} ({p})"
+                                 for t, p in zip(rows.loc[unknown, "op_type"], rows.loc[unknown, "phase"])}))
         raise OpcostError(f"model {model}", f"the database holds nothing to estimate {what} from: profile a {mode} "
                                             "workload first")
-    if mode == "training" and "engine_s" in used and used["engine_s"].notna().any():
-        e = float(used["engine_s"].dropna().median())  # one autograd engine call per iteration (opcost.measure.engine)
+    e = engine_cost(used) if mode == "training" else None  # one autograd engine call per iteration
+    if e is not None:
         rows = pd.concat([rows, pd.DataFrame([{"config_id": ENGINE_ID, "op_type": ENGINE_OP_TYPE, "phase": "backward",
                                                "count": 1, "cost_s": e, "low_s": e, "high_s": e,
                                                "method": "measured"}])], ignore_index=True)

@@ -204,7 +204,7 @@ class _Round:
     """Hooks on every leaf module for one round: place inputs, time, bind outputs of the scheduled calls."""
 
     def __init__(self, wl: Workload, layers: list[Layer], assign: dict[int, Placement], placer: Placer, clock):
-        self.layers, self.assign, self.placer, self.clock = layers, assign, placer, clock
+        self.layers, self.assign, self.placer, self.clock, self.mark = layers, assign, placer, clock, clock.mark
         self.depth, self.k, self.cur = 0, 0, -1
         self.timing = False
         self.t0 = None
@@ -245,7 +245,7 @@ class _Round:
                 return None
             self.held.pop(self.cur, None)  # frees last iteration's output memory for this call's new output
             args, kwargs = _map_inputs(args, kwargs, self._copy(self.cur, plc))
-            self.t0 = self.clock.mark()  # after the copies: they are not timed
+            self.t0 = self.mark()  # after the copies: they are not timed
             return args, kwargs
         self.depth += 1
         return None
@@ -254,7 +254,7 @@ class _Round:
         self.depth -= 1
         if self.depth or self.cur not in self.assign:
             return
-        t = self.clock.seconds(self.t0, self.clock.mark())
+        t = self.clock.seconds(self.t0, self.mark())
         if self.timing:
             self.samples[self.cur].append(t)
         plc = self.assign[self.cur]

@@ -78,6 +78,14 @@ def without_engine_calls(measurements: pd.DataFrame, samples: pd.DataFrame, engi
     return meas, smp
 
 
+def engine_cost(used: pd.DataFrame) -> float | None:
+    """The engine's cost per backward call recorded on ``used`` measurement rows (median of `engine_s`), or None
+    where no row records one (inference, older tables)."""
+    if "engine_s" not in used or used["engine_s"].isna().all():
+        return None
+    return float(used["engine_s"].dropna().median())
+
+
 def engine_rows(costed: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
     """One row per training workload of ``costed`` (layer rows with costs, see
     :func:`opcost.analysis.predict.costed_layers`) whose backward costs had the engine's cost taken out: count 1, cost

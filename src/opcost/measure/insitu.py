@@ -42,7 +42,7 @@ class _LeafDepth:
     """Forward hooks on leaf modules: keep the leaf depth, optionally mark the span of each outermost leaf call."""
 
     def __init__(self, module: torch.nn.Module, clock: Clock, timed: bool):
-        self.depth, self.clock, self.timed = 0, clock, timed
+        self.depth, self.mark, self.timed = 0, clock.mark, timed
         self.spans: list[tuple] = []  # (start mark, end mark), read by _seconds after the iteration
         self._t0 = None
         self.handles = []
@@ -53,13 +53,13 @@ class _LeafDepth:
 
     def _pre(self, mod, args):
         if self.depth == 0 and self.timed:
-            self._t0 = self.clock.mark()
+            self._t0 = self.mark()
         self.depth += 1
 
     def _post(self, mod, args, out):
         self.depth -= 1
         if self.depth == 0 and self.timed:
-            self.spans.append((self._t0, self.clock.mark()))
+            self.spans.append((self._t0, self.mark()))
 
     def close(self):
         for h in self.handles:
@@ -69,15 +69,15 @@ class _LeafDepth:
 class _TimeOutsideLeaves(TorchDispatchMode):
     def __init__(self, leaves: _LeafDepth, clock: Clock):
         super().__init__()
-        self.leaves, self.clock = leaves, clock
+        self.leaves, self.mark = leaves, clock.mark
         self.spans: list[tuple] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.leaves.depth > 0:
             return func(*args, **(kwargs or {}))
-        t0 = self.clock.mark()
+        t0 = self.mark()
         out = func(*args, **(kwargs or {}))
-        self.spans.append((t0, self.clock.mark()))
+        self.spans.append((t0, self.mark()))
         return out
 
 
@@ -94,6 +94,7 @@ def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock: Clo
     """Backward with per-node timing; returns call index -> seconds of backward work it caused."""
     spans: dict[int, list[tuple]] = defaultdict(list)
     t0: dict[int, object] = {}
+    mark = clock.mark
     handles = []
     for node in graph_nodes(loss.grad_fn):
         seq = node._sequence_nr()
@@ -105,10 +106,10 @@ def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock: Clo
             continue
 
         def pre(grad_outputs, key=id(node)):
-            t0[key] = clock.mark()
+            t0[key] = mark()
 
         def post(grad_inputs, grad_outputs, key=id(node), idx=idx):
-            end = clock.mark()
+            end = mark()
             spans[idx].append((t0.pop(key, end), end))
 
         handles.append(node.register_prehook(pre))
@@ -132,6 +133,7 @@ def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture:
     bounds = cap.relative_bounds()
     module = wl.model.module
     clock = clock_for(device)
+    mark = clock.mark
     params = {id(p): p for p in module.parameters()}
     samples: dict[tuple[int, str], list[float]] = defaultdict(list)  # (call index, phase) -> seconds
     training = wl.mode == "training"
@@ -141,9 +143,9 @@ def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture:
     plain: list[float] = []
     while True:
         if iterations >= warmup:
-            t0 = clock.mark()
+            t0 = mark()
             wl.step()
-            plain.append(clock.seconds(t0, clock.mark()))
+            plain.append(clock.seconds(t0, mark()))
         for kind in ("module", "functional"):
             if training:
                 module.zero_grad(set_to_none=True)

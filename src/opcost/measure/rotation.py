@@ -129,7 +129,7 @@ def _calls(members: list[tuple], positions: dict[str, list[int]],
 
 
 def model_sequence(members: list[tuple], positions: dict[str, list[int]],
-              releases: dict[str, list[int]] | None = None) -> tuple[list[int], list[int]]:
+                   releases: dict[str, list[int]] | None = None) -> tuple[list[int], list[int]]:
     """One model iteration as indices into ``members`` ((config_id, phase, ...) tuples): every call position of
     every member's configuration, in call order, each configuration's phases together; and per entry the entry
     whose call drops its outputs (:func:`opcost.measure.timing.measure_rotation`'s ``release``): the last entry at or
@@ -141,7 +141,7 @@ def model_sequence(members: list[tuple], positions: dict[str, list[int]],
 
 
 def producer_feed(members: list[tuple], reps: dict[str, object], positions: dict[str, list[int]],
-          feeds: dict[str, list | None]) -> list:
+                  feeds: dict[str, list | None]) -> list:
     """:func:`opcost.measure.timing.measure_rotation`'s ``feed`` for the iteration :func:`model_sequence` builds from
     the same arguments: each forward call reads the outputs of the calls that produced its inputs in the model (column
     `feeds`), where the producer is in the rotation and the replay can take them (``reps``: config_id ->
@@ -217,7 +217,7 @@ def both(first: Callable[[], None] | None, then: Callable[[], None] | None) -> C
     if first is None or then is None:
         return first or then
 
-    def both() -> None:
+    def run_both() -> None:
         first()
         then()
-    return both
+    return run_both
