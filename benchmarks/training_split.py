@@ -1,6 +1,7 @@
 """Where does a training workload's isolated excess sit? Per op type and phase, Σ count x isolated cost (rotation,
-engine call taken out, as the pipeline) against Σ count x in-situ cost, one process, batch 1. Prints the rotation
-and interleaved references, the sums per phase and the op types with the largest excess, and a SUMMARY per model.
+the engine call measured in the rotation taken out, as the pipeline) against Σ count x in-situ cost, one process,
+batch 1. Prints the rotation and interleaved references, the sums per phase and the op types with the largest
+excess, and a SUMMARY per model.
 
     python benchmarks/training_split.py MODEL [MODEL ...] [--threads 2]
 """
@@ -20,7 +21,7 @@ def main() -> None:
     args = ap.parse_args()
     prepare(args.threads)
 
-    from opcost.measure.engine import engine_call_s, without_engine_calls
+    from opcost.measure.engine import engine_cost
     from opcost.measure.insitu import profile_insitu
     from opcost.measure.profile import ProfileSettings, profile_configs
     from opcost.measure.timing import TimingSettings
@@ -30,10 +31,9 @@ def main() -> None:
         wl, layers, configs = workload_configs(model, 1, "training")
         timing = TimingSettings.from_config(cfg["profile"]["timing"])
         rotation = []
-        iso, samples = profile_configs(configs, cfg["models"], "cpu", "float32", ProfileSettings(timing, e2e_every=4),
+        iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", ProfileSettings(timing, e2e_every=4),
                                        on_e2e=lambda row, _: rotation.append(row))
-        engine_s = engine_call_s("cpu", timing)
-        iso, _ = without_engine_calls(iso, samples, engine_s)
+        engine_s = engine_cost(iso)  # measured in the rotation and taken out of each backward row
         ins, _, interleaved = profile_insitu(wl, TimingSettings.from_config(cfg["insitu"]["timing"]), "cpu")
         count = layers.set_index("config_id")["count"]
 

@@ -36,11 +36,13 @@ def test_every_configuration_replays_in_both_modes(configs):
     failed = meas[meas["status"] != "ok"]
     assert failed.empty, failed[["op_type", "mode", "status"]].to_string()
     assert set(meas["mode"]) == {"inference", "training"}
-    assert (meas["median_s"] > 0).all()
     fwd = meas[meas["phase"] == "forward"]
+    assert (fwd["median_s"] > 0).all()
     assert sorted(fwd["config_id"]) == sorted(configs["config_id"])  # every configuration has a forward row
     bwd = meas[meas["phase"] == "backward"]
     assert set(bwd["mode"]) == {"training"} and len(bwd) >= len(configs[configs["op_type"] == "Linear"]) // 2
+    # backward rows are net of the engine call measured in their rotation (a view's backward may come out 0)
+    assert (bwd["engine_s"] > 0).all() and (bwd["median_s"] >= 0).all() and (bwd["median_s"] > 0).any()
     assert set(samples["key"]) == set(meas["config_id"])
 
 

@@ -235,13 +235,13 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     done_rows = [{"engine_s": None, **r} for r in done_rows]  # journals written before the column existed
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples, *e2e_samples], ignore_index=True)
-    if ((meas["phase"] == "backward") & (meas["status"] == "ok")).any():  # journaled rows are stored as measured
-        from opcost.measure.engine import engine_call_s, without_engine_calls
+    from opcost.measure.engine import engine_call_s, needs_engine, without_engine_calls
 
+    if needs_engine(meas):  # backward rows measured outside a rotation, or journaled before rotations measured it
         engine_s = engine_call_s(config["device"], profiling.timing)
         meas, samples = without_engine_calls(meas, samples, engine_s)
-        log.info("autograd engine: %.1f us per backward call, taken out of each isolated backward row and counted "
-                 "once per training iteration", engine_s * 1e6)
+        log.info("autograd engine measured alone: %.1f us per backward call, taken out of the isolated backward rows "
+                 "measured outside a rotation", engine_s * 1e6)
     if out_e2e is not None:
         io.write_parquet(pd.concat([tables.frame(tables.E2E, []), *e2e_rows], ignore_index=True), out_e2e,
                          tables.E2E)

@@ -181,9 +181,10 @@ MEASUREMENTS = Table(
                               "copies, together larger than twice the last-level cache) or `cold-capped:N` (the "
                               "64-copy cap left the pool smaller); missing for in-situ rows"),
         _c("engine_s", "Float64", "isolated backward rows: the autograd engine's fixed cost per backward call, "
-                                  "measured in the same job and taken out of this row's statistics and samples "
-                                  "(floored at 0); a training iteration pays it once, so predictions add it once "
-                                  "per iteration (op type `autograd engine`); missing elsewhere"),
+                                  "measured in the row's own rotation (alone, by the same job, for rows measured "
+                                  "back-to-back) and taken out of this row's statistics and samples (floored at 0); "
+                                  "a training iteration pays it once, so predictions add it once per iteration (op "
+                                  "type `autograd engine`); missing elsewhere"),
     ) + _STATS + _ENERGY,
 )
 

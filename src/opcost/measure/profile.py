@@ -26,7 +26,17 @@ from opcost.measure.placement import (
     usable_tiers,
 )
 from opcost.measure.placement import Settings as PlacementSettings
-from opcost.measure.rotation import Member, both, call_positions, first_call, model_order, shuffled, with_iterations
+from opcost.measure.engine import engine_intercept, engine_probes, net_of_engine
+from opcost.measure.rotation import (
+    Member,
+    both,
+    call_positions,
+    first_call,
+    model_order,
+    shuffled,
+    with_engine_probes,
+    with_iterations,
+)
 from opcost.measure.timing import ROTATION_STATES, Measurement, RotationError, TimingSettings, measure
 from opcost.model.replay import ModelCache, build, input_bytes, mode_context, refresher
 from opcost.model.workload import make_workload, parse_workload_key
@@ -318,9 +328,10 @@ def matches_all(requested: str, verified: str) -> bool:
 NO_STATS = dict.fromkeys(Measurement(np.array([]), 1, 0.0).stats())  # the statistics columns of a failed row
 
 
-def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | None):
+def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | None, engine_s: float | None = None):
     """Rows and samples of one configuration; ``result``: {(placement, phase): (verified, Measurement or None,
-    energy columns or the failure, cache label)}."""
+    energy columns or the failure, cache label)}. ``engine_s``: the autograd engine's cost per call measured with
+    the default placement's backward, taken out of that row (:func:`opcost.measure.engine.net_of_engine`)."""
     base = {"config_id": row["config_id"], "op_type": row["op_type"], "mode": row["mode"], "source": "isolated",
             "workload": None, "attempts": attempts, **facts, "cache": None, "engine_s": None, **NO_STATS}
     if result is None:
@@ -337,11 +348,14 @@ def _rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | No
             continue
         if phase != "forward":  # backward writes gradients to default memory: its placement is not verified
             ver = None
+        stats, seconds = m.stats(), [float(x) for x in m.samples]
+        if phase == "backward" and plc == DEFAULT and engine_s is not None:
+            stats, seconds = net_of_engine(stats, seconds, engine_s)
         rows.append({**base, "phase": phase, "placement": plc, "placement_verified": ver,
                      "placement_ok": None if ver is None else matches_all(plc, ver), "baseline": baseline,
-                     "status": "ok", **m.stats(), **e, "timestamp": now()})
+                     "status": "ok", **stats, **e, "timestamp": now()})
         samples += [{"key": row["config_id"], "source": "isolated", "placement": plc, "phase": phase, "i": i,
-                     "seconds": float(x)} for i, x in enumerate(m.samples)]
+                     "seconds": x} for i, x in enumerate(seconds)]
     return rows, samples
 
 
@@ -390,10 +404,12 @@ def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
 
 def _rotate(rows: list[dict], models: ModelCache, device: str, settings: ProfileSettings, energy, seed: int,
             context: list[dict] = (), iteration: Callable[[], object] | None = None
-            ) -> tuple[dict, dict, dict, Measurement | None]:
+            ) -> tuple[dict, dict, dict, Measurement | None, dict]:
     """Time one group of same-mode configurations in rotation (with ``context`` configurations rotating untimed).
     Returns ({config_id: {(DEFAULT, phase): (None, Measurement, energy columns)}}, {config_id: failure},
-    {config_id: attempts}, the iteration's Measurement or None). A configuration whose replay fails (when built,
+    {config_id: attempts}, the iteration's Measurement or None, {config_id: the autograd engine's cost per call
+    measured in the rotation its backward measurement was kept from}). A rotation with backward calls measures the
+    engine among them (:func:`opcost.measure.rotation.with_engine_probes`). A configuration whose replay fails (when built,
     on a first call, or inside the rotation) is reported failed and the rotation goes on without it; a failing
     context configuration is left out. ``iteration`` (the workload's whole model iteration) with
     ``settings.e2e_every`` > 0: timed at the end of every ``e2e_every``-th round of the first rotation, the
@@ -403,6 +419,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
     timed = {r["config_id"] for r in rows}
     reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
     whole = None  # the iteration's Measurement
+    engine_of: dict[str, float] = {}  # config_id -> the engine's cost per call in its backward's rotation
     try:
         members_rows = list(rows) + list(context)
         for row in members_rows if shuffle else sorted(members_rows, key=first_call):
@@ -414,6 +431,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
         by_id = {row["config_id"]: rep for row, rep in reps}
         with mode_context(rows[0]["mode"]):
             members = _members(reps, fresh, failed)
+            probes = engine_probes(device) if any(m.phase == "backward" for m in members) else None
             results: dict[str, dict] = {}
             attempts: dict[str, int] = {}
             noisy: set = set()  # (config_id, phase) still to re-measure; empty on the first attempt
@@ -425,23 +443,36 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
                         not attempt and m[0] in timed)]
                     rotation = shuffled(members) if shuffle else model_order(
                         members, members_rows, by_id, feed=fresh and rows[0]["mode"] == "inference")
+                    if probes is not None:
+                        rotation = with_engine_probes(rotation, *probes)
                     paired = iteration is not None and every > 0 and not attempt
                     if paired:
                         rotation = with_iterations(rotation, iteration, every)
                     try:
                         ms = rotation.measure(settings.timing, device, seed=seed + attempt, targets=targets)
+                        extra = ms[len(members):]
+                        if probes is not None:
+                            engine_s = engine_intercept(extra[0].median, extra[1].median)
+                            log.info("autograd engine in the rotation: %.1f us per backward call", engine_s * 1e6)
+                            extra = extra[2:]
                         if paired:
-                            if len(rotation.calls) == len(members) + 2:
+                            if len(extra) == 2:
                                 log.info("model iteration after a round: trimmed mean %.3g ms; after an iteration "
-                                         "(the reference): %.3g ms", ms[-2].trimmed_mean * 1e3,
-                                         ms[-1].trimmed_mean * 1e3)
-                            whole, ms = ms[-1], ms[:len(members)]
+                                         "(the reference): %.3g ms", extra[0].trimmed_mean * 1e3,
+                                         extra[1].trimmed_mean * 1e3)
+                            whole = extra[-1]
+                        ms = ms[:len(members)]
                         break
                     except RotationError as e:
-                        if e.index >= len(members):
+                        if e.index >= len(members) + (2 if probes is not None else 0):
                             log.warning("the model iteration failed inside the rotation (%s); rotating without it",
                                         _failure(e.error))
                             iteration = None
+                            continue
+                        if e.index >= len(members):
+                            log.warning("the autograd engine's probe failed inside the rotation (%s); rotating "
+                                        "without it", _failure(e.error))
+                            probes = None
                             continue
                         cid = members[e.index][0]
                         why = _failure(e.error)
@@ -457,6 +488,8 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
                     prev = results.get(cid, {}).get((DEFAULT, phase))
                     if prev is None or m.rel_ci < prev[1].rel_ci:
                         results.setdefault(cid, {})[(DEFAULT, phase)] = (None, m, missing(NoMeter()))
+                        if phase == "backward" and probes is not None:
+                            engine_of[cid] = engine_s
                 noisy = {(cid, ph) for cid, r in results.items() for (_, ph), (_, m, _) in r.items() if m.noisy}
                 if not noisy or attempt == settings.remeasure:
                     break
@@ -469,7 +502,7 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
     finally:
         for _, rep in reversed(reps):  # parameters shared between configurations are restored in reverse
             rep.close()
-    return results, failed, attempts, whole
+    return results, failed, attempts, whole, engine_of
 
 
 def _iteration(row: dict, models: ModelCache) -> Callable[[], object] | None:
@@ -503,8 +536,8 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSetti
             log.info("rotation group %d: %d configurations, %d more rotating untimed as context", g + 1, len(group),
                      len(ctx))
         iteration = _iteration(group[0], models) if e2e_every > 0 and on_e2e is not None else None
-        results, failed, attempts, whole = _rotate(group, models, device, settings, energy, seed=g, context=ctx,
-                                                   iteration=iteration)
+        results, failed, attempts, whole, engine_of = _rotate(group, models, device, settings, energy, seed=g,
+                                                              context=ctx, iteration=iteration)
         if whole is not None and whole.n:
             key = group[0]["workload"]
             log.info("%s: model iteration in the rotation: median %.3g ms n=%d", key, whole.median * 1e3, whole.n)
@@ -526,7 +559,7 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSetti
                         result[(plc, ph)] = (ver, m, e, label)
                 except Exception as e:
                     log.warning("%s %s placements failed: %s", cid, row["op_type"], e)
-            out = _rows(row, result or None, failed.get(cid), attempts.get(cid, 1), facts, fast)
+            out = _rows(row, result or None, failed.get(cid), attempts.get(cid, 1), facts, fast, engine_of.get(cid))
             rows += out[0]
             samples += out[1]
             if on_result is not None:

@@ -82,6 +82,29 @@ def with_iterations(rotation: Rotation, iteration: Callable[[], object], every: 
                    every=[1] * n + [every] * iters)
 
 
+ENGINE_PROBE_REPEATS = 3  # calls of each engine probe per round, in turn
+
+
+def with_engine_probes(rotation: Rotation, one: Callable[[], object], many: Callable[[], object],
+                       repeats: int = ENGINE_PROBE_REPEATS) -> Rotation:
+    """``rotation`` with the two engine probes (:func:`opcost.measure.engine.engine_probes`) appended as its last two
+    callables. Model order: every round ends with them called in turn ``repeats`` times, each dropping its output at
+    once, so that they measure the engine's fixed cost per call in the same minutes and process state as the
+    rotation's backward calls, warmed by each other as the model's backward nodes are by their neighbours (a probe
+    called once after a forward call reads its own graph from cold memory, and overstated the cost per call by
+    15–40 µs, docs/methodology.md, section 8). Shuffled rounds: each once, anywhere in the round."""
+    n = len(rotation.calls)
+    calls, prepare = rotation.calls + [one, many], rotation.prepare + [None, None]
+    every = None if rotation.every is None else rotation.every + [1, 1]
+    if rotation.sequence is None:
+        return replace(rotation, calls=calls, prepare=prepare, every=every)
+    start, added = len(rotation.sequence), 2 * repeats
+    return replace(rotation, calls=calls, prepare=prepare, every=every,
+                   sequence=rotation.sequence + [n, n + 1] * repeats,
+                   release=None if rotation.release is None else rotation.release + list(range(start, start + added)),
+                   feed=None if rotation.feed is None else rotation.feed + [None] * added)
+
+
 def first_call(row: dict) -> int:
     """A configuration's position in its workload's call order (column `order`; 0 where unknown)."""
     o = row.get("order")
