@@ -113,3 +113,18 @@ def test_a_training_rotation_measures_the_engine_in_its_own_rounds(monkeypatch):
     timed = back[back["op_type"] == "Timed"].iloc[0]
     raw = {m.median for m in ms[:n]}
     assert timed["median_s"] + engine_s == pytest.approx(max(raw), rel=1e-9)  # the Timed backward is the slowest call
+
+
+def test_a_training_round_runs_the_forward_calls_then_the_backward_calls_in_reverse():
+    """As the iteration: its forward pass in call order, then its backward pass in reverse; forward outputs live until
+    the forward call where the model drops them, gradients are dropped at once."""
+    from opcost.measure.rotation import model_sequence
+
+    members = [("a", "forward"), ("a", "backward"), ("b", "forward"), ("b", "backward"), ("c", "forward")]
+    positions = {"a": [0, 2], "b": [1], "c": [3]}
+    releases = {"a": [1, 3], "b": [3], "c": [3]}
+    sequence, release = model_sequence(members, positions, releases)
+    assert sequence == [0, 2, 0, 4, 1, 3, 1]  # a b a c | a b a
+    assert release == [1, 3, 3, 3, 4, 5, 6]
+    inference = [("a", "forward"), ("b", "forward"), ("c", "forward")]
+    assert model_sequence(inference, positions, releases) == ([0, 1, 0, 2], [1, 3, 3, 3])

@@ -4,9 +4,12 @@ Isolated profiling (:mod:`opcost.measure.profile`) times configurations in rotat
 (:func:`opcost.measure.timing.measure_rotation`). In model order a round is one iteration's call sequence restricted
 to the rotation's configurations (`configs` columns `positions`, `releases`, `feeds`): each operator follows its
 predecessor in the model, is called as often as the model calls it, keeps its outputs alive as long as the model
-does and, in inference, reads the outputs its producers wrote in the same round. A :class:`Rotation` holds what
-``measure_rotation`` needs; :func:`model_order` and :func:`shuffled` build one from members (:class:`Member`),
-:func:`with_iterations` appends the whole model iteration that serves as the end-to-end reference.
+does and, in inference, reads the outputs its producers wrote in the same round. In training a round is the
+iteration's two passes: the forward calls in call order, then the backward calls in reverse order (each on the
+graph its configuration's set-up retained), so that a backward call follows the backward of its consumer, as in the
+iteration. A :class:`Rotation` holds what ``measure_rotation`` needs; :func:`model_order` and :func:`shuffled`
+build one from members (:class:`Member`), :func:`with_engine_probes` appends the autograd engine's probes and
+:func:`with_iterations` the whole model iteration that serves as the end-to-end reference.
 """
 from __future__ import annotations
 
@@ -154,13 +157,20 @@ def _calls(members: list[tuple], positions: dict[str, list[int]],
 def model_sequence(members: list[tuple], positions: dict[str, list[int]],
                    releases: dict[str, list[int]] | None = None) -> tuple[list[int], list[int]]:
     """One model iteration as indices into ``members`` ((config_id, phase, ...) tuples): every call position of
-    every member's configuration, in call order, each configuration's phases together; and per entry the entry
-    whose call drops its outputs (:func:`opcost.measure.timing.measure_rotation`'s ``release``): the last entry at or
-    before the position where the model drops them (``releases``, per configuration parallel to ``positions``;
-    default: at once), never before the entry itself."""
+    every member's configuration, in call order, each configuration's non-backward phases together, then (training)
+    the backward calls in reverse call order, as the iteration's backward pass runs them after its forward pass;
+    and per entry the entry whose call drops its outputs (:func:`opcost.measure.timing.measure_rotation`'s
+    ``release``): for a forward entry the last forward entry at or before the position where the model drops them
+    (``releases``, per configuration parallel to ``positions``; default: at once), never before the entry itself;
+    a backward entry drops its gradients at once."""
     sequence, at, until, _ = _calls(members, positions, releases)
-    release = [max(j, bisect.bisect_right(at, r) - 1) for j, r in enumerate(until)]
-    return sequence, release
+    back = [m[1] == "backward" for m in members]
+    ahead = [j for j, i in enumerate(sequence) if not back[i]]
+    forward_at = [at[j] for j in ahead]
+    release = [max(k, bisect.bisect_right(forward_at, until[j]) - 1) for k, j in enumerate(ahead)]
+    backward = [sequence[j] for j in reversed(range(len(sequence))) if back[sequence[j]]]
+    start = len(ahead)
+    return [sequence[j] for j in ahead] + backward, release + list(range(start, start + len(backward)))
 
 
 def producer_feed(members: list[tuple], reps: dict[str, object], positions: dict[str, list[int]],
