@@ -431,6 +431,27 @@ def test_replay_gaps_are_subtracted_instead_of_the_profiler_cost():
     assert model.gap_s({"aten::add": 10, "aten::mul": 1}) == pytest.approx(10 * 1.5e-6 + 2e-6 + 8e-6)
 
 
+@pytest.mark.parametrize("paired", [True, False])
+def test_backward_node_gaps_add_nothing(paired):
+    """Against isolated costs (a paired trace) the engine's work between backward nodes is inside the isolated
+    backward rows: a backward node's gap is not netted of the forward replay's pooled gap (which would make it
+    negative) and adds nothing. Against the trace's own op times (unpaired) the gap counts, as every other."""
+    node = trace.ENGINE_NODE + "AddmmBackward0"
+    stats = pd.DataFrame({"op_type": ["aten::add", node, trace.ALL_TYPES, trace.END, "aten::add", trace.ALL_TYPES,
+                                      trace.END],
+                          "kind": ["T1"] * 4 + [trace.REPLAY_KIND] * 3,
+                          "mean_s": [5e-6, 4e-6, 5e-6, 9e-6, 3.5e-6, 11e-6, 1e-6]})
+    if not paired:
+        stats = stats[stats["kind"] == "T1"]
+    types = pd.DataFrame({"op_type": ["aten::add", node], "calls": [10.0, 10.0], "cpu_s": [1e-4, 2e-4],
+                          "device_s": [None, None], "launches": [0.0, 0.0]})
+    model = trace.OverheadModel.from_tables(stats, types)
+    assert model.t1[node] == (0.0 if paired else 4e-6)
+    assert model.t1["aten::add"] == pytest.approx(1.5e-6 if paired else 5e-6)
+    assert model.gap_s({"aten::add": 10, node: 10}) == pytest.approx(10 * (model.t1["aten::add"] + model.t1[node])
+                                                                      + model.tail)
+
+
 def test_a_configuration_that_cannot_replay_leaves_the_trace_without_it(tmp_path):
     from opcost import io, stages, tables
     from opcost.config import validate

@@ -43,6 +43,12 @@ adds per call of an op type is then ``T1 - T1r``: container modules, the parent'
 carry the same profiler bookkeeping per top-level call, which cancels in the difference, provided both are
 recorded at the same moments: :func:`record` with ``paired`` interleaves model and replay iterations in one
 profiler session (markers :data:`MARKER` and :data:`REPLAY_MARKER`).
+
+Backward nodes (training; op types starting :data:`ENGINE_NODE`) have no replay: the replay calls forward
+operators. Against isolated costs (a paired trace), the gap before a backward node is the autograd engine's work between two nodes, with no Python glue,
+which an isolated backward row already holds (the engine's per-call cost is taken out of it, its per-node cost is
+not, see :mod:`opcost.measure.engine`), so it adds nothing; netting it of the forward replay's pooled gap, as an op
+type the replay lacks, took 7 µs per backward node out of the prediction (docs/methodology.md, section 8).
 """
 from __future__ import annotations
 
@@ -86,6 +92,7 @@ END = "<end>"  # pseudo op type: the gap from an iteration's last op (or kernel)
 ALL_TYPES = "<all>"  # pooled statistics over every op type (T1: without <end>)
 PROFILER = "<profiler>"  # the profiler's own cost per top-level call, calibrated (see profiler_dilation)
 REPLAY_KIND = "T1r"  # T1 statistics of the replay trace (see module docstring)
+ENGINE_NODE = "autograd::engine::evaluate_function: "  # the prefix of a backward node's top-level op type
 _STEP = re.compile(r"ProfilerStep#\d+$")
 
 
@@ -693,6 +700,8 @@ class OverheadModel:
         else:
             mean = {(t, k): max(0.0, v - dilation) if k == "T1" else v for (t, k), v in mean.items()}
         t1 = {t: v for (t, k), v in mean.items() if k == "T1" and t not in (END, ALL_TYPES)}
+        if replay:  # what isolated costs lack: not the backward nodes' gaps (see the module docstring)
+            t1.update({t: 0.0 for t in t1 if t.startswith(ENGINE_NODE)})
         gpu = bool(types["device_s"].notna().any()) if len(types) else False
         host = {}
         for t, calls, cpu, launches in zip(types["op_type"], types["calls"], types["cpu_s"], types["launches"]):
