@@ -91,10 +91,14 @@ def _forward(wl: Workload):
 
 
 def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock: Clock) -> dict[int, float]:
-    """Backward with per-node timing; returns call index -> seconds of backward work it caused."""
+    """Backward with per-node timing; returns call index -> seconds of backward work it caused. The spans tile the
+    backward pass: a node's span runs from the end of the node before it (the pass's start, for the first) to its own
+    end, so that the engine's work between nodes is in the node it prepares, as in an isolated backward row (whose
+    per-node engine work is not taken out, :mod:`opcost.measure.engine`), and the engine's start of the pass in the
+    first node's span (isolated rows count it once per iteration as a row of its own)."""
     spans: dict[int, list[tuple]] = defaultdict(list)
-    t0: dict[int, object] = {}
     mark = clock.mark
+    last = [None]  # the end mark of the latest node
     handles = []
     for node in graph_nodes(loss.grad_fn):
         seq = node._sequence_nr()
@@ -105,21 +109,19 @@ def _timed_backward(loss, bounds: list[int], seq0: int, owners: dict, clock: Clo
         else:
             continue
 
-        def pre(grad_outputs, key=id(node)):
-            t0[key] = mark()
-
-        def post(grad_inputs, grad_outputs, key=id(node), idx=idx):
+        def post(grad_inputs, grad_outputs, idx=idx):
             end = mark()
-            spans[idx].append((t0.pop(key, end), end))
+            spans[idx].append((last[0], end))
+            last[0] = end
 
-        handles.append(node.register_prehook(pre))
         handles.append(node.register_hook(post))
     try:
+        last[0] = mark()
         loss.backward()
     finally:
         for h in handles:
             h.remove()
-    return {idx: sum(clock.seconds(a, b) for a, b in sp if a is not b) for idx, sp in spans.items()}
+    return {idx: sum(clock.seconds(a, b) for a, b in sp) for idx, sp in spans.items()}
 
 
 def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture: Capture | None = None):
