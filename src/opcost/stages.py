@@ -194,7 +194,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     of method `rotation`; empty when none ran)."""
     from opcost.analysis.loop import ALL, LoopSettings, new_op_types
     from opcost.journal import Journal, settings_key
-    from opcost.measure.profile import ProfileSettings, chunk_of, profile_configs
+    from opcost.measure.profile import METHOD_VERSION, ProfileSettings, chunk_of, profile_configs
     from opcost.model.sweeps import is_sweep
 
     prepare_process(config)
@@ -217,9 +217,9 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     log.info("iteration %d, chunk %d/%d: %d of %d configurations (op types: %s)", iteration, chunk, chunks,
              len(mine), len(configs), ", ".join(types))
     profiling = ProfileSettings.from_config(config)
-    key = settings_key(profiling.timing, config["device"], config["dtype"], config["threads"], profiling.remeasure,
-                       profiling.placement, profiling.cache, config["affinity"], profiling.rotation_size,
-                       profiling.order, profiling.visits)
+    key = settings_key(METHOD_VERSION, profiling.timing, config["device"], config["dtype"], config["threads"],
+                       profiling.remeasure, profiling.placement, profiling.cache, config["affinity"],
+                       profiling.rotation_size, profiling.order, profiling.visits)
     journal = Journal(Path(journal_dir) / f"profile_iter{iteration}_chunk{chunk}_{key}.jsonl")
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
     done = {r["config_id"] for r in done_rows}
@@ -237,7 +237,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples, *e2e_samples], ignore_index=True)
     from opcost.measure.engine import engine_call_s, needs_engine, without_engine_calls
 
-    if needs_engine(meas):  # backward rows measured outside a rotation, or journaled before rotations measured it
+    if needs_engine(meas):  # backward rows measured outside a rotation (other placements, back-to-back states)
         engine_s = engine_call_s(config["device"], profiling.timing)
         meas, samples = without_engine_calls(meas, samples, engine_s)
         log.info("autograd engine measured alone: %.1f us per backward call, taken out of the isolated backward rows "

@@ -45,10 +45,11 @@ recorded at the same moments: :func:`record` with ``paired`` interleaves model a
 profiler session (markers :data:`MARKER` and :data:`REPLAY_MARKER`).
 
 Backward nodes (training; op types starting :data:`ENGINE_NODE`) have no replay: the replay calls forward
-operators. Against isolated costs (a paired trace), the gap before a backward node is the autograd engine's work between two nodes, with no Python glue,
-which an isolated backward row already holds (the engine's per-call cost is taken out of it, its per-node cost is
-not, see :mod:`opcost.measure.engine`), so it adds nothing; netting it of the forward replay's pooled gap, as an op
-type the replay lacks, took 7 µs per backward node out of the prediction (docs/methodology.md, section 8).
+operators. Against isolated costs (a paired trace), the gap before a backward node is the autograd engine's work
+between two nodes, with no Python glue, which an isolated backward row already holds (the engine's per-call cost is
+taken out of it, its per-node cost is not, see :mod:`opcost.measure.engine`), so it adds nothing; netting it of the
+forward replay's pooled gap, as an op type the replay lacks, took about 7 µs per backward node out of the
+prediction (docs/methodology.md, section 7).
 """
 from __future__ import annotations
 

@@ -52,12 +52,13 @@ def engine_intercept(one_s: float, many_s: float, nodes: int = PROBE_NODES) -> f
 
 
 def engine_call_s(device: str, settings, nodes: int = PROBE_NODES, pairs: int = 7, warmup_s: float = 1.0) -> float:
-    """Seconds the autograd engine costs per backward call beyond its nodes, measured alone (for backward rows
-    measured outside a rotation; a rotation measures it among its own calls, :func:`opcost.measure.rotation.\
-with_engine_probes`): :func:`engine_intercept` from ``pairs`` alternating measurements of the two
-    :func:`engine_probes` (the timing core under ``settings``, each capped at 0.2 s) after ``warmup_s`` of both,
-    the median of the pairs' intercepts. Alternating keeps the machine's drift out of each difference; the first
-    backward calls of a process run slower, hence the warm-up (docs/methodology.md, section 8)."""
+    """Seconds the autograd engine costs per backward call beyond its nodes, measured alone, for backward rows
+    measured outside a rotation (a rotation measures it among its own calls,
+    :func:`opcost.measure.rotation.with_engine_probes`): :func:`engine_intercept` from ``pairs`` alternating
+    measurements of the two :func:`engine_probes` (the timing core under ``settings``, each capped at 0.2 s) after
+    ``warmup_s`` of both, the median of the pairs' intercepts. Alternating keeps the machine's drift out of each
+    difference; the first backward calls of a process run slower, hence the warm-up (docs/methodology.md,
+    section 8)."""
     import dataclasses
     import time
 
@@ -99,9 +100,10 @@ def needs_engine(measurements: pd.DataFrame) -> bool:
 def without_engine_calls(measurements: pd.DataFrame, samples: pd.DataFrame, engine_s: float
                          ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The isolated backward rows that still hold their engine call (no `engine_s`, :func:`needs_engine`) and their
-    samples, less ``engine_s`` each, floored at 0; ``engine_s`` recorded on those rows. A row the engine's cost masks (a transpose's backward on a GPU) comes out 0: no floor
-    is known for a node's own cost (a view's backward costs less than the ``x * 2`` node the engine measurement
-    chains; flooring at that node's cost raised tiny_bert's training sum by 11%, docs/measurements.md)."""
+    samples, less ``engine_s`` each, floored at 0; ``engine_s`` recorded on those rows. A row the engine's cost
+    masks (a transpose's backward on a GPU) comes out 0: no floor is known for a node's own cost (a view's backward
+    costs less than the ``x * 2`` node the engine measurement chains; flooring at that node's cost raised
+    tiny_bert's training sum by 11%, docs/measurements.md)."""
     meas = measurements.copy()
     rows = _isolated_backward(meas) & (meas["status"] == "ok") & meas["engine_s"].isna()
     for col in ENGINE_STATS:

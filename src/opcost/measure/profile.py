@@ -66,6 +66,10 @@ def measurement_order(configs: pd.DataFrame) -> pd.DataFrame:
 
 
 MAX_POOL = 64
+# the way a configuration is timed; part of the profiling journal's key, so that a run resumed after an upgrade
+# that changed it measures again instead of mixing rows of two methods (2: training rounds run the forward pass
+# then the backward pass in reverse, with the autograd engine measured in the rotation)
+METHOD_VERSION = 2
 MAX_ROTATION = 128  # default configurations per rotation (all their replays are alive at once; journaled together)
 
 
@@ -409,8 +413,8 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
     Returns ({config_id: {(DEFAULT, phase): (None, Measurement, energy columns)}}, {config_id: failure},
     {config_id: attempts}, the iteration's Measurement or None, {config_id: the autograd engine's cost per call
     measured in the rotation its backward measurement was kept from}). A rotation with backward calls measures the
-    engine among them (:func:`opcost.measure.rotation.with_engine_probes`). A configuration whose replay fails (when built,
-    on a first call, or inside the rotation) is reported failed and the rotation goes on without it; a failing
+    engine among them (:func:`opcost.measure.rotation.with_engine_probes`). A configuration whose replay fails (when
+    built, on a first call, or inside the rotation) is reported failed and the rotation goes on without it; a failing
     context configuration is left out. ``iteration`` (the workload's whole model iteration) with
     ``settings.e2e_every`` > 0: timed at the end of every ``e2e_every``-th round of the first rotation, the
     end-to-end reference measured in the same minutes, under the same machine state, as the operators."""
