@@ -79,7 +79,7 @@ class Prediction:
     @property
     def estimated_share(self) -> float:
         ops = self.predicted_s - self.overhead_s
-        return self.estimated_s / ops if ops > 0 else 0.0
+        return min(1.0, self.estimated_s / ops) if ops > 0 else 0.0  # all estimated: 1 up to rounding
 
     def by_op_type(self) -> pd.Series:
         return self.layers.groupby("op_type")["total_s"].sum().sort_values(ascending=False)
