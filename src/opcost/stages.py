@@ -232,7 +232,6 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
                                     context=context,
                                     on_e2e=lambda row, smp: (e2e_rows.append(row), e2e_samples.append(smp)))
     energy.close()
-    done_rows = [{"engine_s": None, **r} for r in done_rows]  # journals written before the column existed
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples, *e2e_samples], ignore_index=True)
     from opcost.measure.engine import engine_call_s, needs_engine, without_engine_calls

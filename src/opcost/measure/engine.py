@@ -92,7 +92,7 @@ def _isolated_backward(df: pd.DataFrame) -> pd.Series:
 
 def needs_engine(measurements: pd.DataFrame) -> bool:
     """Whether some isolated backward row still holds its engine call (no `engine_s`: measured outside a rotation,
-    or journaled before rotations measured the engine), for :func:`without_engine_calls`."""
+    e.g. other placements or back-to-back cache states), for :func:`without_engine_calls`."""
     return bool((_isolated_backward(measurements) & (measurements["status"] == "ok")
                  & measurements["engine_s"].isna()).any())
 
