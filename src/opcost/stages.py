@@ -194,6 +194,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     of method `rotation`; empty when none ran)."""
     from opcost.analysis.loop import ALL, LoopSettings, new_op_types
     from opcost.journal import Journal, settings_key
+    from opcost.measure.engine import engine_call_s, needs_engine, without_engine_calls
     from opcost.measure.profile import METHOD_VERSION, ProfileSettings, chunk_of, profile_configs
     from opcost.model.sweeps import is_sweep
 
@@ -234,8 +235,6 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples, *e2e_samples], ignore_index=True)
-    from opcost.measure.engine import engine_call_s, needs_engine, without_engine_calls
-
     if needs_engine(meas):  # backward rows measured outside a rotation (other placements, back-to-back states)
         engine_s = engine_call_s(config["device"], profiling.timing)
         meas, samples = without_engine_calls(meas, samples, engine_s)
