@@ -11,8 +11,9 @@ sweeps) and, for every workload with an end-to-end time:
 each compared with the workload's end-to-end time measured in the run (the isolated prediction's reference:
 `opcost.analysis.predict.references`). Also: the cost model's held-out error per configuration (its own K-fold
 cross-validation over the whole database), and the study's wall time against the seconds the run spent timing
-the held-out configurations. Targets: held-out models median |error| <= 10% and 90% within ±15%;
-held-out batch sizes median <= 5%. Ends with one SUMMARY line.
+the held-out configurations. Each held-out workload is predicted by the rule and by variants with one part replaced,
+side by side on the same database (:data:`VARIANTS`). Targets: held-out models median |error| <= 10% and 90% within
+±15%; held-out batch sizes median <= 5%. Ends with one SUMMARY line (the rule's figures).
 
     python benchmarks/generalisation.py [--db results/db] [--mode inference]
 """
@@ -27,12 +28,27 @@ from _common import summary
 
 
 def _without(db: dict, drop: pd.Series) -> dict:
-    """``db`` without the `layers` rows ``drop`` and the isolated measurements of configurations only they have."""
+    """``db`` without the `layers` rows ``drop``, the isolated measurements of configurations only they have, and
+    the trace-modelled overheads of their workloads."""
     layers = db["layers"][~drop]
     kept = set(layers["config_id"])
     meas = db["measurements"]
-    return {**db, "layers": layers,
+    gone = set(zip(*(db["layers"].loc[drop, k] for k in ("model", "batch", "mode"))))
+    ov = db["overheads"]
+    ov_kept = [k not in gone for k in zip(ov["model"], ov["batch"], ov["mode"])]
+    return {**db, "layers": layers, "overheads": ov[ov_kept] if len(ov) else ov,
             "measurements": meas[meas["config_id"].isin(kept) | (meas["source"] != "isolated")]}
+
+
+VARIANTS = ("rule", "overhead from e2e residuals")
+
+
+def _predict(estimate, db: dict, wl: pd.DataFrame, variant: str):
+    """``estimate.predict_workload`` as the rule does it, or with the overhead per call from end-to-end residuals
+    instead of the traces (the rule before the `overheads` table)."""
+    if variant == "overhead from e2e residuals":
+        db = {**db, "overheads": db["overheads"].iloc[0:0]}
+    return estimate.predict_workload(db, wl)
 
 
 def main() -> None:
@@ -62,39 +78,47 @@ def main() -> None:
         for study, drop in (("model", db["layers"]["model"] == model),
                             ("batch", (db["layers"]["model"] == model) & (db["layers"]["batch"] == batch)
                              & (db["layers"]["mode"] == args.mode))):
-            t = time.perf_counter()
-            p = estimate.predict_workload(_without(db, drop), wl.reset_index(drop=True))
-            took = time.perf_counter() - t
+            held_db = _without(db, drop)
             timed = used[used["config_id"].isin(wl["config_id"])]
             timed_s = float((timed["n"].astype(float) * timed["calls_per_sample"].astype(float).fillna(1)
                              * timed[col].astype(float)).sum())
-            rows.append({"study": study, "model": model, "batch": int(batch), "measured_ms": full.measured_s * 1e3,
-                         "measured_db_ms": full.predicted_s * 1e3, "predicted_ms": p.predicted_s * 1e3,
-                         "low_ms": p.low_s * 1e3, "high_ms": p.high_s * 1e3, "estimated_share": p.estimated_share,
-                         "error": p.predicted_s / full.measured_s - 1,
-                         "in_interval": p.low_s <= full.measured_s <= p.high_s,
-                         "predict_s": took, "timed_s": timed_s})
-            print(f"{study:5s} {model} b{batch}: predicted {p.predicted_s * 1e3:.3f} ms, measured "
-                  f"{full.measured_s * 1e3:.3f} ms ({rows[-1]['error']:+.1%}), {p.estimated_share:.0%} estimated",
-                  flush=True)
+            for variant in VARIANTS:
+                t = time.perf_counter()
+                p = _predict(estimate, held_db, wl.reset_index(drop=True), variant)
+                took = time.perf_counter() - t
+                rows.append({"study": study, "variant": variant, "model": model, "batch": int(batch),
+                             "measured_ms": full.measured_s * 1e3, "measured_db_ms": full.predicted_s * 1e3,
+                             "predicted_ms": p.predicted_s * 1e3, "low_ms": p.low_s * 1e3, "high_ms": p.high_s * 1e3,
+                             "overhead_ms": p.overhead_s * 1e3, "estimated_share": p.estimated_share,
+                             "error": p.predicted_s / full.measured_s - 1,
+                             "in_interval": p.low_s <= full.measured_s <= p.high_s,
+                             "predict_s": took, "timed_s": timed_s})
+                print(f"{study:5s} {variant:28s} {model} b{batch}: predicted {p.predicted_s * 1e3:.3f} ms, measured "
+                      f"{full.measured_s * 1e3:.3f} ms ({rows[-1]['error']:+.1%}), {p.estimated_share:.0%} estimated",
+                      flush=True)
     table = pd.DataFrame(rows)
-    pd.set_option("display.width", 200)
-    for study, g in table.groupby("study", sort=False):
-        print(f"\nheld out: {study}")
-        print(g.drop(columns="study").to_string(index=False, float_format="%.3f"))
+    pd.set_option("display.width", 220)
+    for (study, variant), g in table.groupby(["study", "variant"], sort=False):
+        print(f"\nheld out: {study}, {variant}")
+        print(g.drop(columns=["study", "variant"]).to_string(index=False, float_format="%.3f"))
+    print("\nside by side (median |error|; share within ±15%; measured inside the interval):")
+    for (study, variant), g in table.groupby(["study", "variant"], sort=False):
+        e = g["error"].abs()
+        print(f"  {study:5s} {variant:28s} {np.median(e):6.1%}  {(e <= 0.15).mean():6.1%}  {g['in_interval'].mean():6.1%}")
     cm = CostModel.fit(training_data(db["layers"], used, col))
     held = cm.heldout_summary()
     print("\ncost model, held-out configurations (5-fold):", held)
-    by = {s: g["error"].abs() for s, g in table.groupby("study")}
+    rule = table[table["variant"] == "rule"]
+    by = {s: g["error"].abs() for s, g in rule.groupby("study")}
     m, b = by.get("model", pd.Series(dtype=float)), by.get("batch", pd.Series(dtype=float))
-    summary(models=int(table.loc[table["study"] == "model", "model"].nunique()), workloads=len(m),
+    summary(models=int(rule.loc[rule["study"] == "model", "model"].nunique()), workloads=len(m),
             median_abs_err_model=float(np.median(m)) if len(m) else float("nan"),
             within_15pct_model=float((m <= 0.15).mean()) if len(m) else float("nan"),
             median_abs_err_batch=float(np.median(b)) if len(b) else float("nan"),
-            in_interval=float(table["in_interval"].mean()),
+            in_interval=float(rule["in_interval"].mean()),
             config_median_abs_err=held.get(held.get("chosen", "law"), {}).get("median_abs_error", float("nan")),
             chosen=held.get("chosen", "none"),
-            predict_s=float(table["predict_s"].sum()), timed_s=float(table["timed_s"].sum()),
+            predict_s=float(rule["predict_s"].sum()), timed_s=float(rule["timed_s"].sum()),
             wall_s=time.perf_counter() - t0)
 
 

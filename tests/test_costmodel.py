@@ -84,9 +84,10 @@ def test_types_without_a_law_fall_back_to_labelled_rules():
             "inputs": json.dumps([_spec([100, 100])]), "outputs": json.dumps([_spec([100, 100])]), "seconds": 1e-5}
     model = CostModel.fit(pd.concat([data, pd.DataFrame([relu])], ignore_index=True))
     asked = pd.DataFrame([{**relu, "inputs": json.dumps([_spec([200, 100])]), "outputs": json.dumps([_spec([200, 100])])},
-                          {**relu, "op_type": "GELU"}])
+                          {**relu, "op_type": "GELU"}, {**relu, "op_type": "my_op"}])
     est = model.estimate(asked)
-    assert list(est["method"]) == ["nearest", "global"]
+    assert list(est["method"]) == ["nearest", "family", "global"]  # GELU: from the one activation measured
+    assert est["estimate"].iloc[1] == pytest.approx(1e-5)  # the same shape as the ReLU
     g = model.global_laws[("inference", "forward")]
     big, small = (configuration_features("ReLU", "{}", json.dumps([_spec(s)]), json.dumps([_spec(s)]))
                   for s in ([200, 100], [100, 100]))
@@ -94,6 +95,33 @@ def test_types_without_a_law_fall_back_to_labelled_rules():
     assert 1 < scale < 2  # twice the bytes, along a law with a floor
     assert est["estimate"].iloc[0] == pytest.approx(1e-5 * scale)  # the one ReLU scaled along the law
     assert est["estimate"].gt(0).all()
+
+
+def test_a_view_does_no_work_and_an_unmeasured_type_takes_its_familys_law():
+    """Views (and dropout in inference) cost a per-call constant whatever the size; an op type never measured
+    (ReLU6) takes the law of its family's measured types (ReLU, GELU)."""
+    view = configuration_features("select", {}, [_spec([4, 128, 256])], [_spec([4, 256])])
+    strided = {"T": [256, 128], "dtype": "float32", "stride": [1, 256]}
+    copy = configuration_features("contiguous", {}, [strided], [_spec([256, 128])])
+    drop = [configuration_features("Dropout", {"p": 0.1}, [_spec([64, 64])], [_spec([64, 64])], mode)
+            for mode in ("inference", "training")]
+    assert view["flops"] == view["bytes"] == 0 and copy["bytes"] == 2 * 256 * 128 * 4
+    assert drop[0]["bytes"] == 0 < drop[1]["bytes"]
+
+    def act(op, n, seconds):
+        shape = json.dumps([_spec([n, 64])])
+        return {"config_id": f"{op}{n}", "op_type": op, "mode": "inference", "phase": "forward", "params": "{}",
+                "inputs": shape, "outputs": shape, "seconds": seconds}
+
+    law = lambda n: 2e-6 + n * 64 * 8 / 4e9  # noqa: E731  (bytes in and out over 4 GB/s)
+    rows = [act(op, n, law(n)) for op in ("ReLU", "GELU") for n in (16, 64, 256, 1024, 4096)]
+    rows += [act(f"v{i}", n, 3e-6) for i, n in enumerate((16, 1024, 4096))]  # not a family: for the global law
+    model = CostModel.fit(pd.concat([_synthetic(lambda f, b: 1e-6 + b / 5e9, n=20), pd.DataFrame(rows)],
+                                    ignore_index=True))
+    asked = pd.DataFrame([act("ReLU6", n, law(n)) for n in (32, 2048)])
+    est = model.estimate(asked)
+    assert list(est["method"]) == ["family", "family"]
+    assert (est["estimate"] / asked["seconds"]).between(0.8, 1.25).all(), est
 
 
 def _cli_predict(capsys, *args):
@@ -129,6 +157,27 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
     assert full.predicted_s - full.overhead_s == pytest.approx(full.layers["total_s"].sum())
     code, text, err = _cli_predict(capsys, "tiny_dlrm", "--batch", "5", "--db", db_dir, "--config", TINY)
     assert code == 0 and "estimated" in text and "EmbeddingBag" in text, err
+
+
+def test_the_overhead_per_call_comes_from_the_traces_in_the_database(tiny_run):
+    """The database's `overheads` rows are the validation's trace-modelled overheads, and an unseen workload's
+    overhead per call is their median per call (without them: the end-to-end residuals)."""
+    db = database.read_db(tiny_run / "results" / "db")
+    ov = db["overheads"]
+    pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
+    plus = pred[pred["source"] == "isolated+overhead"].groupby(["model", "batch", "mode"])["overhead_s"].first()
+    assert len(ov) == len(plus) > 0
+    for r in ov.itertuples():
+        assert r.overhead_s == pytest.approx(plus[(r.model, r.batch, r.mode)])
+        wl = db["layers"][(db["layers"]["model"] == r.model) & (db["layers"]["batch"] == r.batch)]
+        assert r.calls == wl["count"].sum() and r.host and r.threads >= 1
+    used, _ = estimate.conditions(db["measurements"])
+    inference = ov[ov["mode"] == "inference"]
+    per_call, low, high = estimate.overhead_per_call(db, used, "inference", "trimmed_mean")
+    assert per_call == pytest.approx(np.median(np.clip(inference["overhead_s"] / inference["calls"], 0, None)))
+    assert low <= per_call <= high
+    residual = estimate.overhead_per_call({**db, "overheads": ov.iloc[0:0]}, used, "inference", "trimmed_mean")
+    assert residual != (per_call, low, high)
 
 
 def test_predict_refuses_to_mix_hosts(tiny_run, tmp_path):

@@ -38,3 +38,16 @@ def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
     strided = chain("Conv2d", depth=4, channels=4, stride=2)
     assert len(strided) == 1 and strided(torch.zeros(1, 4, 8, 8)).shape == (1, 4, 4, 4)
     assert model_entries([], [1], ["inference"]) == {}
+
+
+def test_listed_points_are_taken_as_they_are_and_a_misspelt_parameter_is_named():
+    import pytest
+
+    from opcost.errors import OpcostError
+
+    listed = [{"channels": 16, "kernel": 3, "batch": 2}, {"channels": 32, "kernel": 1, "batch": 4}]
+    entries = model_entries([{"op": "Conv2d", "points": listed}], [1], ["inference"])
+    assert sorted(entries) == ["sweep-Conv2d-c16-k3", "sweep-Conv2d-c32-k1"]
+    assert entries["sweep-Conv2d-c16-k3"]["batch_sizes"] == [2]
+    with pytest.raises(OpcostError, match="sweeps: Conv2d.*unknown parameter.*chanels"):
+        model_entries([{"op": "Conv2d", "grid": {"chanels": [16]}}], [1], ["inference"])

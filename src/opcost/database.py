@@ -9,7 +9,7 @@ import pandas as pd
 from opcost import io
 from opcost.errors import OpcostError
 from opcost.model.workload import workload_key
-from opcost.tables import CONFIGS, DEFAULT_STATISTIC, E2E, LAYERS, MEASUREMENTS, STATISTICS, frame
+from opcost.tables import CONFIGS, DEFAULT_STATISTIC, E2E, LAYERS, MEASUREMENTS, OVERHEADS, STATISTICS, frame
 
 
 def catalog(layers: pd.DataFrame) -> pd.DataFrame:
@@ -38,7 +38,7 @@ def latest(measurements: pd.DataFrame, keys=MEASUREMENT_KEY, preferred: pd.Serie
     return ranked.drop_duplicates(keys, keep="last").drop(columns="_preferred")
 
 
-DB_TABLES = {"configs": CONFIGS, "layers": LAYERS, "measurements": MEASUREMENTS, "e2e": E2E}
+DB_TABLES = {"configs": CONFIGS, "layers": LAYERS, "measurements": MEASUREMENTS, "e2e": E2E, "overheads": OVERHEADS}
 IDENTITY = {"configs": ["config_id"], "layers": ["model", "batch", "mode", "config_id"]}
 
 

@@ -325,10 +325,21 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
     _guarded("trace", model, mode, batch, out_failures, {out_trace: tr.write_empty, **empty}, body)
 
 
-def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2e, out_layers) -> None:
-    io.write_parquet(io.read_many(layer_paths, tables.LAYERS), out_layers, tables.LAYERS)
+def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2e, out_layers, out_overheads=None,
+             overhead_paths=(), op_type_paths=()) -> None:
+    """The run's database tables from its shards; `overheads` from the workloads' trace tables
+    (:func:`opcost.analysis.predict.overhead_rows`)."""
+    from opcost.analysis.predict import overhead_rows
+
+    layers = io.read_many(layer_paths, tables.LAYERS)
+    e2e = io.read_many(e2e_paths, tables.E2E)
+    io.write_parquet(layers, out_layers, tables.LAYERS)
     io.write_parquet(io.read_many(measurement_paths, tables.MEASUREMENTS), out_measurements, tables.MEASUREMENTS)
-    io.write_parquet(io.read_many(e2e_paths, tables.E2E), out_e2e, tables.E2E)
+    io.write_parquet(e2e, out_e2e, tables.E2E)
+    if out_overheads is not None:
+        rows = overhead_rows(io.read_many(overhead_paths, tables.TRACE_OVERHEADS),
+                             io.read_many(op_type_paths, tables.TRACE_OP_TYPES), layers, e2e)
+        io.write_parquet(rows, out_overheads, tables.OVERHEADS)
 
 
 def _overhead(overhead_paths, op_type_paths) -> dict | None:

@@ -218,6 +218,21 @@ E2E = Table(
     ),
 )
 
+OVERHEADS = Table(
+    "overheads", "results/db/overheads.parquet",
+    "The CPU overhead between operators that isolated costs lack (the Python of the model's own code between its "
+    "operators), modelled per workload from its trace (`opcost.analysis.predict.trace_overhead`): what `opcost "
+    "predict` adds per operator call to a workload the database never measured.",
+    _MODEL_KEY + (
+        _c("device", "string", "as in `e2e`"),
+        _c("threads", "Int64", "as in `e2e`: the workload's end-to-end measurement (the trace ran in the same run)"),
+        _c("host", "string", "as in `e2e`"),
+        _c("calls", "Float64", "operator calls per iteration: sum of `count` over the workload's `layers` rows"),
+        _c("overhead_s", "Float64", "modelled overhead per iteration, seconds"),
+        _c("timestamp", "string", "UTC time of the end-to-end measurement the host and threads come from"),
+    ),
+)
+
 CONSISTENCY = Table(
     "consistency", "results/validation/consistency.parquet",
     "Isolated vs in-situ timing of the same configuration in the same workload.",
@@ -246,7 +261,7 @@ PREDICTIONS = Table(
                                "workload's trace (`overhead_s`); `estimated`: a `predict_only` workload "
                                "predicted from the database without profiling it (results/validation/"
                                "unseen.parquet; `overhead_s`: the overhead per call modelled from the "
-                               "database's workloads)"),
+                               "database's workloads, see `overheads`)"),
         _c("statistic", "string", "per-call statistic summed and compared (config `statistic`): `trimmed_mean` "
                                   "(`trimmed_mean_s`: the mean within 3 standard deviations; means add up) or "
                                   "`median` (`median_s`)"),
@@ -294,7 +309,7 @@ FAILURES = Table(
     ),
 )
 
-ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, CONSISTENCY, PREDICTIONS, FAILURES)
+ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, OVERHEADS, CONSISTENCY, PREDICTIONS, FAILURES)
 
 
 def frame(table: Table, rows) -> pd.DataFrame:

@@ -193,7 +193,7 @@ def missing_intermediates():
     are missing although results/figures exists: deleted since the run that made the figures."""
     if not workflow.is_main_process or not Path("results/figures").is_dir():
         return []
-    db = [f"results/db/{t}.parquet" for t in ("configs", "measurements", "e2e", "layers")]
+    db = [f"results/db/{t}.parquet" for t in ("configs", "measurements", "e2e", "layers", "overheads")]
     validation = [f"results/validation/{f}" for f in ("predictions.parquet", "predictions.tsv", "consistency.parquet")]
     loop = [f"results/loop/{f}" for f in ("summary.json", "summary.txt", "significant_ops.yaml")]
     run_wide = db + validation + loop + ["results/failures.tsv", "results/placement/tiers.json"]

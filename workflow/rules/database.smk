@@ -1,5 +1,6 @@
 rule database:
-    """Measurement shards merged into the Parquet database under results/db/."""
+    """Measurement shards merged into the Parquet database under results/db/, with the overhead between operators
+    that each workload's trace models."""
     input:
         measurements=get_profile_chunks,
         insitu=get_insitu_tables,
@@ -8,10 +9,13 @@ rule database:
         e2e=get_e2e_tables,
         profile_e2e=get_profile_e2e,
         layers=lambda w: get_layer_tables() + get_sweep_layers(),
+        overheads=get_trace_tables("overheads"),
+        op_types=get_trace_tables("op_types"),
     output:
         measurements="results/db/measurements.parquet",
         e2e="results/db/e2e.parquet",
         layers="results/db/layers.parquet",
+        overheads="results/db/overheads.parquet",
     log:
         "logs/database.log",
     conda:

@@ -31,6 +31,7 @@ rule unseen:
         layers="results/db/layers.parquet",
         measurements="results/db/measurements.parquet",
         e2e="results/db/e2e.parquet",
+        overheads="results/db/overheads.parquet",
         unseen_layers=get_unseen("layers"),
         unseen_e2e=get_unseen("e2e"),
     output:

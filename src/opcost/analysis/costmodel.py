@@ -12,14 +12,16 @@ its interval (the 5th to 95th percentile of the held-out ratios of its op type, 
 than :data:`MIN_INTERVAL` of them).
 
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
-configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of the phase's
-``global`` law at the two configurations (without one, by the ratio of bytes; FLOPs for matrix products and
-convolutions); an op type never measured in that phase, ``global``: the roofline law fitted
-over all configurations of the phase. Nothing is ever estimated as 0.
+configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
+(else the phase's global law) at the two configurations (without either, by the ratio of bytes; FLOPs for matrix
+products and convolutions); an op type never measured in that phase, ``family``: the law fitted over the measured
+types of its family (:data:`FAMILIES`: ``ReLU6`` from the other activations, ``Embedding`` from ``EmbeddingBag``,
+the functional ``linear`` from ``Linear``...; with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled),
+else ``global``: the roofline law fitted over all configurations of the phase. Nothing is ever estimated as 0.
 
-Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest`` or ``global``). The model is fitted
-to one set of measurement conditions (host, device, threads: :func:`opcost.database.conditions`) and saved beside
-the database (``costmodel.pkl``), with a fingerprint of the rows it was fitted to: a database that changed since is
+Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest``, ``family`` or ``global``). The model
+is fitted to one set of measurement conditions (host, device, threads: :func:`opcost.database.conditions`) and
+saved beside the database (``costmodel.pkl``), with a fingerprint of the rows it was fitted to: a database that changed since is
 refitted, never answered from a stale model.
 """
 from __future__ import annotations
@@ -40,9 +42,38 @@ log = logging.getLogger(__name__)
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
 MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
 FOLDS = 5
-_COMPUTE_TYPES = {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "Linear", "Conv1D", "mm", "bmm", "matmul",
-                  "addmm", "baddbmm", "linear", "scaled_dot_product_attention"}
 FILE = "costmodel.pkl"
+FIT_VERSION = 3  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+
+
+# Operator types that do the same kind of work: an op type never measured takes its family's law.
+FAMILIES = {
+    "matmul": ("Linear", "linear", "Conv1D", "addmm", "mm", "bmm", "matmul", "baddbmm", "einsum"),
+    "convolution": ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+                    "conv1d", "conv2d", "convolution"),
+    "attention": ("scaled_dot_product_attention", "MultiheadAttention"),
+    "normalisation": ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "LayerNorm2d", "GroupNorm",
+                      "InstanceNorm2d", "RMSNorm", "LlamaRMSNorm", "T5LayerNorm", "FrozenBatchNorm2d", "layer_norm",
+                      "batch_norm", "group_norm", "rms_norm", "native_layer_norm"),
+    "activation": ("ReLU", "ReLU6", "GELU", "SiLU", "Hardswish", "Hardsigmoid", "Sigmoid", "Tanh", "LeakyReLU", "ELU",
+                   "Mish", "Softplus", "Hardtanh", "GELUActivation", "NewGELUActivation", "relu", "relu_", "relu6",
+                   "gelu", "silu", "silu_", "sigmoid", "tanh", "hardswish", "hardswish_", "hardsigmoid",
+                   "hardtanh", "hardtanh_", "softplus", "leaky_relu", "elu", "mish"),
+    "softmax": ("Softmax", "LogSoftmax", "softmax", "_softmax", "log_softmax"),
+    "pooling": ("MaxPool1d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
+                "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "mean"),
+    "embedding": ("Embedding", "EmbeddingBag", "embedding", "embedding_bag"),
+    "elementwise": ("add", "add_", "mul", "mul_", "sub", "sub_", "div", "div_", "where", "masked_fill", "pow",
+                    "rsqrt", "sqrt", "exp", "neg", "clamp", "maximum", "minimum", "eq", "ne", "lt", "gt", "Dropout",
+                    "dropout"),
+    "copy": ("cat", "stack", "contiguous", "clone", "copy_", "to", "reshape", "flatten", "Flatten", "index",
+             "gather", "index_select"),
+    "view": ("select", "squeeze", "unsqueeze", "permute", "transpose", "t", "expand", "expand_as", "view", "view_as",
+             "_unsafe_view", "unbind", "unflatten", "Unflatten", "narrow", "slice", "split", "split_with_sizes",
+             "chunk", "as_strided", "detach", "alias", "Identity"),
+}
+FAMILY = {t: f for f, types in FAMILIES.items() for t in types}
+_COMPUTE_TYPES = {*FAMILIES["matmul"], *FAMILIES["convolution"], *FAMILIES["attention"]}
 
 
 @dataclass
@@ -54,9 +85,9 @@ class Law:
     memory_rate: float
     configs: int
 
-    def __call__(self, flops, nbytes):
-        return self.floor_s + np.maximum(np.asarray(flops, float) / self.compute_rate,
-                                         np.asarray(nbytes, float) / self.memory_rate)
+    def __call__(self, flops, nbytes):  # work below 1 FLOP or byte counts as 1, as in the fit (a view: no work)
+        return self.floor_s + np.maximum(np.maximum(np.asarray(flops, float), 1.0) / self.compute_rate,
+                                         np.maximum(np.asarray(nbytes, float), 1.0) / self.memory_rate)
 
 
 def fit_law(flops, nbytes, seconds) -> Law:
@@ -89,6 +120,7 @@ class CostModel:
     target: str
     laws: dict = field(default_factory=dict)  # (op_type, mode, phase) -> Law
     global_laws: dict = field(default_factory=dict)  # (mode, phase) -> Law
+    family_laws: dict = field(default_factory=dict)  # (family, mode, phase) -> Law
     trees: object = None
     use_trees: bool = False
     categories: list = field(default_factory=list)
@@ -127,6 +159,10 @@ class CostModel:
         for key, g in data.groupby(["mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 model.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
+        family = data["op_type"].map(FAMILY)
+        for key, g in data[family.notna()].groupby([family[family.notna()], "mode", "phase"]):
+            if len(g) >= MIN_CONFIGS:
+                model.family_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
         model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(y=y)
         base = model._baseline(data)[0]
         ok = np.isfinite(base)
@@ -183,19 +219,26 @@ class CostModel:
             if law is not None:
                 est[i], method[i] = float(law(r.flops, r.bytes)), "law"
                 continue
-            pts = self.points[(self.points["op_type"] == r.op_type) & (self.points["mode"] == r.mode)
-                              & (self.points["phase"] == r.phase)] if self.points is not None else None
-            if pts is not None and len(pts):
+            same = (self.points["mode"] == r.mode) & (self.points["phase"] == r.phase)
+            pts = self.points[same & (self.points["op_type"] == r.op_type)]
+            fam = FAMILY.get(r.op_type)
+            law = self.family_laws.get((fam, r.mode, r.phase))
+            if pts.empty and law is not None:
+                est[i], method[i] = float(law(r.flops, r.bytes)), "family"
+                continue
+            if pts.empty and fam is not None:  # a family with one or two measured configurations: its nearest
+                pts = self.points[same & (self.points["op_type"].map(FAMILY) == fam)]
+            if len(pts):
                 d = (pts["log_flops"] - r.log_flops) ** 2 + (pts["log_bytes"] - r.log_bytes) ** 2
                 near = pts.loc[d.idxmin()]
-                g = self.global_laws.get((r.mode, r.phase))
-                if g is not None:  # scaled along the phase's roofline law: its floor keeps small calls from 0
+                g = law or self.global_laws.get((r.mode, r.phase))
+                if g is not None:  # scaled along the family's or the phase's law: its floor keeps small calls from 0
                     scale = float(g(r.flops, r.bytes)) / float(g(near["flops"], near["bytes"]))
                 else:
                     by = "flops" if r.op_type in _COMPUTE_TYPES else "bytes"
                     scale = max(float(getattr(r, by)), 1.0) / max(float(near[by]), 1.0)
                 est[i] = float(near["y"]) * scale
-                method[i] = "nearest"
+                method[i] = "nearest" if near["op_type"] == r.op_type else "family"
                 continue
             law = self.global_laws.get((r.mode, r.phase))
             if law is not None:
@@ -261,7 +304,7 @@ _FITTED: dict[str, CostModel] = {}  # this process's fits by fingerprint (a data
 def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, column: str) -> CostModel | None:
     """The cost model of ``used`` saved beside the database under ``key`` (the conditions), refitted and saved
     again when the rows changed since (or on a load failure); None when fewer than :data:`MIN_CONFIGS` rows."""
-    fp = fingerprint(used) + column
+    fp = fingerprint(used) + column + f"/v{FIT_VERSION}"
     path = Path(db_dir) / FILE if db_dir is not None else None
     saved = {}
     if path is not None and path.exists():

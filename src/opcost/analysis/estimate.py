@@ -3,8 +3,9 @@ model's estimates (:mod:`opcost.analysis.costmodel`) for the rest, plus the over
 
 The measurements used are one set of conditions (host, device, threads: :func:`conditions`); costs from
 different machines or thread counts are never mixed. The overhead between operators is modelled per call from the
-database's own workloads that have an end-to-end time: (end-to-end time − Σ measured isolated costs) / calls, the
-median over the models' workloads of the same mode (their 10–90% range is its interval), floored at 0.
+database's own workloads: the overhead their traces model per call (the `overheads` table; without it, (end-to-end
+time − Σ measured isolated costs) / calls of the workloads with an end-to-end time), the median over the models'
+workloads of the same mode (their 10–90% range is its interval), floored at 0.
 
 Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
 contributes count × its interval (the 5–95% range of its op type's held-out errors). Within an op type and phase
@@ -106,14 +107,39 @@ def _phases(layers: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([fwd, bwd], ignore_index=True)
 
 
-def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> tuple[float, float, float]:
-    """(median, 10th, 90th percentile) seconds of overhead per operator call, from the database's fully measured
-    model workloads of ``mode`` with an end-to-end time on the chosen conditions (0 when none)."""
-    col = STATISTICS[statistic]
-    e2e = db["e2e"]
+def _on_conditions(table: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``table`` on the device, host and thread count of ``used`` (one set of conditions)."""
     for key in ("device", "host", "threads"):
-        if key in e2e and key in used and len(used):
-            e2e = e2e[e2e[key].astype(str) == str(used[key].iloc[0])]
+        if key in table and key in used and len(used):
+            table = table[table[key].astype(str) == str(used[key].iloc[0])]
+    return table
+
+
+def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> tuple[float, float, float]:
+    """(median, 10th, 90th percentile) seconds of overhead per operator call on the conditions of ``used``, over
+    the database's model workloads of ``mode`` (not the sweep chains, whose few calls are not a model's glue): the
+    overhead their traces model (`overheads`) where the database holds it; else (end-to-end time − Σ measured
+    isolated costs) / calls of its fully measured workloads with an end-to-end time; 0 when neither."""
+    traced = _on_conditions(db.get("overheads", pd.DataFrame()), used)
+    if len(traced):
+        traced = traced[(traced["mode"] == mode) & ~traced["model"].str.startswith(SWEEP_PREFIX)
+                        & (traced["calls"] > 0)]
+    if len(traced):
+        traced = latest(traced, ("model", "batch", "mode"))
+        gaps = (traced["overhead_s"].astype(float) / traced["calls"].astype(float)).to_numpy()
+    else:
+        gaps = _residual_per_call(db, used, mode, statistic)
+    if not len(gaps):
+        return 0.0, 0.0, 0.0
+    g = np.clip(gaps, 0, None)
+    return float(np.median(g)), float(np.quantile(g, 0.1)), float(np.quantile(g, 0.9))
+
+
+def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> list[float]:
+    """Per fully measured model workload of ``mode`` with an end-to-end time on the conditions of ``used``:
+    (end-to-end time − Σ count × isolated cost − the autograd engine's call) / calls."""
+    col = STATISTICS[statistic]
+    e2e = _on_conditions(db["e2e"], used)
     refs = references(e2e, str(used["device"].iloc[0]), "isolated", statistic) if len(used) else {}
     cost = used.groupby("config_id")[col].sum()
     # training: the one autograd engine call per iteration is a row of its own, not overhead
@@ -121,7 +147,7 @@ def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -
     gaps = []
     layers = db["layers"]
     for (model, batch, mo), (ref, _) in refs.items():
-        if mo != mode or model.startswith(SWEEP_PREFIX):  # a sweep chain's few calls are not a model's glue
+        if mo != mode or model.startswith(SWEEP_PREFIX):
             continue
         wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mo)]
         c = cost.reindex(wl["config_id"])
@@ -129,10 +155,7 @@ def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -
             continue
         calls = float(wl["count"].sum())
         gaps.append((ref - engine - float((wl["count"].to_numpy() * c.to_numpy()).sum())) / calls)
-    if not gaps:
-        return 0.0, 0.0, 0.0
-    g = np.clip(gaps, 0, None)
-    return float(np.median(g)), float(np.quantile(g, 0.1)), float(np.quantile(g, 0.9))
+    return gaps
 
 
 def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None, **chosen

@@ -11,6 +11,9 @@ Counts are per call and per forward pass; a phase multiplier is the cost model's
 * Bytes: every tensor input and output at its dtype's size, plus the parameter bytes of the module types whose
   parameter shapes follow from their constructor arguments (convolutions, linear layers, embeddings: the rows
   touched, normalisations); other modules' parameters are not counted.
+* No work, 0 FLOPs and 0 bytes, for calls that only make a view (:data:`VIEW_OPS`: ``select``, ``permute``,
+  ``unsqueeze``...), for ``contiguous``, ``reshape`` and ``flatten`` of contiguous inputs (else they copy: bytes),
+  and for dropout in inference (an identity): their cost is a per-call constant whatever the tensor's size.
 
 The numbers are hand-checkable (``tests/test_costmodel.py``); :data:`NUMERIC` are the columns a learned model uses.
 """
@@ -27,6 +30,12 @@ _MATMUL_OPS = {"mm", "bmm", "matmul", "addmm", "baddbmm", "addbmm", "linear", "e
 _CONV_MODULES = {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"}
 _NORM_MODULES = {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm2d",
                  "LayerNorm2d", "RMSNorm", "LlamaRMSNorm", "T5LayerNorm", "FrozenBatchNorm2d"}
+
+VIEW_OPS = frozenset({"select", "squeeze", "unsqueeze", "permute", "transpose", "t", "expand", "expand_as", "view",
+                      "view_as", "_unsafe_view", "unbind", "unflatten", "narrow", "slice", "split", "split_with_sizes",
+                      "chunk", "as_strided", "detach", "alias", "diagonal", "movedim", "Identity", "Unflatten"})
+_COPY_IF_STRIDED = frozenset({"contiguous", "reshape", "flatten", "Flatten"})
+_DROPOUT = frozenset({"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "dropout", "DropPath"})
 
 NUMERIC = ("log_flops", "log_bytes", "log_param_bytes", "log_out_numel", "log_in_numel", "n_inputs", "batch",
            "kernel", "stride", "groups", "channels", "reduce_dim", "contiguous", "intensity")
@@ -65,9 +74,9 @@ def _pair(v, default=1) -> list[int]:
     return list(v) if isinstance(v, (list, tuple)) else [v]
 
 
-def configuration_features(op_type: str, params, inputs, outputs) -> dict:
+def configuration_features(op_type: str, params, inputs, outputs, mode: str | None = None) -> dict:
     """The features of one configuration (see the module docstring); ``params``/``inputs``/``outputs`` are the
-    JSON strings of a `layers` row (or already decoded)."""
+    JSON strings of a `layers` row (or already decoded), ``mode`` its mode (dropout is an identity in inference)."""
     p = json.loads(params) if isinstance(params, str) and params else (params or {})
     ins, outs = _specs(inputs), _specs(outputs)
     in_numel = sum(_numel(s) for s in ins)
@@ -108,13 +117,17 @@ def configuration_features(op_type: str, params, inputs, outputs) -> dict:
         elif op_type in _NORM_MODULES:
             param_bytes = 2 * (int(p.get("num_features") or p.get("num_channels") or channels or 1)) * elt
     nbytes = sum(_nbytes(s) for s in ins) + sum(_nbytes(s) for s in outs) + param_bytes
+    contiguous = all(_contiguous(s) for s in ins)
+    if (op_type in VIEW_OPS or (op_type in _COPY_IF_STRIDED and contiguous)
+            or (op_type in _DROPOUT and mode == "inference")):
+        flops = nbytes = 0
     log = lambda v: math.log10(max(float(v), 1.0))  # noqa: E731
     return {"flops": float(flops), "bytes": float(nbytes), "param_bytes": float(param_bytes),
             "log_flops": log(flops), "log_bytes": log(nbytes), "log_param_bytes": log(param_bytes),
             "log_out_numel": log(out_numel), "log_in_numel": log(in_numel), "n_inputs": len(ins),
             "batch": int(first[0]) if first else 1, "kernel": kernel, "stride": stride, "groups": groups,
             "channels": int(channels), "reduce_dim": reduce_dim,
-            "contiguous": int(all(_contiguous(s) for s in ins)),
+            "contiguous": int(contiguous),
             "intensity": float(flops) / max(float(nbytes), 1.0)}
 
 
@@ -122,6 +135,9 @@ def features(rows: pd.DataFrame) -> pd.DataFrame:
     """:func:`configuration_features` of each row of a `layers` or `configs` frame (same index)."""
     if rows.empty:
         return pd.DataFrame(columns=["flops", "bytes", "param_bytes", *NUMERIC], index=rows.index)
-    out = [configuration_features(t, p, i, o) for t, p, i, o in
-           zip(rows["op_type"], rows["params"], rows["inputs"], rows.get("outputs", [None] * len(rows)))]
+    n = len(rows)
+    out = [configuration_features(t, p, i, o, m) for t, p, i, o, m in
+           zip(rows["op_type"], rows["params"], rows["inputs"], rows.get("outputs", [None] * n),
+               rows.get("mode", [None] * n))]
     return pd.DataFrame(out, index=rows.index)
+

@@ -10,13 +10,14 @@ from the same workload's own model iterations.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from opcost.database import latest
 from opcost.measure.engine import engine_rows
 from opcost.measure.timing import ROTATION_STATES
 from opcost.model.workload import workload_key
-from opcost.tables import CONSISTENCY, DEFAULT_STATISTIC, PREDICTIONS, STATISTICS, frame
+from opcost.tables import CONSISTENCY, DEFAULT_STATISTIC, OVERHEADS, PREDICTIONS, STATISTICS, frame
 
 SOURCES = ("isolated", "insitu")
 # the end-to-end time each source is checked against, in order of preference (`e2e` column `method`): isolated
@@ -94,6 +95,27 @@ def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tupl
         model = OverheadModel.from_tables(ov, types)
         out[(key[0], int(key[1]), key[2])] = model.gap_s(dict(zip(types["op_type"], types["calls"])))
     return out
+
+
+def overhead_rows(overheads: pd.DataFrame, op_types: pd.DataFrame, layers: pd.DataFrame,
+                  e2e: pd.DataFrame) -> pd.DataFrame:
+    """The database's `overheads` table: per traced workload, its modelled overhead per iteration
+    (:func:`trace_overhead`), its operator calls per iteration (Σ `count` of its `layers` rows), and the device,
+    thread count and host of its newest end-to-end measurement on the trace's device (workloads without one are
+    left out: their conditions are unknown)."""
+    rows = []
+    for (model, batch, mode), overhead in trace_overhead(overheads, op_types).items():
+        mine = overheads[(overheads["model"] == model) & (overheads["batch"] == batch) & (overheads["mode"] == mode)]
+        wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mode)]
+        ran = e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)
+                  & (e2e["device"] == mine["device"].iloc[0])]
+        if wl.empty or ran.empty or not np.isfinite(overhead):
+            continue
+        r = ran.sort_values("timestamp").iloc[-1]
+        rows.append({"model": model, "batch": batch, "mode": mode, "device": r["device"], "threads": r["threads"],
+                     "host": r["host"], "calls": float(wl["count"].sum()), "overhead_s": float(overhead),
+                     "timestamp": r["timestamp"]})
+    return frame(OVERHEADS, rows)
 
 
 def references(e2e: pd.DataFrame, device: str, source: str,

@@ -28,6 +28,8 @@ import random
 from torch import nn
 from torch.nn import functional as F
 
+from opcost.errors import OpcostError
+
 MODEL = "opcost.model.sweeps:chain"
 PREFIX = "sweep-"
 _SPATIAL = {"channels": 32, "size": 28}
@@ -97,7 +99,10 @@ def input_shape(op: str, p: dict) -> list[int]:
 
 
 def points(sweep: dict) -> list[dict]:
-    """The parameter sets of one sweep entry (``batch`` included where the grid has it)."""
+    """The parameter sets of one sweep entry (``batch`` included where the grid has it): its ``points`` as listed,
+    or its ``grid`` (whole, or ``samples`` of it)."""
+    if sweep.get("points"):
+        return [dict(p) for p in sweep["points"]]
     grid = sweep.get("grid") or {}
     keys = sorted(grid)
     combos = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
@@ -115,6 +120,10 @@ def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dic
     for sweep in sweeps or []:
         op, depth = sweep["op"], int(sweep.get("depth", 4))
         for p in points(sweep):
+            unknown = sorted(set(p) - set(DEFAULTS[op]) - {"batch"})
+            if unknown:
+                raise OpcostError(f"config: sweeps: {op}", f"unknown parameter(s) {', '.join(unknown)} (it takes "
+                                                           f"{', '.join([*DEFAULTS[op], 'batch'])})")
             batch = p.pop("batch", None)
             shape = {k: int(v) for k, v in p.items()}
             name = PREFIX + op + "-" + "-".join(f"{_SHORT.get(k, k)}{v}" for k, v in sorted(shape.items()))
