@@ -1,4 +1,6 @@
 """Operator sweeps: points expand into model entries that are profiled like a model's operators."""
+import json
+
 import torch
 
 from opcost import config as cfgmod
@@ -35,6 +37,8 @@ def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
         main = layers[layers["op_type"].isin(["Conv2d", "scaled_dot_product_attention"])]
         assert len(main) == 1, layers[["op_type", "count"]]
         assert int(main["count"].iloc[0]) == (3 if "Conv2d" in name else 2)
+    q, k, v = json.loads(main["inputs"].iloc[0])[:3]  # the attention point's: slices of a packed qkv, as in a ViT
+    assert q["T"] == k["T"] == v["T"] == [2, 2, 5, 4] and q["stride"] == [120, 4, 24, 1]
     strided = chain("Conv2d", depth=4, channels=4, stride=2)
     assert len(strided) == 1 and strided(torch.zeros(1, 4, 8, 8)).shape == (1, 4, 4, 4)
     assert model_entries([], [1], ["inference"]) == {}
