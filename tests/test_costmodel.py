@@ -169,7 +169,8 @@ def test_the_overhead_per_call_comes_from_the_traces_in_the_database(tiny_run):
     assert len(ov) == len(plus) > 0
     for r in ov.itertuples():
         assert r.overhead_s == pytest.approx(plus[(r.model, r.batch, r.mode)])
-        wl = db["layers"][(db["layers"]["model"] == r.model) & (db["layers"]["batch"] == r.batch)]
+        wl = db["layers"][(db["layers"]["model"] == r.model) & (db["layers"]["batch"] == r.batch)
+                          & (db["layers"]["mode"] == r.mode)]
         assert r.calls == wl["count"].sum() and r.host and r.threads >= 1
     used, _ = estimate.conditions(db["measurements"])
     inference = ov[ov["mode"] == "inference"]

@@ -55,3 +55,39 @@ def test_listed_points_are_taken_as_they_are_and_a_misspelt_parameter_is_named()
     assert entries["sweep-Conv2d-c16-k3"]["batch_sizes"] == [2]
     with pytest.raises(OpcostError, match="sweeps: Conv2d.*unknown parameter.*chanels"):
         model_entries([{"op": "Conv2d", "grid": {"chanels": [16]}}], [1], ["inference"])
+
+
+def test_suggested_points_are_where_the_cost_model_is_least_certain():
+    """Fitted on Linear layers up to 128 features whose cost departs from the roofline as they grow, the cost
+    model expects larger errors farther from what it measured: the 1024- and 2048-feature candidates are less
+    certain and chosen first, and after the 2048 point the next is the 1024 one, not a neighbour of the first."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from opcost.analysis.costmodel import CostModel
+    from opcost.analysis.features import configuration_features
+    from opcost.analysis.sampling import candidate_layers, choose
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(80):
+        m, k = int(rng.integers(1, 64)), int(rng.integers(8, 128))
+        spec = lambda n: [{"T": [m, n], "dtype": "float32"}]  # noqa: E731
+        f = configuration_features("Linear", {"in_features": k, "out_features": k}, spec(k), spec(k))
+        quirk = math.exp(rng.normal(0, 0.05) + 0.4 * math.sin(k / 9))  # shape effects no feature explains
+        rows.append({"config_id": f"c{i}", "op_type": "Linear", "mode": "inference", "phase": "forward",
+                     "params": json.dumps({"in_features": k, "out_features": k}), "inputs": json.dumps(spec(k)),
+                     "outputs": json.dumps(spec(k)), "seconds": (3e-6 + max(f["flops"] / 2e10, f["bytes"] / 4e9))
+                     * quirk})
+    model = CostModel.fit(pd.DataFrame(rows))
+    cands = candidate_layers({"op": "Linear", "grid": {"features": [32, 64, 1024, 1536, 2048], "rows": [16]}},
+                             [1], "inference")
+    point = {f: json.dumps({"batch": 1, "features": f, "rows": 16}) for f in (32, 64, 1024, 1536, 2048)}
+    assert sorted(cands["point"].unique()) == sorted(point.values())
+    lin = cands[cands["op_type"] == "Linear"].assign(phase="forward").set_index("point")
+    doubt = dict(zip(lin.index, model.uncertainty(lin)))
+    assert model.error_growth[1] > 0 and doubt[point[2048]] > doubt[point[1024]] > doubt[point[64]]
+    assert choose(model, cands, 2) == [point[2048], point[1024]]
+    assert len(choose(model, cands, 9)) == 5 and choose(model, cands, 0) == []

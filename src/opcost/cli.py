@@ -78,6 +78,18 @@ def main(argv=None) -> int:
                     help="per-call statistic summed (and of the end-to-end time; default: %(default)s)")
     pr.add_argument("--json", action="store_true", help="print one JSON object")
 
+    sw = sub.add_parser("sweep", help="operator sweeps").add_subparsers(dest="sweepcmd", required=True)
+    sg = sw.add_parser("suggest", help="the sweep points where the database's cost model is least certain, as a "
+                                       "`sweeps:` config fragment")
+    sg.add_argument("config", help="config file whose `sweeps` grids are the candidates (each entry's `samples`, "
+                                   "else -n, points are chosen from its whole grid)")
+    sg.add_argument("--db", default="results/db")
+    sg.add_argument("-n", type=_positive, default=8, help="points per sweep entry without `samples` (default 8)")
+    sg.add_argument("--mode", choices=["inference", "training"], default="inference")
+    sg.add_argument("--host", help="only measurements of this host (a merged database may hold several)")
+    sg.add_argument("--device", help="only measurements on this device (cpu, cuda)")
+    sg.add_argument("--threads", type=_positive, help="only measurements taken with this many threads")
+
     sub.add_parser("schema", help="print the data-contract document (docs/data.md)")
     sub.add_parser("check-config", help="validate a config file, build each model and run it once at its smallest "
                                         "batch").add_argument("config")
@@ -125,6 +137,8 @@ def main(argv=None) -> int:
                     print(table.to_string(index=False) if len(table) else "no measurement matches")
         elif args.cmd == "predict":
             _print_prediction(args)
+        elif args.cmd == "sweep":
+            _suggest_sweeps(args)
         elif args.cmd == "schema":
             from opcost.tables import markdown
 
@@ -173,6 +187,37 @@ def _check_models(args) -> int:
                                          f" (and {len(res.replay_failures) - 1} more configurations)"
                                          if len(res.replay_failures) > 1 else "")), flush=True)
     return 1 if failed else 0
+
+
+def _suggest_sweeps(args) -> None:
+    """`opcost sweep suggest`: per sweep entry of the config, its least certain points (opcost.analysis.sampling)."""
+    import json
+
+    from opcost import config, database
+    from opcost.analysis import estimate
+    from opcost.analysis.costmodel import load_or_fit
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
+    from opcost.analysis.sampling import candidate_layers, choose
+    from opcost.errors import OpcostError
+
+    cfg = config.load(args.config)
+    if not cfg.get("sweeps"):
+        raise OpcostError(f"config {args.config}", "has no `sweeps` entry to choose points from")
+    db = database.read_db(args.db)
+    used, picked = estimate.conditions(db["measurements"], host=args.host, device=args.device, threads=args.threads)
+    used = database.latest(used, ("config_id", "phase"))
+    model = load_or_fit(args.db, estimate.condition_key(picked), db["layers"], used, STATISTICS[DEFAULT_STATISTIC])
+    if model is None:
+        raise OpcostError(f"database {args.db}", "too few measured configurations to fit a cost model")
+    print(f"# opcost sweep suggest: where the cost model of {args.db} ({estimate.condition_key(picked)}) is least "
+          "certain")
+    print("sweeps:")
+    for sweep in cfg["sweeps"]:
+        cands = candidate_layers(sweep, cfg["batch_sizes"], args.mode)
+        chosen = choose(model, cands, int(sweep.get("samples") or args.n), set(used["config_id"]))
+        points = ", ".join("{" + ", ".join(f"{k}: {v}" for k, v in json.loads(p).items()) + "}" for p in chosen)
+        extra = "".join(f", {k}: {sweep[k]}" for k in ("depth",) if k in sweep)
+        print(f"  - {{op: {sweep['op']}{extra}, points: [{points}]}}")
 
 
 def _print_prediction(args) -> None:

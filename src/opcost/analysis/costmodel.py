@@ -43,7 +43,7 @@ MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its
 MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
 FOLDS = 5
 FILE = "costmodel.pkl"
-FIT_VERSION = 3  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 4  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 
 
 # Operator types that do the same kind of work: an op type never measured takes its family's law.
@@ -127,6 +127,7 @@ class CostModel:
     points: pd.DataFrame | None = None  # measured configurations: key columns, flops, bytes, y
     quantiles: dict = field(default_factory=dict)  # op_type -> (q05, q95) of held-out log ratios; None: all types
     heldout: pd.DataFrame | None = None  # per configuration and phase: held-out log ratio of each method
+    error_growth: tuple = (0.0, 0.0)  # (a, b): held-out |log error| ~ a + b x decades to the nearest measured
     fingerprint: str = ""
 
     # -- fitting -----------------------------------------------------------------------------------------------
@@ -143,6 +144,7 @@ class CostModel:
             errs = model.heldout[["law", "law+trees"]].abs().median()
             model.use_trees = bool(errs["law+trees"] < errs["law"])
             chosen = model.heldout["law+trees" if model.use_trees else "law"]
+            model.error_growth = _error_growth(model.heldout["distance"], chosen.abs())
             model.quantiles = {None: (float(chosen.quantile(0.05)), float(chosen.quantile(0.95)))}
             for op_type, g in chosen.groupby(model.heldout["op_type"]):
                 if len(g) >= MIN_INTERVAL:
@@ -179,10 +181,11 @@ class CostModel:
     @classmethod
     def _cross_validate(cls, data: pd.DataFrame, target: str, folds: int, seed: int) -> pd.DataFrame:
         """Held-out log(estimate / measured) per row and method: configurations split in ``folds`` groups (a
-        configuration's phases together), each predicted by a model fitted without its group."""
+        configuration's phases together), each predicted by a model fitted without its group; ``distance``: its
+        decades to the nearest configuration of its type in the training folds."""
         ids = data["config_id"].unique()
         if len(ids) < 2 * folds:
-            return pd.DataFrame(columns=["config_id", "op_type", "phase", "law", "law+trees"])
+            return pd.DataFrame(columns=["config_id", "op_type", "phase", "law", "law+trees", "distance"])
         rng = np.random.default_rng(seed)
         group = dict(zip(ids, rng.permutation(len(ids)) % folds))
         fold = data["config_id"].map(group)
@@ -190,14 +193,13 @@ class CostModel:
         for k in range(folds):
             train, test = data[fold != k], data[fold == k]
             m = cls._fit_once(train, target)
-            base, method = m._baseline(test)
-            corrected = base * np.exp(m._correction(test)) if m.trees is not None else base
+            base, method = m._estimated(test, False)
+            with_trees = m._estimated(test, True)[0]  # trees correct only the fitted laws
             meas = test[target].astype(float).to_numpy()
-            law_rows = method == "law"  # trees correct only the fitted laws
-            with_trees = np.where(law_rows, corrected, base)
             out.append(pd.DataFrame({"config_id": test["config_id"], "op_type": test["op_type"],
                                      "phase": test["phase"], "method": method,
-                                     "law": np.log(base / meas), "law+trees": np.log(with_trees / meas)}))
+                                     "law": np.log(base / meas), "law+trees": np.log(with_trees / meas),
+                                     "distance": m.distance(test)}))
         return pd.concat(out, ignore_index=True)
 
     # -- estimating --------------------------------------------------------------------------------------------
@@ -245,19 +247,54 @@ class CostModel:
                 est[i], method[i] = float(law(r.flops, r.bytes)), "global"
         return est, method
 
-    def estimate(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """Per row of ``rows`` (`layers` columns and ``phase``): ``estimate``, ``low``, ``high`` (in the
-        target's unit) and ``method``; missing estimate only where the database holds nothing of that mode and
-        phase."""
-        data = pd.concat([rows[["op_type", "mode", "phase"]].reset_index(drop=True),
-                          features(rows).reset_index(drop=True)], axis=1)
+    def _estimated(self, data: pd.DataFrame, trees: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(estimate, method) per row of a feature frame: the laws and fallbacks, and, with ``trees``, the trees'
+        correction of the law rows."""
         base, method = self._baseline(data)
         est = base.copy()
-        if self.use_trees and self.trees is not None:
+        if trees and self.trees is not None:
             law = method == "law"
             if law.any():
                 est[law] = base[law] * np.exp(self._correction(data[law]))
                 method = np.where(law, "law+trees", method)
+        return est, method
+
+    @staticmethod
+    def features_of(rows: pd.DataFrame) -> pd.DataFrame:
+        """The feature frame of `layers` rows with ``phase`` (what :meth:`distance` reads)."""
+        return pd.concat([rows[["op_type", "mode", "phase"]].reset_index(drop=True),
+                          features(rows).reset_index(drop=True)], axis=1)
+
+    def distance(self, data: pd.DataFrame) -> np.ndarray:
+        """Per row of a feature frame: decades (the larger of the log FLOPs and log bytes differences) to the
+        nearest measured configuration of its op type, mode and phase; missing where none is measured."""
+        out = np.full(len(data), np.nan)
+        groups = self.points.groupby(["op_type", "mode", "phase"]).indices
+        at = self.points[["log_flops", "log_bytes"]].to_numpy(dtype=float)
+        x = data[["log_flops", "log_bytes"]].to_numpy(dtype=float)
+        for i, key in enumerate(zip(data["op_type"], data["mode"], data["phase"])):
+            pos = groups.get(key)
+            if pos is not None:
+                out[i] = float(np.abs(at[pos] - x[i]).max(axis=1).min())
+        return out
+
+    def uncertainty(self, rows: pd.DataFrame) -> np.ndarray:
+        """Per row of ``rows`` (as for :meth:`estimate`): the expected |log error| of its estimate, ``a + b x d``
+        for ``d`` decades to the nearest measured configuration of its type (:attr:`error_growth`, fitted to the
+        cross-validation's held-out errors); an op type never measured counts 1 decade beyond the farthest row."""
+        if rows.empty:
+            return np.zeros(0)
+        d = self.distance(self.features_of(rows))
+        far = (np.nanmax(d) if np.isfinite(d).any() else 0.0) + 1.0
+        a, b = self.error_growth
+        return a + b * np.where(np.isfinite(d), d, far)
+
+    def estimate(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Per row of ``rows`` (`layers` columns and ``phase``): ``estimate``, ``low``, ``high`` (in the
+        target's unit) and ``method``; missing estimate only where the database holds nothing of that mode and
+        phase."""
+        data = self.features_of(rows)
+        est, method = self._estimated(data, self.use_trees)
         default = self.quantiles.get(None, (0.0, 0.0))
         lo = np.array([self.quantiles.get(t, default)[0] for t in data["op_type"]])
         hi = np.array([self.quantiles.get(t, default)[1] for t in data["op_type"]])
@@ -279,6 +316,17 @@ class CostModel:
 
     def chosen(self) -> str:
         return "law+trees" if self.use_trees else "law"
+
+
+def _error_growth(distance: pd.Series, abs_error: pd.Series) -> tuple[float, float]:
+    """(a, b) of the least-squares line ``|log error| = a + b x distance``, both at least 0 (a flat line at the
+    mean without a rise)."""
+    ok = distance.notna() & abs_error.notna()
+    d, e = distance[ok].to_numpy(dtype=float), abs_error[ok].to_numpy(dtype=float)
+    if len(d) < 2 or np.ptp(d) == 0:
+        return (float(e.mean()) if len(e) else 0.0, 0.0)
+    b, a = np.polyfit(d, e, 1)
+    return (float(max(a, 0.0)), float(b)) if b > 0 else (float(e.mean()), 0.0)
 
 
 def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str) -> pd.DataFrame:
