@@ -203,3 +203,27 @@ def test_a_never_profiled_workload_is_predicted_from_one_host_of_a_cluster_run()
     assert prediction_host(meas, pd.DataFrame({"host": ["n3"]}), cfg) == "n3"
     assert prediction_host(meas, pd.DataFrame({"host": ["elsewhere"]}), cfg) == "n2"
     assert prediction_host(meas[meas["host"] == "n1"], pd.DataFrame({"host": ["n9"]}), cfg) is None
+
+
+def test_sweep_suggest_prints_unmeasured_points_as_a_config_fragment(tiny_run, tmp_path, capsys):
+    """`opcost sweep suggest` on a real database: the points of the grid it has not measured, least certain first,
+    printed as `sweeps:` YAML that a config takes as it is."""
+    import yaml
+
+    from opcost import cli
+    from opcost import config as cfgmod
+
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text(yaml.safe_dump({"models": {"mlp": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 16},
+                                                      "input_shapes": [[8]]}},
+                                   "batch_sizes": [2], "threads": 1,
+                                   "sweeps": [{"op": "Linear", "grid": {"features": [4, 12, 24, 96, 384],
+                                                                        "rows": [3]}, "depth": 2, "samples": 2}]}))
+    assert cli.main(["sweep", "suggest", str(cfg), "--db", str(tiny_run / "results" / "db")]) == 0
+    fragment = yaml.safe_load(capsys.readouterr().out)
+    (sweep,) = fragment["sweeps"]
+    assert sweep["op"] == "Linear" and sweep["depth"] == 2
+    assert sweep["points"] == [{"batch": 2, "features": 384, "rows": 3}, {"batch": 2, "features": 96, "rows": 3}]
+    names = [n for n in cfgmod.validate({"models": {"x": {}}, "sweeps": fragment["sweeps"]})["models"]
+             if n.startswith("sweep-")]
+    assert sorted(names) == ["sweep-Linear-f384-r3", "sweep-Linear-f96-r3"]

@@ -10,9 +10,9 @@ rotation like any workload's operators, but is not a validation workload (no end
 whatever their op type.
 
 Sampling: a sweep's ``grid`` (parameter -> values) is taken whole, or, with ``samples: N``, as N points drawn
-without replacement with a fixed seed (a Latin-hypercube-like spread is not needed at these grid sizes). The
-cost model's held-out errors (``opcost predict``; ``benchmarks/generalisation.py``) say where more points would
-help; choosing them automatically where the model is least certain, as nn-Meter does, is not done yet.
+without replacement with a fixed seed; or its ``points`` are listed. ``opcost sweep suggest`` lists the points of a
+grid where a database's cost model is least certain (:mod:`opcost.analysis.sampling`), to be pasted as ``points``:
+the choice depends on a database, so it is made between runs, never silently inside one.
 
 Operators (parameters; default value): ``Conv2d`` (channels 32, kernel 3, stride 1, groups 1, size 28),
 ``Linear`` (features 256, rows 1), ``attention`` (seq 128, heads 4, head_dim 32: q, k and v three interleaved
