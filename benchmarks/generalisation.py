@@ -104,7 +104,8 @@ def main() -> None:
     print("\nside by side (median |error|; share within ±15%; measured inside the interval):")
     for (study, variant), g in table.groupby(["study", "variant"], sort=False):
         e = g["error"].abs()
-        print(f"  {study:5s} {variant:28s} {np.median(e):6.1%}  {(e <= 0.15).mean():6.1%}  {g['in_interval'].mean():6.1%}")
+        print(f"  {study:5s} {variant:28s} {np.median(e):6.1%}  {(e <= 0.15).mean():6.1%}  "
+              f"{g['in_interval'].mean():6.1%}")
     cm = CostModel.fit(training_data(db["layers"], used, col))
     held = cm.heldout_summary()
     print("\ncost model, held-out configurations (5-fold):", held)

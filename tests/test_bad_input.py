@@ -83,9 +83,9 @@ def test_a_corrupt_table_names_the_file_and_how_to_rebuild_it(tmp_path):
 def test_db_commands_refuse_a_directory_without_a_database(tmp_path):
     (tmp_path / "notes.txt").write_text("not a database")
     code, out, err = _cli("db", "merge", tmp_path, "--out", tmp_path / "merged")
-    assert code == 1 and _one_line(err) == f"opcost: database {tmp_path}: holds no opcost table (configs.parquet, " \
-                                            "layers.parquet, measurements.parquet, e2e.parquet, overheads.parquet): a " \
-                                            "run's database is results/db"
+    assert code == 1 and _one_line(err) == (f"opcost: database {tmp_path}: holds no opcost table (configs.parquet, "
+                                            "layers.parquet, measurements.parquet, e2e.parquet, overheads.parquet): "
+                                            "a run's database is results/db")
     assert not (tmp_path / "merged").exists()
     code, _, err = _cli("db", "show", "--db", tmp_path)
     assert code == 1 and "holds no opcost table" in _one_line(err)

@@ -83,8 +83,9 @@ def test_types_without_a_law_fall_back_to_labelled_rules():
     relu = {"config_id": "r0", "op_type": "ReLU", "mode": "inference", "phase": "forward", "params": "{}",
             "inputs": json.dumps([_spec([100, 100])]), "outputs": json.dumps([_spec([100, 100])]), "seconds": 1e-5}
     model = CostModel.fit(pd.concat([data, pd.DataFrame([relu])], ignore_index=True))
-    asked = pd.DataFrame([{**relu, "inputs": json.dumps([_spec([200, 100])]), "outputs": json.dumps([_spec([200, 100])])},
-                          {**relu, "op_type": "GELU"}, {**relu, "op_type": "my_op"}])
+    wide = json.dumps([_spec([200, 100])])
+    asked = pd.DataFrame([{**relu, "inputs": wide, "outputs": wide}, {**relu, "op_type": "GELU"},
+                          {**relu, "op_type": "my_op"}])
     est = model.estimate(asked)
     assert list(est["method"]) == ["nearest", "family", "global"]  # GELU: from the one activation measured
     assert est["estimate"].iloc[1] == pytest.approx(1e-5)  # the same shape as the ReLU

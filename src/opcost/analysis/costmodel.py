@@ -21,8 +21,9 @@ else ``global``: the roofline law fitted over all configurations of the phase. N
 
 Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest``, ``family`` or ``global``). The model
 is fitted to one set of measurement conditions (host, device, threads: :func:`opcost.database.conditions`) and
-saved beside the database (``costmodel.pkl``), with a fingerprint of the rows it was fitted to: a database that changed since is
-refitted, never answered from a stale model.
+saved beside the database (``costmodel.pkl``), with a fingerprint of the rows it was fitted to: a database that
+changed since is refitted, never answered from a stale model. :meth:`CostModel.uncertainty` is the error to expect
+where nothing is measured nearby (held-out errors grow with the distance to the nearest measured configuration).
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ layers inside the measured range, and it was dropped.
 
 :func:`choose` takes, from every point of a sweep entry's whole grid, the ``n`` points whose costliest
 configuration is least certain, one at a time (a greedy maximin design): a point chosen will be measured, so the
-next candidates' distances count it, and the choice is not ``n`` neighbours in one uncertain corner. ``opcost sweep suggest`` prints the choice as
-a ``sweeps:`` config fragment (explicit ``points``).
+next candidates' distances count it, and the choice is not ``n`` neighbours in one uncertain corner.
+``opcost sweep suggest`` prints the choice as a ``sweeps:`` config fragment (explicit ``points``).
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.analysis.costmodel import CostModel
+
 
 def candidate_layers(sweep: dict, batch_sizes: list[int], mode: str) -> pd.DataFrame:
     """`layers` rows (extracted, not timed) of every point of the sweep entry's whole grid (``samples`` ignored) at

@@ -18,9 +18,9 @@ Operators (parameters; default value): ``Conv2d`` (channels 32, kernel 3, stride
 ``Linear`` (features 256, rows 1), ``attention`` (seq 128, heads 4, head_dim 32: q, k and v three interleaved
 slices of a packed input, as a fused qkv projection writes them in ViTs and BERTs, one
 ``scaled_dot_product_attention``; with q = k = v the call read a third of the memory and measured 373 µs where
-vit_tiny's call of the same shape measured 602 µs), ``LayerNorm`` (features 256, rows 64), ``BatchNorm2d``, ``ReLU``, ``GELU``,
-``MaxPool2d`` (3x3, stride 1), ``add`` (x + x; channels 32, size 28 for these five). The batch size of a point is
-its grid's ``batch`` values (default: the config's ``batch_sizes``).
+vit_tiny's call of the same shape measured 602 µs), ``LayerNorm`` (features 256, rows 64), ``BatchNorm2d``,
+``ReLU``, ``GELU``, ``MaxPool2d`` (3x3, stride 1), ``add`` (x + x; channels 32, size 28 for these five). The
+batch size of a point is its grid's ``batch`` values (default: the config's ``batch_sizes``).
 """
 from __future__ import annotations
 
