@@ -31,7 +31,8 @@ def test_a_sweep_expands_into_chain_models_left_out_of_validation_workloads():
 def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
     cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "sweeps": [
         {"op": "Conv2d", "grid": {"channels": [4], "size": [6]}, "depth": 3},
-        {"op": "attention", "grid": {"seq": [5], "heads": [2], "head_dim": [4]}, "depth": 2}]})
+        {"op": "attention", "grid": {"seq": [5], "heads": [2], "head_dim": [4]}, "depth": 2},
+        {"op": "mlp", "grid": {"features": [6], "rows": [5], "ratio": [3]}, "depth": 2}]})
     for name in ("sweep-Conv2d-c4-h6", "sweep-attention-d4-n2-l5"):
         layers = extract(make_workload(load_model(name, cfg["models"][name]), 2, "inference"))
         main = layers[layers["op_type"].isin(["Conv2d", "scaled_dot_product_attention"])]
@@ -39,6 +40,12 @@ def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
         assert int(main["count"].iloc[0]) == (3 if "Conv2d" in name else 2)
     q, k, v = json.loads(main["inputs"].iloc[0])[:3]  # the attention point's: slices of a packed qkv, as in a ViT
     assert q["T"] == k["T"] == v["T"] == [2, 2, 5, 4] and q["stride"] == [120, 4, 24, 1]
+    # mlp: a feed-forward block per layer, Linear 6 -> 18 and 18 -> 6 called twice each
+    assert chain("mlp", depth=2, features=6, ratio=3)(torch.zeros(2, 5, 6)).shape == (2, 5, 6)
+    name = "sweep-mlp-f6-x3-r5"
+    lin = extract(make_workload(load_model(name, cfg["models"][name]), 2, "inference"))
+    lin = lin[lin["op_type"] == "Linear"]
+    assert sorted(json.loads(p)["out_features"] for p in lin["params"]) == [6, 18] and set(lin["count"]) == {2}
     strided = chain("Conv2d", depth=4, channels=4, stride=2)
     assert len(strided) == 1 and strided(torch.zeros(1, 4, 8, 8)).shape == (1, 4, 4, 4)
     assert model_entries([], [1], ["inference"]) == {}

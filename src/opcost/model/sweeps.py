@@ -15,7 +15,9 @@ grid where a database's cost model is least certain (:mod:`opcost.analysis.sampl
 the choice depends on a database, so it is made between runs, never silently inside one.
 
 Operators (parameters; default value): ``Conv2d`` (channels 32, kernel 3, stride 1, groups 1, size 28),
-``Linear`` (features 256, rows 1), ``attention`` (seq 128, heads 4, head_dim 32: q, k and v three interleaved
+``Linear`` (features 256, rows 1), ``mlp`` (features 256, rows 64, ratio 4: Linear to ratio x features, GELU,
+Linear back, as in a transformer's feed-forward block; the Linear layers of other widths that a chain of identical
+shape-keeping layers cannot hold), ``attention`` (seq 128, heads 4, head_dim 32: q, k and v three interleaved
 slices of a packed input, as a fused qkv projection writes them in ViTs and BERTs, one
 ``scaled_dot_product_attention``; with q = k = v the call read a third of the memory and measured 373 µs where
 vit_tiny's call of the same shape measured 602 µs), ``LayerNorm`` (features 256, rows 64), ``BatchNorm2d``,
@@ -38,6 +40,7 @@ _SPATIAL = {"channels": 32, "size": 28}
 DEFAULTS = {
     "Conv2d": {"channels": 32, "kernel": 3, "stride": 1, "groups": 1, "size": 28},
     "Linear": {"features": 256, "rows": 1},
+    "mlp": {"features": 256, "rows": 64, "ratio": 4},
     "attention": {"seq": 128, "heads": 4, "head_dim": 32},
     "LayerNorm": {"features": 256, "rows": 64},
     "BatchNorm2d": dict(_SPATIAL),
@@ -48,7 +51,7 @@ DEFAULTS = {
 }
 OPS = tuple(DEFAULTS)
 _SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": "h", "features": "f", "rows": "r",
-          "seq": "l", "heads": "n", "head_dim": "d"}
+          "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x"}
 
 
 class _Functional(nn.Module):
@@ -84,6 +87,10 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
         return nn.Sequential(*(nn.Linear(p["features"], p["features"]) for _ in range(depth)))
     if op == "LayerNorm":
         return nn.Sequential(*(nn.LayerNorm(p["features"]) for _ in range(depth)))
+    if op == "mlp":  # a transformer's feed-forward block: the one Linear pair a shape-keeping chain can hold
+        f, wide = p["features"], p["features"] * p["ratio"]
+        return nn.Sequential(*(nn.Sequential(nn.Linear(f, wide), nn.GELU(), nn.Linear(wide, f))
+                               for _ in range(depth)))
     layer = {"BatchNorm2d": lambda: nn.BatchNorm2d(p["channels"]), "ReLU": nn.ReLU, "GELU": nn.GELU,
              "MaxPool2d": lambda: nn.MaxPool2d(3, stride=1, padding=1)}.get(op)
     if layer is not None:
@@ -94,7 +101,7 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
 def input_shape(op: str, p: dict) -> list[int]:
     """Per-sample input shape of a point."""
     p = {**DEFAULTS[op], **p}
-    if op in ("Linear", "LayerNorm"):
+    if op in ("Linear", "LayerNorm", "mlp"):
         return [p["rows"], p["features"]]
     if op == "attention":
         return [p["seq"], 3 * p["heads"] * p["head_dim"]]
