@@ -1,4 +1,6 @@
-"""Progress journal of a long measuring job: one JSON line per finished configuration, fsynced.
+"""Progress journal of a long measuring job: one JSON line per finished configuration, fsynced; and one per model
+iteration timed in a rotation (its `e2e` row and samples: the reference the configurations measured around it are
+checked against, which a resumed job must not lose).
 
 Snakemake deletes a job's declared outputs before running it, so the journal lives in an undeclared side folder
 (``results/journal/``). A restarted job loads the journal, skips what it holds, and measures the rest: a kill at any
@@ -48,19 +50,45 @@ class Journal:
                 except json.JSONDecodeError:
                     log.warning("journal %s: ignoring a torn line", self.path)
                     continue
-                if keep_ids is not None and entry["config_id"] not in keep_ids:
+                if entry.get("e2e") or (keep_ids is not None and entry["config_id"] not in keep_ids):
                     continue
                 rows += entry["rows"]
                 samples += entry["samples"]
         return rows, samples
 
+    def load_e2e(self) -> tuple[list[dict], list[dict]]:
+        """(rows, samples) of the model iterations journaled by :meth:`append_e2e`."""
+        rows, samples = [], []
+        if not self.path.exists():
+            return rows, samples
+        with open(self.path) as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if entry.get("e2e"):
+                    rows += entry["rows"]
+                    samples += entry["samples"]
+        return rows, samples
+
     def append(self, rows: list[dict], samples: list[dict]) -> None:
         if not rows:
             return
+        self._write({"config_id": rows[0]["config_id"], **self._entry(rows, samples)})
+
+    def append_e2e(self, rows: list[dict], samples: list[dict]) -> None:
+        """Journal the `e2e` row (and samples) of a model iteration timed in a rotation."""
+        if rows:
+            self._write({"e2e": True, **self._entry(rows, samples)})
+
+    @staticmethod
+    def _entry(rows: list[dict], samples: list[dict]) -> dict:
+        return {"rows": [{k: _clean(v) for k, v in r.items()} for r in rows],
+                "samples": [{k: _clean(v) for k, v in s.items()} for s in samples]}
+
+    def _write(self, entry: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"config_id": rows[0]["config_id"],
-                 "rows": [{k: _clean(v) for k, v in r.items()} for r in rows],
-                 "samples": [{k: _clean(v) for k, v in s.items()} for s in samples]}
         with open(self.path, "a") as f:
             f.write(json.dumps(entry) + "\n")
             f.flush()

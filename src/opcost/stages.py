@@ -227,11 +227,19 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     if done:
         log.info("journal %s: %d configurations already measured, resuming", journal.path, len(done))
     energy = _Energy(config)
-    e2e_rows, e2e_samples = [], []
+    # the model iterations of the journaled rotations: the reference their configurations are checked against
+    done_e2e, done_e2e_samples = journal.load_e2e()
+    e2e_rows = [tables.frame(tables.E2E, done_e2e)]
+    e2e_samples = [tables.frame(tables.SAMPLES, done_e2e_samples)]
+
+    def on_e2e(row: pd.DataFrame, smp: pd.DataFrame) -> None:
+        e2e_rows.append(row)
+        e2e_samples.append(smp)
+        journal.append_e2e(row.to_dict("records"), smp.to_dict("records"))
+
     meas, samples = profile_configs(mine[~mine["config_id"].isin(done)], config["models"], config["device"],
                                     config["dtype"], profiling, on_result=journal.append, energy=energy,
-                                    context=context,
-                                    on_e2e=lambda row, smp: (e2e_rows.append(row), e2e_samples.append(smp)))
+                                    context=context, on_e2e=on_e2e)
     energy.close()
     meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
     samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples, *e2e_samples], ignore_index=True)
@@ -241,8 +249,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
         log.info("autograd engine measured alone: %.1f us per backward call, taken out of the isolated backward rows "
                  "measured outside a rotation", engine_s * 1e6)
     if out_e2e is not None:
-        io.write_parquet(pd.concat([tables.frame(tables.E2E, []), *e2e_rows], ignore_index=True), out_e2e,
-                         tables.E2E)
+        io.write_parquet(pd.concat(e2e_rows, ignore_index=True), out_e2e, tables.E2E)
     io.write_parquet(samples, out_samples, tables.SAMPLES)
     io.write_parquet(meas, out_measurements, tables.MEASUREMENTS)
     n = meas["config_id"].nunique()  # an empty chunk (no configuration of its types hashes to it) is normal
