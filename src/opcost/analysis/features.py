@@ -140,4 +140,3 @@ def features(rows: pd.DataFrame) -> pd.DataFrame:
            zip(rows["op_type"], rows["params"], rows["inputs"], rows.get("outputs", [None] * n),
                rows.get("mode", [None] * n))]
     return pd.DataFrame(out, index=rows.index)
-
