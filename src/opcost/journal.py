@@ -38,39 +38,34 @@ class Journal:
     def __init__(self, path):
         self.path = Path(path)
 
-    def load(self, keep_ids=None) -> tuple[list[dict], list[dict]]:
-        """(rows, samples) of the configurations already done (restricted to ``keep_ids`` when given)."""
-        rows, samples = [], []
+    def _entries(self, warn: bool = True):
+        """The journal's entries in order; a torn line (killed mid-write) is skipped."""
         if not self.path.exists():
-            return rows, samples
+            return
         with open(self.path) as f:
             for line in f:
                 try:
-                    entry = json.loads(line)
+                    yield json.loads(line)
                 except json.JSONDecodeError:
-                    log.warning("journal %s: ignoring a torn line", self.path)
-                    continue
-                if entry.get("e2e") or (keep_ids is not None and entry["config_id"] not in keep_ids):
-                    continue
-                rows += entry["rows"]
-                samples += entry["samples"]
+                    if warn:
+                        log.warning("journal %s: ignoring a torn line", self.path)
+
+    @staticmethod
+    def _collect(entries) -> tuple[list[dict], list[dict]]:
+        rows, samples = [], []
+        for entry in entries:
+            rows += entry["rows"]
+            samples += entry["samples"]
         return rows, samples
+
+    def load(self, keep_ids=None) -> tuple[list[dict], list[dict]]:
+        """(rows, samples) of the configurations already done (restricted to ``keep_ids`` when given)."""
+        return self._collect(e for e in self._entries() if not e.get("e2e")
+                             and (keep_ids is None or e["config_id"] in keep_ids))
 
     def load_e2e(self) -> tuple[list[dict], list[dict]]:
         """(rows, samples) of the model iterations journaled by :meth:`append_e2e`."""
-        rows, samples = [], []
-        if not self.path.exists():
-            return rows, samples
-        with open(self.path) as f:
-            for line in f:
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if entry.get("e2e"):
-                    rows += entry["rows"]
-                    samples += entry["samples"]
-        return rows, samples
+        return self._collect(e for e in self._entries(warn=False) if e.get("e2e"))
 
     def append(self, rows: list[dict], samples: list[dict]) -> None:
         if not rows:
