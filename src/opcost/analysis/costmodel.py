@@ -125,7 +125,7 @@ class CostModel:
     trees: object = None
     use_trees: bool = False
     categories: list = field(default_factory=list)
-    points: pd.DataFrame | None = None  # measured configurations: key columns, flops, bytes, y
+    points: pd.DataFrame | None = None  # measured configurations: key columns, flops, bytes, y, family
     quantiles: dict = field(default_factory=dict)  # op_type -> (q05, q95) of held-out log ratios; None: all types
     heldout: pd.DataFrame | None = None  # per configuration and phase: held-out log ratio of each method
     error_growth: tuple = (0.0, 0.0)  # (a, b): held-out |log error| ~ a + b x decades to the nearest measured
@@ -166,7 +166,8 @@ class CostModel:
         for key, g in data[family.notna()].groupby([family[family.notna()], "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 model.family_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
-        model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(y=y)
+        model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(
+            y=y, family=family)
         base = model._baseline(data)[0]
         ok = np.isfinite(base)
         if ok.sum() >= 20:
@@ -230,7 +231,7 @@ class CostModel:
                 est[i], method[i] = float(law(r.flops, r.bytes)), "family"
                 continue
             if pts.empty and fam is not None:  # a family with one or two measured configurations: its nearest
-                pts = self.points[same & (self.points["op_type"].map(FAMILY) == fam)]
+                pts = self.points[same & (self.points["family"] == fam)]
             if len(pts):
                 d = (pts["log_flops"] - r.log_flops) ** 2 + (pts["log_bytes"] - r.log_bytes) ** 2
                 near = pts.loc[d.idxmin()]
