@@ -32,7 +32,8 @@ def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
     cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "sweeps": [
         {"op": "Conv2d", "grid": {"channels": [4], "size": [6]}, "depth": 3},
         {"op": "attention", "grid": {"seq": [5], "heads": [2], "head_dim": [4]}, "depth": 2},
-        {"op": "mlp", "grid": {"features": [6], "rows": [5], "ratio": [3]}, "depth": 2}]})
+        {"op": "mlp", "grid": {"features": [6], "rows": [5], "ratio": [3]}, "depth": 2},
+        {"op": "cat", "grid": {"channels": [6], "size": [4], "parts": [3]}, "depth": 2}]})
     for name in ("sweep-Conv2d-c4-h6", "sweep-attention-d4-n2-l5"):
         layers = extract(make_workload(load_model(name, cfg["models"][name]), 2, "inference"))
         main = layers[layers["op_type"].isin(["Conv2d", "scaled_dot_product_attention"])]
@@ -46,8 +47,15 @@ def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
     lin = extract(make_workload(load_model(name, cfg["models"][name]), 2, "inference"))
     lin = lin[lin["op_type"] == "Linear"]
     assert sorted(json.loads(p)["out_features"] for p in lin["params"]) == [6, 18] and set(lin["count"]) == {2}
-    strided = chain("Conv2d", depth=4, channels=4, stride=2)
-    assert len(strided) == 1 and strided(torch.zeros(1, 4, 8, 8)).shape == (1, 4, 4, 4)
+    # cat: a branching block's channel concat, its inputs the parts of the producer's output
+    name = "sweep-cat-c6-p3-h4"
+    cat = extract(make_workload(load_model(name, cfg["models"][name]), 2, "inference"))
+    cat = cat[cat["op_type"] == "cat"]
+    assert len(cat) == 1 and int(cat["count"].iloc[0]) == 2
+    assert [t["T"] for t in json.loads(cat["inputs"].iloc[0])] == [[2, 2, 4, 4]] * 3
+    for op in ("Conv2d", "MaxPool2d"):  # a strided layer changes the shape: a chain of one
+        strided = chain(op, depth=4, channels=4, stride=2)
+        assert len(strided) == 1 and strided(torch.zeros(1, 4, 8, 8)).shape == (1, 4, 4, 4)
     assert model_entries([], [1], ["inference"]) == {}
 
 

@@ -173,7 +173,9 @@ def write_empty(path) -> Path:
 def profiler_dilation(path, calls: int = 2000, repeats: int = 7, record_shapes: bool = True) -> float:
     """Seconds the profiler adds per top-level op call, measured: a loop of ``calls`` cheap aten calls (an add of
     one-element tensors under inference_mode) timed without the profiler and under :func:`record` (same settings;
-    its trace written to ``path``), median over ``repeats`` loops each. Gaps T1 in a trace include this
+    its trace written to ``path``), the fastest of ``repeats`` loops each: noise on a shared host only lengthens a
+    loop, and a median of unprofiled loops that a neighbour slowed down can exceed the profiled one (the plain loops
+    run before and after the recording, so a slow spell on either side does not decide). Gaps T1 in a trace include this
     bookkeeping (the end of one op's record and the start of the next), which the unprofiled model never pays;
     :class:`OverheadModel` subtracts it."""
     import time
@@ -187,15 +189,19 @@ def profiler_dilation(path, calls: int = 2000, repeats: int = 7, record_shapes: 
             for _ in range(calls):
                 torch.add(a, b)
 
+    def plain() -> float:
+        fastest = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            loop()
+            fastest = min(fastest, time.perf_counter() - t0)
+        return fastest
+
     loop()
-    plain = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        loop()
-        plain.append(time.perf_counter() - t0)
+    before = plain()
     record(loop, path, iterations=repeats, warmup=1, record_shapes=record_shapes)
-    traced = float(iterations(parse(path))["span_s"].median())
-    return max(0.0, (traced - float(np.median(plain))) / calls)
+    traced = float(iterations(parse(path))["span_s"].min())
+    return max(0.0, (traced - min(before, plain())) / calls)
 
 
 def replay_runner(wl, models_cfg: dict, device: str = "cpu",

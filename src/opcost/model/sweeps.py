@@ -21,14 +21,17 @@ shape-keeping layers cannot hold), ``attention`` (seq 128, heads 4, head_dim 32:
 slices of a packed input, as a fused qkv projection writes them in ViTs and BERTs, one
 ``scaled_dot_product_attention``; with q = k = v the call read a third of the memory and measured 373 µs where
 vit_tiny's call of the same shape measured 602 µs), ``LayerNorm`` (features 256, rows 64), ``BatchNorm2d``,
-``ReLU``, ``GELU``, ``MaxPool2d`` (3x3, stride 1), ``add`` (x + x; channels 32, size 28 for these five). The
-batch size of a point is its grid's ``batch`` values (default: the config's ``batch_sizes``).
+``ReLU``, ``GELU``, ``add`` (x + x; channels 32, size 28 for these four), ``MaxPool2d`` (also kernel 3, stride 1;
+padding kernel // 2) and ``cat`` (also parts 2: the input's channels in ``parts`` chunks concatenated again, the
+channel concat of a block's branches as in SqueezeNet's fire modules, Inception or DenseNet). The batch size of a
+point is its grid's ``batch`` values (default: the config's ``batch_sizes``).
 """
 from __future__ import annotations
 
 import itertools
 import random
 
+import torch
 from torch import nn
 from torch.nn import functional as F
 
@@ -46,20 +49,21 @@ DEFAULTS = {
     "BatchNorm2d": dict(_SPATIAL),
     "ReLU": dict(_SPATIAL),
     "GELU": dict(_SPATIAL),
-    "MaxPool2d": dict(_SPATIAL),
+    "MaxPool2d": {**_SPATIAL, "kernel": 3, "stride": 1},
     "add": dict(_SPATIAL),
+    "cat": {**_SPATIAL, "parts": 2},
 }
 OPS = tuple(DEFAULTS)
 _SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": "h", "features": "f", "rows": "r",
-          "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x"}
+          "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p"}
 
 
 class _Functional(nn.Module):
-    """A chain of an operator called outside leaf modules (attention, add); its child makes it a non-leaf."""
+    """A chain of an operator called outside leaf modules (attention, cat, add); its child makes it a non-leaf."""
 
-    def __init__(self, op: str, depth: int, heads: int = 1):
+    def __init__(self, op: str, depth: int, heads: int = 1, parts: int = 2):
         super().__init__()
-        self.op, self.depth, self.heads = op, depth, heads
+        self.op, self.depth, self.heads, self.parts = op, depth, heads, parts
         self.keep = nn.Identity()
 
     def forward(self, x):
@@ -70,6 +74,8 @@ class _Functional(nn.Module):
                 q, k, v = x.view(b, n, 3, self.heads, e3 // (3 * self.heads)).permute(2, 0, 3, 1, 4).unbind(0)
                 out = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, e3 // 3)
                 x = out.repeat(1, 1, 3)  # the next layer's q, k and v: three tensors' worth of memory, as in a model
+            elif self.op == "cat":
+                x = torch.cat(x.chunk(self.parts, dim=1), dim=1)
             else:
                 x = x + x
         return x
@@ -78,9 +84,10 @@ class _Functional(nn.Module):
 def chain(op: str, depth: int = 4, **p) -> nn.Module:
     """The sweep point's model: ``depth`` identical ``op`` layers with parameters ``p`` (see :data:`DEFAULTS`)."""
     p = {**DEFAULTS[op], **p}
+    if op in ("Conv2d", "MaxPool2d") and p["stride"] != 1:
+        depth = 1  # the layer changes the shape: a chain of one
     if op == "Conv2d":
         c, k, s = p["channels"], p["kernel"], p["stride"]
-        depth = depth if s == 1 else 1
         return nn.Sequential(*(nn.Conv2d(c, c, k, stride=s, padding=k // 2, groups=p["groups"])
                                for _ in range(depth)))
     if op == "Linear":
@@ -92,10 +99,10 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
         return nn.Sequential(*(nn.Sequential(nn.Linear(f, wide), nn.GELU(), nn.Linear(wide, f))
                                for _ in range(depth)))
     layer = {"BatchNorm2d": lambda: nn.BatchNorm2d(p["channels"]), "ReLU": nn.ReLU, "GELU": nn.GELU,
-             "MaxPool2d": lambda: nn.MaxPool2d(3, stride=1, padding=1)}.get(op)
+             "MaxPool2d": lambda: nn.MaxPool2d(p["kernel"], stride=p["stride"], padding=p["kernel"] // 2)}.get(op)
     if layer is not None:
         return nn.Sequential(*(layer() for _ in range(depth)))
-    return _Functional(op, depth, p.get("heads", 1))
+    return _Functional(op, depth, p.get("heads", 1), p.get("parts", 2))
 
 
 def input_shape(op: str, p: dict) -> list[int]:
