@@ -14,12 +14,14 @@ than :data:`MIN_INTERVAL` of them).
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
 (else the phase's global law) at the two configurations (without either, by the ratio of bytes; FLOPs for matrix
-products and convolutions); an op type never measured in that phase, ``family``: the law fitted over the measured
+products and convolutions); an op type never measured in that phase, ``twin``: the law of a measured type of the
+same computation (:data:`TWINS`: an aten op and the module that calls it, ``adaptive_avg_pool2d`` and
+``AdaptiveAvgPool2d``; clamps, ``ReLU6`` and ``ReLU``), else ``family``: the law fitted over the measured
 types of its family (:data:`FAMILIES`: ``ReLU6`` from the other activations, ``Embedding`` from ``EmbeddingBag``,
 the functional ``linear`` from ``Linear``...; with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled),
 else ``global``: the roofline law fitted over all configurations of the phase. Nothing is ever estimated as 0.
 
-Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest``, ``family`` or ``global``). The model
+Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest``, ``twin``, ``family`` or ``global``). The model
 is fitted to one set of measurement conditions (host, device, threads: :func:`opcost.database.conditions`) and
 saved beside the database (``costmodel.pkl``), with a fingerprint of the rows it was fitted to: a database that
 changed since is refitted, never answered from a stale model. :meth:`CostModel.uncertainty` is the error to expect
@@ -44,7 +46,7 @@ MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its
 MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
 FOLDS = 5
 FILE = "costmodel.pkl"
-FIT_VERSION = 4  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 5  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 
 
 # Operator types that do the same kind of work: an op type never measured takes its family's law.
@@ -74,6 +76,20 @@ FAMILIES = {
              "chunk", "as_strided", "detach", "alias", "Identity"),
 }
 FAMILY = {t: f for f, types in FAMILIES.items() for t in types}
+
+# Names of one computation, or of kernels of one cost: an aten op and the module that calls it, and the clamps
+# (ReLU6 and Hardtanh clamp at two bounds where ReLU clamps at one, the same memory traffic). An op type never
+# measured takes a measured twin's law before its family's: a family law mixes cheap and costly members (ReLU and
+# GELU; MaxPool2d, several times the cost per byte of average pooling on CPUs).
+TWINS = (("Linear", "linear"), ("Conv1d", "conv1d"), ("Conv2d", "conv2d"),
+         ("ReLU", "relu", "relu_", "ReLU6", "relu6", "Hardtanh", "hardtanh", "hardtanh_"), ("GELU", "gelu"),
+         ("SiLU", "silu", "silu_"), ("Sigmoid", "sigmoid"), ("Tanh", "tanh"), ("Hardswish", "hardswish", "hardswish_"),
+         ("Hardsigmoid", "hardsigmoid"), ("LayerNorm", "layer_norm", "native_layer_norm"),
+         ("BatchNorm2d", "batch_norm"), ("GroupNorm", "group_norm"), ("MaxPool2d", "max_pool2d"),
+         ("AvgPool2d", "avg_pool2d"), ("AdaptiveAvgPool2d", "adaptive_avg_pool2d"),
+         ("Softmax", "softmax", "_softmax"), ("Embedding", "embedding"), ("EmbeddingBag", "embedding_bag"),
+         ("Dropout", "dropout"), ("Flatten", "flatten"), ("add", "add_"), ("mul", "mul_"))
+TWIN = {t: group for group in TWINS for t in group}
 _COMPUTE_TYPES = {*FAMILIES["matmul"], *FAMILIES["convolution"], *FAMILIES["attention"]}
 
 
@@ -225,6 +241,12 @@ class CostModel:
                 continue
             same = (self.points["mode"] == r.mode) & (self.points["phase"] == r.phase)
             pts = self.points[same & (self.points["op_type"] == r.op_type)]
+            if pts.empty:
+                twin = next((law for t in TWIN.get(r.op_type, ()) if t != r.op_type
+                             and (law := self.laws.get((t, r.mode, r.phase))) is not None), None)
+                if twin is not None:
+                    est[i], method[i] = float(twin(r.flops, r.bytes)), "twin"
+                    continue
             fam = FAMILY.get(r.op_type)
             law = self.family_laws.get((fam, r.mode, r.phase))
             if pts.empty and law is not None:
