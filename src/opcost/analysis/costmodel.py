@@ -17,15 +17,16 @@ configuration of that type and phase nearest in (log FLOPs, log bytes), scaled b
 products and convolutions); an op type never measured in that phase, ``twin``: the law of a measured type of the
 same computation (:data:`TWINS`: an aten op and the module that calls it, ``adaptive_avg_pool2d`` and
 ``AdaptiveAvgPool2d``; clamps, ``ReLU6`` and ``ReLU``), else ``family``: the law fitted over the measured
-types of its family (:data:`FAMILIES`: ``ReLU6`` from the other activations, ``Embedding`` from ``EmbeddingBag``,
-the functional ``linear`` from ``Linear``...; with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled),
-else ``global``: the roofline law fitted over all configurations of the phase. Nothing is ever estimated as 0.
+types of its family (:data:`FAMILIES`: ``Mish`` from the other activations, ``Embedding`` from ``EmbeddingBag``...;
+with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled), else ``global``: the roofline law fitted over all
+configurations of the phase. Nothing is ever estimated as 0.
 
-Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest``, ``twin``, ``family`` or ``global``). The model
-is fitted to one set of measurement conditions (host, device, threads: :func:`opcost.database.conditions`) and
-saved beside the database (``costmodel.pkl``), with a fingerprint of the rows it was fitted to: a database that
-changed since is refitted, never answered from a stale model. :meth:`CostModel.uncertainty` is the error to expect
-where nothing is measured nearby (held-out errors grow with the distance to the nearest measured configuration).
+Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest``, ``twin``, ``family`` or ``global``).
+The model is fitted to one set of measurement conditions (host, device, threads:
+:func:`opcost.database.conditions`) and saved beside the database (``costmodel.pkl``), with a fingerprint of the
+rows it was fitted to: a database that changed since is refitted, never answered from a stale model.
+:meth:`CostModel.uncertainty` is the error to expect where nothing is measured nearby (held-out errors grow with the
+distance to the nearest measured configuration).
 """
 from __future__ import annotations
 
