@@ -59,6 +59,22 @@ def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
     assert model_entries([], [1], ["inference"]) == {}
 
 
+def test_parameter_free_chains_back_propagate_in_training():
+    """Inside a model a ReLU or a concat reads activations that require grad; a chain of them gets such an input
+    in training (else the workload has nothing to back-propagate and the point is lost)."""
+    cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "modes": ["training"], "sweeps": [
+        {"op": "ReLU", "grid": {"channels": [4], "size": [4]}, "depth": 2},
+        {"op": "cat", "grid": {"channels": [4], "size": [4]}, "depth": 2}]})
+    for name, op, node in (("sweep-ReLU-c4-h4", "ReLU", "ReluBackward0"), ("sweep-cat-c4-h4", "cat", "CatBackward0")):
+        layers = extract(make_workload(load_model(name, cfg["models"][name]), 2, "training"))
+        row = layers[layers["op_type"] == op]
+        assert len(row) == 1 and json.loads(row["backward"].iloc[0]) == {node: 2}
+    with torch.inference_mode():  # inference leaves the input as it is
+        x = torch.zeros(1, 4, 4, 4)
+        chain("ReLU", depth=2, channels=4, size=4).eval()(x)
+        assert not x.requires_grad
+
+
 def test_listed_points_are_taken_as_they_are_and_a_misspelt_parameter_is_named():
     import pytest
 

@@ -9,6 +9,9 @@ rotation like any workload's operators, but is not a validation workload (no end
 :func:`opcost.config.workloads` leaves it out). Its configurations are profiled in the loop's first iteration
 whatever their op type.
 
+In training, a chain's input requires grad, as the activations inside a model do: a chain of parameter-free
+layers (ReLU, pooling, concat, attention) would otherwise have nothing to back-propagate.
+
 Sampling: a sweep's ``grid`` (parameter -> values) is taken whole, or, with ``samples: N``, as N points drawn
 without replacement with a fixed seed; or its ``points`` are listed. ``opcost sweep suggest`` lists the points of a
 grid where a database's cost model is least certain (:mod:`opcost.analysis.sampling`), to be pasted as ``points``:
@@ -58,6 +61,22 @@ _SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": 
           "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p"}
 
 
+def _differentiable(module: nn.Module, x):
+    """``x``, made to require grad in training: inside a model, the activations these layers read require grad (the
+    layers before them have parameters), and a chain of parameter-free layers (ReLU, pooling, concat) would
+    otherwise have nothing to back-propagate. The input is a leaf the workload made; the flag is set in place."""
+    if module.training and torch.is_grad_enabled() and x.is_floating_point() and not x.requires_grad:
+        x.requires_grad_(True)
+    return x
+
+
+class _Chain(nn.Sequential):
+    """Identical layers in sequence (:func:`_differentiable` input)."""
+
+    def forward(self, x):
+        return super().forward(_differentiable(self, x))
+
+
 class _Functional(nn.Module):
     """A chain of an operator called outside leaf modules (attention, cat, add); its child makes it a non-leaf."""
 
@@ -67,7 +86,7 @@ class _Functional(nn.Module):
         self.keep = nn.Identity()
 
     def forward(self, x):
-        x = self.keep(x)
+        x = self.keep(_differentiable(self, x))
         for _ in range(self.depth):
             if self.op == "attention":  # x: packed q, k, v per token, as a fused qkv projection writes them
                 b, n, e3 = x.shape
@@ -88,20 +107,20 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
         depth = 1  # the layer changes the shape: a chain of one
     if op == "Conv2d":
         c, k, s = p["channels"], p["kernel"], p["stride"]
-        return nn.Sequential(*(nn.Conv2d(c, c, k, stride=s, padding=k // 2, groups=p["groups"])
+        return _Chain(*(nn.Conv2d(c, c, k, stride=s, padding=k // 2, groups=p["groups"])
                                for _ in range(depth)))
     if op == "Linear":
-        return nn.Sequential(*(nn.Linear(p["features"], p["features"]) for _ in range(depth)))
+        return _Chain(*(nn.Linear(p["features"], p["features"]) for _ in range(depth)))
     if op == "LayerNorm":
-        return nn.Sequential(*(nn.LayerNorm(p["features"]) for _ in range(depth)))
+        return _Chain(*(nn.LayerNorm(p["features"]) for _ in range(depth)))
     if op == "mlp":  # a transformer's feed-forward block: the one Linear pair a shape-keeping chain can hold
         f, wide = p["features"], p["features"] * p["ratio"]
-        return nn.Sequential(*(nn.Sequential(nn.Linear(f, wide), nn.GELU(), nn.Linear(wide, f))
+        return _Chain(*(nn.Sequential(nn.Linear(f, wide), nn.GELU(), nn.Linear(wide, f))
                                for _ in range(depth)))
     layer = {"BatchNorm2d": lambda: nn.BatchNorm2d(p["channels"]), "ReLU": nn.ReLU, "GELU": nn.GELU,
              "MaxPool2d": lambda: nn.MaxPool2d(p["kernel"], stride=p["stride"], padding=p["kernel"] // 2)}.get(op)
     if layer is not None:
-        return nn.Sequential(*(layer() for _ in range(depth)))
+        return _Chain(*(layer() for _ in range(depth)))
     return _Functional(op, depth, p.get("heads", 1), p.get("parts", 2))
 
 
