@@ -2,7 +2,8 @@
 
 Reads the database of a finished run (default results/db; for the study, run the workflow on
 benchmarks/configs/generalisation.yaml: eleven models of several families at batch 1 and 4, with operator
-sweeps) and, for every workload with an end-to-end time:
+sweeps; in training, generalisation_training.yaml and ``--mode training``) and, for every workload with an
+end-to-end time:
 
 * leave-one-model-out: the database without that model (its layers, and the measurements of every configuration
   that no other workload or sweep point has) predicts each of its workloads;
