@@ -108,7 +108,7 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
     if op == "Conv2d":
         c, k, s = p["channels"], p["kernel"], p["stride"]
         return _Chain(*(nn.Conv2d(c, c, k, stride=s, padding=k // 2, groups=p["groups"])
-                               for _ in range(depth)))
+                        for _ in range(depth)))
     if op == "Linear":
         return _Chain(*(nn.Linear(p["features"], p["features"]) for _ in range(depth)))
     if op == "LayerNorm":
@@ -116,7 +116,7 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
     if op == "mlp":  # a transformer's feed-forward block: the one Linear pair a shape-keeping chain can hold
         f, wide = p["features"], p["features"] * p["ratio"]
         return _Chain(*(nn.Sequential(nn.Linear(f, wide), nn.GELU(), nn.Linear(wide, f))
-                               for _ in range(depth)))
+                        for _ in range(depth)))
     layer = {"BatchNorm2d": lambda: nn.BatchNorm2d(p["channels"]), "ReLU": nn.ReLU, "GELU": nn.GELU,
              "MaxPool2d": lambda: nn.MaxPool2d(p["kernel"], stride=p["stride"], padding=p["kernel"] // 2)}.get(op)
     if layer is not None:
