@@ -43,6 +43,47 @@ def test_linear_matmul_and_elementwise_features_by_hand():
     assert sdpa["flops"] == 4 * 2 * 4 * 10 * 12 * 8
 
 
+def test_pooling_counts_its_windows_and_backward_counts_what_it_writes():
+    x, half, same = _spec([2, 16, 28, 28]), _spec([2, 16, 14, 14]), _spec([2, 16, 28, 28])
+    strided = configuration_features("MaxPool2d", {"kernel_size": 3, "stride": 2, "padding": 1}, [x], [half])
+    dense = configuration_features("MaxPool2d", {"kernel_size": 3, "stride": 1, "padding": 1}, [x], [same])
+    assert (strided["flops"], dense["flops"]) == (2 * 16 * 14 * 14 * 9, 2 * 16 * 28 * 28 * 9)
+    aten = configuration_features("max_pool2d", {"args": [x, [2, 2], [2, 2]]}, [x], [half])
+    assert aten["flops"] == 2 * 16 * 14 * 14 * 4 and aten["kernel"] == 4
+    # an embedding's dense gradient is the whole table; a sparse one only the rows touched
+    emb = {"num_embeddings": 1000, "embedding_dim": 8, "sparse": False}
+    ids, out = [_spec([4, 3], "int64")], [_spec([4, 3, 8])]
+    fwd = configuration_features("Embedding", emb, ids, out, "training", "forward")
+    bwd = configuration_features("Embedding", emb, ids, out, "training", "backward")
+    sparse = configuration_features("Embedding", {**emb, "sparse": True}, ids, out, "training", "backward")
+    assert fwd["param_bytes"] == sparse["param_bytes"] == 12 * 8 * 4
+    assert bwd["param_bytes"] == (12 + 1000) * 8 * 4
+    # select is a view forward; its backward writes a zero gradient of the input's size; view stays free
+    sel = ({"args": [x, 0, 0]}, [x], [_spec([16, 28, 28])])
+    assert configuration_features("select", *sel, "training", "forward")["bytes"] == 0
+    assert configuration_features("select", *sel, "training", "backward")["bytes"] == (2 + 1) * 16 * 28 * 28 * 4
+    assert configuration_features("view", {}, [x], [_spec([2, 16 * 28 * 28])], "training", "backward")["bytes"] == 0
+    # dropout is an identity in inference and at p = 0
+    drop = lambda p, mode: configuration_features("Dropout", {"p": p}, [x], [x], mode)["bytes"]  # noqa: E731
+    assert drop(0.1, "inference") == drop(0.0, "training") == 0 and drop(0.1, "training") == 2 * x_bytes(x)
+
+
+def x_bytes(spec):
+    return math.prod(spec["T"]) * 4
+
+
+def test_op_type_table_names_each_type_once_with_known_work():
+    from opcost.analysis import optypes
+
+    assert optypes.family("ReLU6") == "activation" and "ReLU" in optypes.twins("ReLU6")
+    assert optypes.family("bernoulli_") == "dropout" and optypes.twins("bernoulli_") == ()
+    assert optypes.lookup("NoSuchOp") == optypes.OpType("NoSuchOp", None, None, "elementwise")
+    with pytest.raises(ValueError, match="listed twice"):
+        optypes._parse("ReLU activation relu elementwise\nReLU activation relu elementwise")
+    with pytest.raises(ValueError, match="unknown work"):
+        optypes._parse("ReLU activation relu nonsense")
+
+
 def _synthetic(law, n=60, seed=0):
     """Linear configurations with costs from ``law(flops, bytes)`` times 3% log-normal noise."""
     rng = np.random.default_rng(seed)

@@ -15,11 +15,11 @@ An op type with too few measured configurations falls back to a labelled rule: `
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
 (else the phase's global law) at the two configurations (without either, by the ratio of bytes; FLOPs for matrix
 products and convolutions); an op type never measured in that phase, ``twin``: the law of a measured type of the
-same computation (:data:`TWINS`: an aten op and the module that calls it, ``adaptive_avg_pool2d`` and
-``AdaptiveAvgPool2d``; clamps, ``ReLU6`` and ``ReLU``), else ``family``: the law fitted over the measured
-types of its family (:data:`FAMILIES`: ``Mish`` from the other activations, ``Embedding`` from ``EmbeddingBag``...;
-with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled), else ``global``: the roofline law fitted over all
-configurations of the phase. Nothing is ever estimated as 0.
+same computation (its twin group in :data:`opcost.analysis.optypes.TABLE`: an aten op and the module that calls
+it, ``adaptive_avg_pool2d`` and ``AdaptiveAvgPool2d``; clamps, ``ReLU6`` and ``ReLU``), else ``family``: the law
+fitted over the measured types of its family (the table's family: ``Mish`` from the other activations,
+``bernoulli_`` from dropout...; with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled), else ``global``:
+the roofline law fitted over all configurations of the phase. Nothing is ever estimated as 0.
 
 Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest``, ``twin``, ``family`` or ``global``).
 The model is fitted to one set of measurement conditions (host, device, threads:
@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from opcost.analysis import optypes
 from opcost.analysis.features import NUMERIC, features
 
 log = logging.getLogger(__name__)
@@ -47,51 +48,7 @@ MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its
 MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
 FOLDS = 5
 FILE = "costmodel.pkl"
-FIT_VERSION = 5  # part of a saved model's fingerprint: a model fitted by an older method is refitted
-
-
-# Operator types that do the same kind of work: an op type never measured takes its family's law.
-FAMILIES = {
-    "matmul": ("Linear", "linear", "Conv1D", "addmm", "mm", "bmm", "matmul", "baddbmm", "einsum"),
-    "convolution": ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
-                    "conv1d", "conv2d", "convolution"),
-    "attention": ("scaled_dot_product_attention", "MultiheadAttention"),
-    "normalisation": ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "LayerNorm2d", "GroupNorm",
-                      "InstanceNorm2d", "RMSNorm", "LlamaRMSNorm", "T5LayerNorm", "FrozenBatchNorm2d", "layer_norm",
-                      "batch_norm", "group_norm", "rms_norm", "native_layer_norm"),
-    "activation": ("ReLU", "ReLU6", "GELU", "SiLU", "Hardswish", "Hardsigmoid", "Sigmoid", "Tanh", "LeakyReLU", "ELU",
-                   "Mish", "Softplus", "Hardtanh", "GELUActivation", "NewGELUActivation", "relu", "relu_", "relu6",
-                   "gelu", "silu", "silu_", "sigmoid", "tanh", "hardswish", "hardswish_", "hardsigmoid",
-                   "hardtanh", "hardtanh_", "softplus", "leaky_relu", "elu", "mish"),
-    "softmax": ("Softmax", "LogSoftmax", "softmax", "_softmax", "log_softmax"),
-    "pooling": ("MaxPool1d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
-                "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "mean"),
-    "embedding": ("Embedding", "EmbeddingBag", "embedding", "embedding_bag"),
-    "elementwise": ("add", "add_", "mul", "mul_", "sub", "sub_", "div", "div_", "where", "masked_fill", "pow",
-                    "rsqrt", "sqrt", "exp", "neg", "clamp", "maximum", "minimum", "eq", "ne", "lt", "gt", "Dropout",
-                    "dropout"),
-    "copy": ("cat", "stack", "contiguous", "clone", "copy_", "to", "reshape", "flatten", "Flatten", "index",
-             "gather", "index_select"),
-    "view": ("select", "squeeze", "unsqueeze", "permute", "transpose", "t", "expand", "expand_as", "view", "view_as",
-             "_unsafe_view", "unbind", "unflatten", "Unflatten", "narrow", "slice", "split", "split_with_sizes",
-             "chunk", "as_strided", "detach", "alias", "Identity"),
-}
-FAMILY = {t: f for f, types in FAMILIES.items() for t in types}
-
-# Names of one computation, or of kernels of one cost: an aten op and the module that calls it, and the clamps
-# (ReLU6 and Hardtanh clamp at two bounds where ReLU clamps at one, the same memory traffic). An op type never
-# measured takes a measured twin's law before its family's: a family law mixes cheap and costly members (ReLU and
-# GELU; MaxPool2d, several times the cost per byte of average pooling on CPUs).
-TWINS = (("Linear", "linear"), ("Conv1d", "conv1d"), ("Conv2d", "conv2d"),
-         ("ReLU", "relu", "relu_", "ReLU6", "relu6", "Hardtanh", "hardtanh", "hardtanh_"), ("GELU", "gelu"),
-         ("SiLU", "silu", "silu_"), ("Sigmoid", "sigmoid"), ("Tanh", "tanh"), ("Hardswish", "hardswish", "hardswish_"),
-         ("Hardsigmoid", "hardsigmoid"), ("LayerNorm", "layer_norm", "native_layer_norm"),
-         ("BatchNorm2d", "batch_norm"), ("GroupNorm", "group_norm"), ("MaxPool2d", "max_pool2d"),
-         ("AvgPool2d", "avg_pool2d"), ("AdaptiveAvgPool2d", "adaptive_avg_pool2d"),
-         ("Softmax", "softmax", "_softmax"), ("Embedding", "embedding"), ("EmbeddingBag", "embedding_bag"),
-         ("Dropout", "dropout"), ("Flatten", "flatten"), ("add", "add_"), ("mul", "mul_"))
-TWIN = {t: group for group in TWINS for t in group}
-_COMPUTE_TYPES = {*FAMILIES["matmul"], *FAMILIES["convolution"], *FAMILIES["attention"]}
+FIT_VERSION = 6  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 
 
 @dataclass
@@ -179,7 +136,7 @@ class CostModel:
         for key, g in data.groupby(["mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 model.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
-        family = data["op_type"].map(FAMILY)
+        family = data["op_type"].map(optypes.family)
         for key, g in data[family.notna()].groupby([family[family.notna()], "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 model.family_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
@@ -243,12 +200,12 @@ class CostModel:
             same = (self.points["mode"] == r.mode) & (self.points["phase"] == r.phase)
             pts = self.points[same & (self.points["op_type"] == r.op_type)]
             if pts.empty:
-                twin = next((law for t in TWIN.get(r.op_type, ()) if t != r.op_type
-                             and (law := self.laws.get((t, r.mode, r.phase))) is not None), None)
+                twin = next((law for t in optypes.twins(r.op_type)
+                             if (law := self.laws.get((t, r.mode, r.phase))) is not None), None)
                 if twin is not None:
                     est[i], method[i] = float(twin(r.flops, r.bytes)), "twin"
                     continue
-            fam = FAMILY.get(r.op_type)
+            fam = optypes.family(r.op_type)
             law = self.family_laws.get((fam, r.mode, r.phase))
             if pts.empty and law is not None:
                 est[i], method[i] = float(law(r.flops, r.bytes)), "family"
@@ -262,7 +219,7 @@ class CostModel:
                 if g is not None:  # scaled along the family's or the phase's law: its floor keeps small calls from 0
                     scale = float(g(r.flops, r.bytes)) / float(g(near["flops"], near["bytes"]))
                 else:
-                    by = "flops" if r.op_type in _COMPUTE_TYPES else "bytes"
+                    by = "flops" if fam in optypes.COMPUTE_FAMILIES else "bytes"
                     scale = max(float(getattr(r, by)), 1.0) / max(float(near[by]), 1.0)
                 est[i] = float(near["y"]) * scale
                 method[i] = "nearest" if near["op_type"] == r.op_type else "family"

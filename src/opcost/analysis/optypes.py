@@ -1,0 +1,251 @@
+"""What the cost model knows of an operator type from its name alone, in one table (:data:`TABLE`), one line per
+op type: its **family** (types that do the same kind of work: an op type never measured takes its family's law),
+its **twin** group (names of one computation, or of kernels of one cost: an aten op and the module that calls it;
+the clamps ReLU, ReLU6 and Hardtanh; an op type never measured takes a measured twin's law before its family's,
+since a family law mixes cheap and costly members: ReLU and GELU, max and average pooling) and its **work** rule,
+how :mod:`opcost.analysis.features` counts its FLOPs and bytes:
+
+=================  ======================================================================================
+work               FLOPs and bytes
+=================  ======================================================================================
+``conv``           convolution modules: ``2 x output elements x in_channels / groups x kernel volume``
+``linear``         ``Linear``: ``2 x output elements x in_features``; the weight's bytes
+``conv1d_gpt``     transformers' ``Conv1D`` (GPT-2's projection, a Linear with a transposed weight)
+``matmul``         aten matrix products: ``2 x output elements x`` the first operand's last dimension
+``attention``      ``scaled_dot_product_attention``: ``4 x batch x heads x query x key length x head dim``
+``embedding``      embedding modules: the rows touched; in backward (dense gradient) the whole table, which
+                   the gradient zero-fills and accumulates into
+``norm``           normalisation modules: elementwise, plus the affine parameters' bytes
+``pool``           windowed pooling: ``output elements x kernel volume`` (each output reads its window: a
+                   3x3 max pool of stride 1 costs about 3.5 times the one of stride 2 on the same input)
+``view``           no work: a view, in both phases (its gradient is a view as well)
+``slice``          no work forward (a view); backward writes a zero gradient of the input's size and copies
+                   the output's gradient in: the input's and the output's bytes
+``expand``         no work forward; backward sums the gradient back to the input's shape
+``copy_if_strided`` a copy of a strided input (bytes), no work on a contiguous one (a view)
+``dropout``        an identity in inference and at ``p = 0``; elementwise in training
+``elementwise``    (any other op type) the larger of the largest input's and the outputs' element counts
+=================  ======================================================================================
+
+An op type the table does not name has no family and no twin, and elementwise work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# name                         family         twin           work
+TABLE = """
+Linear                         matmul         linear         linear
+linear                         matmul         linear         matmul
+Conv1D                         matmul         -              conv1d_gpt
+addmm                          matmul         -              matmul
+mm                             matmul         -              matmul
+bmm                            matmul         -              matmul
+matmul                         matmul         -              matmul
+baddbmm                        matmul         -              matmul
+addbmm                         matmul         -              matmul
+einsum                         matmul         -              matmul
+Conv1d                         convolution    conv1d         conv
+conv1d                         convolution    conv1d         elementwise
+Conv2d                         convolution    conv2d         conv
+conv2d                         convolution    conv2d         elementwise
+Conv3d                         convolution    -              conv
+ConvTranspose1d                convolution    -              conv
+ConvTranspose2d                convolution    -              conv
+ConvTranspose3d                convolution    -              conv
+convolution                    convolution    -              elementwise
+scaled_dot_product_attention   attention      -              attention
+MultiheadAttention             attention      -              elementwise
+BatchNorm1d                    normalisation  -              norm
+BatchNorm2d                    normalisation  batch_norm     norm
+BatchNorm3d                    normalisation  -              norm
+batch_norm                     normalisation  batch_norm     elementwise
+FrozenBatchNorm2d              normalisation  -              norm
+LayerNorm                      normalisation  layer_norm     norm
+layer_norm                     normalisation  layer_norm     elementwise
+native_layer_norm              normalisation  layer_norm     elementwise
+LayerNorm2d                    normalisation  -              norm
+GroupNorm                      normalisation  group_norm     norm
+group_norm                     normalisation  group_norm     elementwise
+InstanceNorm2d                 normalisation  -              norm
+RMSNorm                        normalisation  -              norm
+LlamaRMSNorm                   normalisation  -              norm
+T5LayerNorm                    normalisation  -              norm
+rms_norm                       normalisation  -              elementwise
+ReLU                           activation     relu           elementwise
+relu                           activation     relu           elementwise
+relu_                          activation     relu           elementwise
+ReLU6                          activation     relu           elementwise
+relu6                          activation     relu           elementwise
+Hardtanh                       activation     relu           elementwise
+hardtanh                       activation     relu           elementwise
+hardtanh_                      activation     relu           elementwise
+GELU                           activation     gelu           elementwise
+gelu                           activation     gelu           elementwise
+GELUActivation                 activation     -              elementwise
+NewGELUActivation              activation     -              elementwise
+SiLU                           activation     silu           elementwise
+silu                           activation     silu           elementwise
+silu_                          activation     silu           elementwise
+Sigmoid                        activation     sigmoid        elementwise
+sigmoid                        activation     sigmoid        elementwise
+Tanh                           activation     tanh           elementwise
+tanh                           activation     tanh           elementwise
+Hardswish                      activation     hardswish      elementwise
+hardswish                      activation     hardswish      elementwise
+hardswish_                     activation     hardswish      elementwise
+Hardsigmoid                    activation     hardsigmoid    elementwise
+hardsigmoid                    activation     hardsigmoid    elementwise
+LeakyReLU                      activation     -              elementwise
+leaky_relu                     activation     -              elementwise
+ELU                            activation     -              elementwise
+elu                            activation     -              elementwise
+Mish                           activation     -              elementwise
+mish                           activation     -              elementwise
+Softplus                       activation     -              elementwise
+softplus                       activation     -              elementwise
+Softmax                        softmax        softmax        elementwise
+softmax                        softmax        softmax        elementwise
+_softmax                       softmax        softmax        elementwise
+_safe_softmax                  softmax        softmax        elementwise
+LogSoftmax                     softmax        -              elementwise
+log_softmax                    softmax        -              elementwise
+MaxPool1d                      pooling        -              pool
+MaxPool2d                      pooling        max_pool2d     pool
+MaxPool3d                      pooling        -              pool
+max_pool2d                     pooling        max_pool2d     pool
+AvgPool1d                      pooling        -              pool
+AvgPool2d                      pooling        avg_pool2d     pool
+AvgPool3d                      pooling        -              pool
+avg_pool2d                     pooling        avg_pool2d     pool
+AdaptiveAvgPool1d              pooling        -              elementwise
+AdaptiveAvgPool2d              pooling        adaptive_avg   elementwise
+adaptive_avg_pool2d            pooling        adaptive_avg   elementwise
+AdaptiveMaxPool2d              pooling        -              elementwise
+mean                           pooling        -              elementwise
+Embedding                      embedding      embedding      embedding
+embedding                      embedding      embedding      elementwise
+EmbeddingBag                   embedding      embedding_bag  embedding
+embedding_bag                  embedding      embedding_bag  elementwise
+Dropout                        dropout        dropout        dropout
+dropout                        dropout        dropout        dropout
+Dropout1d                      dropout        -              dropout
+Dropout2d                      dropout        -              dropout
+Dropout3d                      dropout        -              dropout
+AlphaDropout                   dropout        -              dropout
+DropPath                       dropout        -              dropout
+native_dropout                 dropout        -              dropout
+bernoulli_                     dropout        -              elementwise
+add                            elementwise    add            elementwise
+add_                           elementwise    add            elementwise
+mul                            elementwise    mul            elementwise
+mul_                           elementwise    mul            elementwise
+sub                            elementwise    -              elementwise
+sub_                           elementwise    -              elementwise
+div                            elementwise    -              elementwise
+div_                           elementwise    -              elementwise
+where                          elementwise    -              elementwise
+masked_fill                    elementwise    -              elementwise
+pow                            elementwise    -              elementwise
+rsqrt                          elementwise    -              elementwise
+sqrt                           elementwise    -              elementwise
+exp                            elementwise    -              elementwise
+neg                            elementwise    -              elementwise
+clamp                          elementwise    -              elementwise
+maximum                        elementwise    -              elementwise
+minimum                        elementwise    -              elementwise
+eq                             elementwise    -              elementwise
+ne                             elementwise    -              elementwise
+lt                             elementwise    -              elementwise
+gt                             elementwise    -              elementwise
+cat                            copy           -              elementwise
+stack                          copy           -              elementwise
+clone                          copy           -              elementwise
+copy_                          copy           -              elementwise
+to                             copy           -              elementwise
+index                          copy           -              elementwise
+gather                         copy           -              elementwise
+index_select                   copy           -              elementwise
+contiguous                     copy           -              copy_if_strided
+reshape                        copy           -              copy_if_strided
+flatten                        copy           flatten        copy_if_strided
+Flatten                        copy           flatten        copy_if_strided
+view                           view           -              view
+view_as                        view           -              view
+_unsafe_view                   view           -              view
+squeeze                        view           -              view
+unsqueeze                      view           -              view
+permute                        view           -              view
+transpose                      view           -              view
+t                              view           -              view
+movedim                        view           -              view
+unflatten                      view           -              view
+Unflatten                      view           -              view
+as_strided                     view           -              view
+detach                         view           -              view
+alias                          view           -              view
+Identity                       view           -              view
+select                         view           -              slice
+narrow                         view           -              slice
+slice                          view           -              slice
+split                          view           -              slice
+split_with_sizes               view           -              slice
+chunk                          view           -              slice
+unbind                         view           -              slice
+diagonal                       view           -              slice
+expand                         view           -              expand
+expand_as                      view           -              expand
+"""
+
+WORK = ("conv", "linear", "conv1d_gpt", "matmul", "attention", "embedding", "norm", "pool", "view", "slice",
+        "expand", "copy_if_strided", "dropout", "elementwise")
+
+
+@dataclass(frozen=True)
+class OpType:
+    """One line of :data:`TABLE`."""
+
+    name: str
+    family: str | None
+    twin: str | None
+    work: str
+
+
+def _parse(text: str) -> dict[str, OpType]:
+    out = {}
+    for line in text.strip().splitlines():
+        name, family, twin, work = line.split()
+        if name in out or work not in WORK:
+            raise ValueError(f"optypes.TABLE: {line!r}: {'listed twice' if name in out else 'unknown work'}")
+        out[name] = OpType(name, None if family == "-" else family, None if twin == "-" else twin, work)
+    return out
+
+
+OP_TYPES: dict[str, OpType] = _parse(TABLE)
+FAMILIES: dict[str, tuple[str, ...]] = {}
+TWINS: dict[str, tuple[str, ...]] = {}
+for _t in OP_TYPES.values():
+    if _t.family:
+        FAMILIES[_t.family] = (*FAMILIES.get(_t.family, ()), _t.name)
+    if _t.twin:
+        TWINS[_t.twin] = (*TWINS.get(_t.twin, ()), _t.name)
+COMPUTE_FAMILIES = frozenset({"matmul", "convolution", "attention"})  # scaled by FLOPs, not bytes, when no law
+
+
+def lookup(op_type: str) -> OpType:
+    """The table's line of ``op_type``; an op type it does not name: no family, no twin, elementwise work."""
+    return OP_TYPES.get(op_type) or OpType(op_type, None, None, "elementwise")
+
+
+def family(op_type: str) -> str | None:
+    return lookup(op_type).family
+
+
+def twins(op_type: str) -> tuple[str, ...]:
+    """The other op types of ``op_type``'s twin group (none without one)."""
+    group = lookup(op_type).twin
+    return tuple(t for t in TWINS.get(group, ()) if t != op_type) if group else ()
+
+
+def work(op_type: str) -> str:
+    return lookup(op_type).work
