@@ -36,6 +36,8 @@ def test_linear_matmul_and_elementwise_features_by_hand():
     assert lin["flops"] == 2 * 5 * 32 * 64 and lin["param_bytes"] == 64 * 32 * 4
     bmm = configuration_features("bmm", {}, [_spec([4, 10, 16]), _spec([4, 16, 12])], [_spec([4, 10, 12])])
     assert bmm["flops"] == 2 * 4 * 10 * 12 * 16
+    addmm = configuration_features("addmm", {}, [_spec([32]), _spec([5, 64]), _spec([64, 32])], [_spec([5, 32])])
+    assert addmm["flops"] == lin["flops"] and addmm["reduce_dim"] == 64  # the bias is added, not reduced
     add = configuration_features("add", {}, [_spec([7, 9]), _spec([7, 9], "float16")], [_spec([7, 9])])
     assert add["flops"] == 63 and add["bytes"] == 63 * 4 + 63 * 2 + 63 * 4
     sdpa = configuration_features("scaled_dot_product_attention", {}, [_spec([2, 4, 10, 8]), _spec([2, 4, 12, 8]),
@@ -65,11 +67,7 @@ def test_pooling_counts_its_windows_and_backward_counts_what_it_writes():
     assert configuration_features("view", {}, [x], [_spec([2, 16 * 28 * 28])], "training", "backward")["bytes"] == 0
     # dropout is an identity in inference and at p = 0
     drop = lambda p, mode: configuration_features("Dropout", {"p": p}, [x], [x], mode)["bytes"]  # noqa: E731
-    assert drop(0.1, "inference") == drop(0.0, "training") == 0 and drop(0.1, "training") == 2 * x_bytes(x)
-
-
-def x_bytes(spec):
-    return math.prod(spec["T"]) * 4
+    assert drop(0.1, "inference") == drop(0.0, "training") == 0 and drop(0.1, "training") == 2 * math.prod(x["T"]) * 4
 
 
 def test_op_type_table_names_each_type_once_with_known_work():

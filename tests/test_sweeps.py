@@ -75,6 +75,25 @@ def test_parameter_free_chains_back_propagate_in_training():
         assert not x.requires_grad
 
 
+def test_dropout_and_embedding_points_extract_with_their_backward_in_training():
+    """A Dropout point keeps its probability (a float, in its name); an Embedding point looks up token ids below its
+    table's size, and in training back-propagates into the table."""
+    cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "modes": ["training"], "sweeps": [
+        {"op": "Dropout", "grid": {"channels": [4], "size": [4], "p": [0.25]}, "depth": 2},
+        {"op": "Embedding", "points": [{"num": 50, "dim": 8, "rows": 6}]}]})
+    assert cfg["models"]["sweep-Embedding-e8-v50-r6"]["input_range"] == [0, 50]
+    for name, op, node in (("sweep-Dropout-c4-p0.25-h4", "Dropout", "MulBackward0"),
+                           ("sweep-Embedding-e8-v50-r6", "Embedding", "EmbeddingBackward0")):
+        layers = extract(make_workload(load_model(name, cfg["models"][name]), 2, "training"))
+        row = layers[layers["op_type"] == op]
+        assert len(row) == 1 and node in json.loads(row["backward"].iloc[0]), layers[["op_type", "backward"]]
+    (ids,) = json.loads(row["inputs"].iloc[0])
+    assert ids["T"] == [2, 6] and ids["dtype"] == "int64"
+    assert json.loads(layers[layers["op_type"] == "Embedding"]["params"].iloc[0])["num_embeddings"] == 50
+    with __import__("pytest").raises(Exception, match="p"):  # a probability of 1 or more is refused
+        cfgmod.validate({"models": {"x": {}}, "sweeps": [{"op": "Dropout", "grid": {"p": [1.5]}}]})
+
+
 def test_listed_points_are_taken_as_they_are_and_a_misspelt_parameter_is_named():
     import pytest
 

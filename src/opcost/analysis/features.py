@@ -6,7 +6,8 @@ work rule is a line of :data:`opcost.analysis.optypes.TABLE`; in short:
 
 * FLOPs (multiply-adds count 2): convolutions ``2 x output elements x in_channels / groups x kernel volume``;
   linear layers and matrix products ``2 x output elements x reduced dimension`` (``Linear``: in_features;
-  transformers' ``Conv1D``: nx; ``mm``/``bmm``/``matmul``/``addmm``/``linear``: the first operand's last dimension);
+  transformers' ``Conv1D``: nx; ``mm``/``bmm``/``matmul``/``linear``: the first operand's last dimension; ``addmm``:
+  the second's, after the added term);
   ``scaled_dot_product_attention`` ``4 x batch x heads x query length x key length x head dimension``; windowed
   pooling ``output elements x kernel volume``; every other operator the larger of its largest input's and its
   outputs' element counts (elementwise work).
@@ -32,6 +33,7 @@ from opcost.analysis import optypes
 
 _DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
                 "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
+_ADDED_TERM = frozenset({"addmm", "baddbmm", "addbmm", "addmv"})  # the first input is the term added
 NUMERIC = ("log_flops", "log_bytes", "log_param_bytes", "log_out_numel", "log_in_numel", "n_inputs", "batch",
            "kernel", "stride", "groups", "channels", "reduce_dim", "contiguous", "intensity")
 
@@ -126,7 +128,8 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
         flops = 2 * out_numel * reduce_dim
         param_bytes = (reduce_dim + 1) * int(p.get("nf", 1)) * elt
     elif work == "matmul" and ins:
-        reduce_dim = int(first[-1])
+        operand = ins[1] if op_type in _ADDED_TERM and len(ins) > 1 else ins[0]  # addmm(bias, x, w): x's columns
+        reduce_dim = int(operand["T"][-1])
         flops = 2 * out_numel * reduce_dim
     elif work == "attention" and len(ins) >= 2:
         q, k = ins[0]["T"], ins[1]["T"]

@@ -11,14 +11,16 @@ work               FLOPs and bytes
 ``conv``           convolution modules: ``2 x output elements x in_channels / groups x kernel volume``
 ``linear``         ``Linear``: ``2 x output elements x in_features``; the weight's bytes
 ``conv1d_gpt``     transformers' ``Conv1D`` (GPT-2's projection, a Linear with a transposed weight)
-``matmul``         aten matrix products: ``2 x output elements x`` the first operand's last dimension
+``matmul``         aten matrix products: ``2 x output elements x`` the first matrix's last dimension (after
+                   the added term of ``addmm``, ``baddbmm``, ``addbmm``)
 ``attention``      ``scaled_dot_product_attention``: ``4 x batch x heads x query x key length x head dim``
 ``embedding``      embedding modules: the rows touched; in backward (dense gradient) the whole table, which
                    the gradient zero-fills and accumulates into
 ``norm``           normalisation modules: elementwise, plus the affine parameters' bytes
 ``pool``           windowed pooling: ``output elements x kernel volume`` (each output reads its window: a
                    3x3 max pool of stride 1 costs about 3.5 times the one of stride 2 on the same input)
-``view``           no work: a view, in both phases (its gradient is a view as well)
+``view``           no work: a view, in both phases (its gradient is a view as well); an allocation left
+                   uninitialised (``empty_like``)
 ``slice``          no work forward (a view); backward writes a zero gradient of the input's size and copies
                    the output's gradient in: the input's and the output's bytes
 ``expand``         no work forward; backward sums the gradient back to the input's shape
@@ -38,7 +40,7 @@ TABLE = """
 Linear                         matmul         linear         linear
 linear                         matmul         linear         matmul
 Conv1D                         matmul         -              conv1d_gpt
-addmm                          matmul         -              matmul
+addmm                          matmul         linear         matmul
 mm                             matmul         -              matmul
 bmm                            matmul         -              matmul
 matmul                         matmul         -              matmul
@@ -158,6 +160,18 @@ eq                             elementwise    -              elementwise
 ne                             elementwise    -              elementwise
 lt                             elementwise    -              elementwise
 gt                             elementwise    -              elementwise
+empty                          allocation     -              view
+empty_like                     allocation     -              view
+new_empty                      allocation     -              view
+zeros                          allocation     -              elementwise
+zeros_like                     allocation     -              elementwise
+new_zeros                      allocation     -              elementwise
+ones                           allocation     -              elementwise
+ones_like                      allocation     -              elementwise
+full                           allocation     -              elementwise
+full_like                      allocation     -              elementwise
+zero_                          allocation     -              elementwise
+fill_                          allocation     -              elementwise
 cat                            copy           -              elementwise
 stack                          copy           -              elementwise
 clone                          copy           -              elementwise

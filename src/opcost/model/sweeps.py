@@ -25,9 +25,12 @@ slices of a packed input, as a fused qkv projection writes them in ViTs and BERT
 ``scaled_dot_product_attention``; with q = k = v the call read a third of the memory and measured 373 µs where
 vit_tiny's call of the same shape measured 602 µs), ``LayerNorm`` (features 256, rows 64), ``BatchNorm2d``,
 ``ReLU``, ``GELU``, ``add`` (x + x; channels 32, size 28 for these four), ``MaxPool2d`` (also kernel 3, stride 1;
-padding kernel // 2) and ``cat`` (also parts 2: the input's channels in ``parts`` chunks concatenated again, the
-channel concat of a block's branches as in SqueezeNet's fire modules, Inception or DenseNet). The batch size of a
-point is its grid's ``batch`` values (default: the config's ``batch_sizes``).
+padding kernel // 2), ``cat`` (also parts 2: the input's channels in ``parts`` chunks concatenated again, the
+channel concat of a block's branches as in SqueezeNet's fire modules, Inception or DenseNet), ``Dropout`` (also p
+0.1; an identity in inference, a random mask in training) and ``Embedding`` (num 1000, dim 128, rows 64: ``rows``
+token ids per sample looked up in a ``num`` x ``dim`` table, a chain of one; in training its backward writes the
+table's dense gradient). The batch size of a point is its grid's ``batch`` values (default: the config's
+``batch_sizes``).
 """
 from __future__ import annotations
 
@@ -55,10 +58,13 @@ DEFAULTS = {
     "MaxPool2d": {**_SPATIAL, "kernel": 3, "stride": 1},
     "add": dict(_SPATIAL),
     "cat": {**_SPATIAL, "parts": 2},
+    "Dropout": {**_SPATIAL, "p": 0.1},
+    "Embedding": {"num": 1000, "dim": 128, "rows": 64},
 }
 OPS = tuple(DEFAULTS)
 _SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": "h", "features": "f", "rows": "r",
-          "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p"}
+          "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p", "p": "p", "num": "v", "dim": "e"}
+_FLOAT = {"p"}  # parameters that are not integers
 
 
 def _differentiable(module: nn.Module, x):
@@ -111,6 +117,8 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
                         for _ in range(depth)))
     if op == "Linear":
         return _Chain(*(nn.Linear(p["features"], p["features"]) for _ in range(depth)))
+    if op == "Embedding":  # token ids in, vectors out: a chain of one
+        return _Chain(nn.Embedding(p["num"], p["dim"]))
     if op == "LayerNorm":
         return _Chain(*(nn.LayerNorm(p["features"]) for _ in range(depth)))
     if op == "mlp":  # a transformer's feed-forward block: the one Linear pair a shape-keeping chain can hold
@@ -118,7 +126,8 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
         return _Chain(*(nn.Sequential(nn.Linear(f, wide), nn.GELU(), nn.Linear(wide, f))
                         for _ in range(depth)))
     layer = {"BatchNorm2d": lambda: nn.BatchNorm2d(p["channels"]), "ReLU": nn.ReLU, "GELU": nn.GELU,
-             "MaxPool2d": lambda: nn.MaxPool2d(p["kernel"], stride=p["stride"], padding=p["kernel"] // 2)}.get(op)
+             "MaxPool2d": lambda: nn.MaxPool2d(p["kernel"], stride=p["stride"], padding=p["kernel"] // 2),
+             "Dropout": lambda: nn.Dropout(p["p"])}.get(op)
     if layer is not None:
         return _Chain(*(layer() for _ in range(depth)))
     return _Functional(op, depth, p.get("heads", 1), p.get("parts", 2))
@@ -131,6 +140,8 @@ def input_shape(op: str, p: dict) -> list[int]:
         return [p["rows"], p["features"]]
     if op == "attention":
         return [p["seq"], 3 * p["heads"] * p["head_dim"]]
+    if op == "Embedding":
+        return [p["rows"]]
     return [p["channels"], p["size"], p["size"]]
 
 
@@ -161,11 +172,13 @@ def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dic
                 raise OpcostError(f"config: sweeps: {op}", f"unknown parameter(s) {', '.join(unknown)} (it takes "
                                                            f"{', '.join([*DEFAULTS[op], 'batch'])})")
             batch = p.pop("batch", None)
-            shape = {k: int(v) for k, v in p.items()}
+            shape = {k: float(v) if k in _FLOAT else int(v) for k, v in p.items()}
             name = PREFIX + op + "-" + "-".join(f"{_SHORT.get(k, k)}{v}" for k, v in sorted(shape.items()))
             entry = out.setdefault(name, {"model": MODEL, "kwargs": {"op": op, "depth": depth, **shape},
                                           "input_shapes": [input_shape(op, shape)],
                                           "modes": list(sweep.get("modes") or modes), "batch_sizes": []})
+            if op == "Embedding":  # token ids below the table's size
+                entry.update(input_dtype="int64", input_range=[0, {**DEFAULTS[op], **shape}["num"]])
             for b in ([batch] if batch is not None else batch_sizes):
                 if int(b) not in entry["batch_sizes"]:
                     entry["batch_sizes"].append(int(b))
