@@ -1,9 +1,11 @@
 """Operator sweeps: points expand into model entries that are profiled like a model's operators."""
 import json
 
+import pytest
 import torch
 
 from opcost import config as cfgmod
+from opcost.errors import OpcostError
 from opcost.model.extract import extract
 from opcost.model.sources import load_model
 from opcost.model.sweeps import chain, model_entries, points
@@ -90,15 +92,11 @@ def test_dropout_and_embedding_points_extract_with_their_backward_in_training():
     (ids,) = json.loads(row["inputs"].iloc[0])
     assert ids["T"] == [2, 6] and ids["dtype"] == "int64"
     assert json.loads(layers[layers["op_type"] == "Embedding"]["params"].iloc[0])["num_embeddings"] == 50
-    with __import__("pytest").raises(Exception, match="p"):  # a probability of 1 or more is refused
+    with pytest.raises(OpcostError, match="1.5"):  # a probability of 1 or more is refused
         cfgmod.validate({"models": {"x": {}}, "sweeps": [{"op": "Dropout", "grid": {"p": [1.5]}}]})
 
 
 def test_listed_points_are_taken_as_they_are_and_a_misspelt_parameter_is_named():
-    import pytest
-
-    from opcost.errors import OpcostError
-
     listed = [{"channels": 16, "kernel": 3, "batch": 2}, {"channels": 32, "kernel": 1, "batch": 4}]
     entries = model_entries([{"op": "Conv2d", "points": listed}], [1], ["inference"])
     assert sorted(entries) == ["sweep-Conv2d-c16-k3", "sweep-Conv2d-c32-k1"]

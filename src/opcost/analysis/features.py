@@ -33,7 +33,6 @@ from opcost.analysis import optypes
 
 _DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
                 "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
-_ADDED_TERM = frozenset({"addmm", "baddbmm", "addbmm", "addmv"})  # the first input is the term added
 NUMERIC = ("log_flops", "log_bytes", "log_param_bytes", "log_out_numel", "log_in_numel", "n_inputs", "batch",
            "kernel", "stride", "groups", "channels", "reduce_dim", "contiguous", "intensity")
 
@@ -87,7 +86,8 @@ def _kernel_volume(op_type: str, p: dict) -> int:
 
 
 def _dropout_p(p: dict) -> float:
-    v = p.get("p") if "p" in p else (_args(p)[1:2] or [0.5])[0]
+    """A dropout's probability: a module's ``p`` (timm's ``DropPath``: ``drop_prob``), an aten op's second argument."""
+    v = p["p"] if "p" in p else p["drop_prob"] if "drop_prob" in p else (_args(p)[1:2] or [0.5])[0]
     return float(v) if isinstance(v, (int, float)) else 0.5
 
 
@@ -127,8 +127,8 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
         reduce_dim = int(p.get("nx", first[-1]))
         flops = 2 * out_numel * reduce_dim
         param_bytes = (reduce_dim + 1) * int(p.get("nf", 1)) * elt
-    elif work == "matmul" and ins:
-        operand = ins[1] if op_type in _ADDED_TERM and len(ins) > 1 else ins[0]  # addmm(bias, x, w): x's columns
+    elif work in ("matmul", "addmm") and ins:
+        operand = ins[1] if work == "addmm" and len(ins) > 1 else ins[0]  # addmm(bias, x, w): x's columns
         reduce_dim = int(operand["T"][-1])
         flops = 2 * out_numel * reduce_dim
     elif work == "attention" and len(ins) >= 2:

@@ -5,29 +5,29 @@ the clamps ReLU, ReLU6 and Hardtanh; an op type never measured takes a measured 
 since a family law mixes cheap and costly members: ReLU and GELU, max and average pooling) and its **work** rule,
 how :mod:`opcost.analysis.features` counts its FLOPs and bytes:
 
-=================  ======================================================================================
-work               FLOPs and bytes
-=================  ======================================================================================
-``conv``           convolution modules: ``2 x output elements x in_channels / groups x kernel volume``
-``linear``         ``Linear``: ``2 x output elements x in_features``; the weight's bytes
-``conv1d_gpt``     transformers' ``Conv1D`` (GPT-2's projection, a Linear with a transposed weight)
-``matmul``         aten matrix products: ``2 x output elements x`` the first matrix's last dimension (after
-                   the added term of ``addmm``, ``baddbmm``, ``addbmm``)
-``attention``      ``scaled_dot_product_attention``: ``4 x batch x heads x query x key length x head dim``
-``embedding``      embedding modules: the rows touched; in backward (dense gradient) the whole table, which
-                   the gradient zero-fills and accumulates into
-``norm``           normalisation modules: elementwise, plus the affine parameters' bytes
-``pool``           windowed pooling: ``output elements x kernel volume`` (each output reads its window: a
-                   3x3 max pool of stride 1 costs about 3.5 times the one of stride 2 on the same input)
-``view``           no work: a view, in both phases (its gradient is a view as well); an allocation left
-                   uninitialised (``empty_like``)
-``slice``          no work forward (a view); backward writes a zero gradient of the input's size and copies
-                   the output's gradient in: the input's and the output's bytes
-``expand``         no work forward; backward sums the gradient back to the input's shape
-``copy_if_strided`` a copy of a strided input (bytes), no work on a contiguous one (a view)
-``dropout``        an identity in inference and at ``p = 0``; elementwise in training
-``elementwise``    (any other op type) the larger of the largest input's and the outputs' element counts
-=================  ======================================================================================
+===================  ====================================================================================
+work                 FLOPs and bytes
+===================  ====================================================================================
+``conv``             convolution modules: ``2 x output elements x in_channels / groups x kernel volume``
+``linear``           ``Linear``: ``2 x output elements x in_features``; the weight's bytes
+``conv1d_gpt``       transformers' ``Conv1D`` (GPT-2's projection, a Linear with a transposed weight)
+``matmul``           aten matrix products: ``2 x output elements x`` the first operand's last dimension
+``addmm``            the same after the added term (``addmm(bias, x, w)``: ``x``'s last dimension)
+``attention``        ``scaled_dot_product_attention``: ``4 x batch x heads x query x key length x head dim``
+``embedding``        embedding modules: the rows touched; in backward (dense gradient) the whole table,
+                     which the gradient zero-fills and accumulates into
+``norm``             normalisation modules: elementwise, plus the affine parameters' bytes
+``pool``             windowed pooling: ``output elements x kernel volume`` (each output reads its window: a
+                     3x3 max pool of stride 1 costs about 3.5 times the one of stride 2 on the same input)
+``view``             no work: a view, in both phases (its gradient is a view as well); an allocation left
+                     uninitialised (``empty_like``)
+``slice``            no work forward (a view); backward writes a zero gradient of the input's size and
+                     copies the output's gradient in: the input's and the output's bytes
+``expand``           no work forward; backward sums the gradient back to the input's shape
+``copy_if_strided``  a copy of a strided input (bytes), no work on a contiguous one (a view)
+``dropout``          an identity in inference and at ``p = 0``; elementwise in training
+``elementwise``      (any other op type) the larger of the largest input's and the outputs' element counts
+===================  ====================================================================================
 
 An op type the table does not name has no family and no twin, and elementwise work.
 """
@@ -40,12 +40,12 @@ TABLE = """
 Linear                         matmul         linear         linear
 linear                         matmul         linear         matmul
 Conv1D                         matmul         -              conv1d_gpt
-addmm                          matmul         linear         matmul
+addmm                          matmul         linear         addmm
 mm                             matmul         -              matmul
 bmm                            matmul         -              matmul
 matmul                         matmul         -              matmul
-baddbmm                        matmul         -              matmul
-addbmm                         matmul         -              matmul
+baddbmm                        matmul         -              addmm
+addbmm                         matmul         -              addmm
 einsum                         matmul         -              matmul
 Conv1d                         convolution    conv1d         conv
 conv1d                         convolution    conv1d         elementwise
@@ -211,7 +211,7 @@ expand                         view           -              expand
 expand_as                      view           -              expand
 """
 
-WORK = ("conv", "linear", "conv1d_gpt", "matmul", "attention", "embedding", "norm", "pool", "view", "slice",
+WORK = ("conv", "linear", "conv1d_gpt", "matmul", "addmm", "attention", "embedding", "norm", "pool", "view", "slice",
         "expand", "copy_if_strided", "dropout", "elementwise")
 
 
