@@ -55,6 +55,14 @@ def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
     cat = cat[cat["op_type"] == "cat"]
     assert len(cat) == 1 and int(cat["count"].iloc[0]) == 2
     assert [t["T"] for t in json.loads(cat["inputs"].iloc[0])] == [[2, 2, 4, 4]] * 3
+    # Conv2d with a ratio: pairs that widen to ratio x channels and narrow back, each conv a configuration
+    name = "sweep-Conv2d-c4-k1-x3-h6"
+    cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "sweeps": [
+        {"op": "Conv2d", "points": [{"channels": 4, "size": 6, "kernel": 1, "ratio": 3}], "depth": 2}]})
+    conv = extract(make_workload(load_model(name, cfg["models"][name]), 2, "inference"))
+    conv = conv[conv["op_type"] == "Conv2d"]
+    assert sorted((json.loads(p)["in_channels"], json.loads(p)["out_channels"]) for p in conv["params"]) == \
+        [(4, 12), (12, 4)] and set(conv["count"]) == {2}
     for op in ("Conv2d", "MaxPool2d"):  # a strided layer changes the shape: a chain of one
         strided = chain(op, depth=4, channels=4, stride=2)
         assert len(strided) == 1 and strided(torch.zeros(1, 4, 8, 8)).shape == (1, 4, 4, 4)

@@ -17,7 +17,9 @@ without replacement with a fixed seed; or its ``points`` are listed. ``opcost sw
 grid where a database's cost model is least certain (:mod:`opcost.analysis.sampling`), to be pasted as ``points``:
 the choice depends on a database, so it is made between runs, never silently inside one.
 
-Operators (parameters; default value): ``Conv2d`` (channels 32, kernel 3, stride 1, groups 1, size 28),
+Operators (parameters; default value): ``Conv2d`` (channels 32, kernel 3, stride 1, groups 1, size 28, ratio 1:
+with a ratio, each layer is a pair that widens to ratio x channels and narrows back, as the 1x1 convolutions of a
+MobileNet block do),
 ``Linear`` (features 256, rows 1), ``mlp`` (features 256, rows 64, ratio 4: Linear to ratio x features, GELU,
 Linear back, as in a transformer's feed-forward block; the Linear layers of other widths that a chain of identical
 shape-keeping layers cannot hold), ``attention`` (seq 128, heads 4, head_dim 32: q, k and v three interleaved
@@ -47,7 +49,7 @@ MODEL = "opcost.model.sweeps:chain"
 PREFIX = "sweep-"
 _SPATIAL = {"channels": 32, "size": 28}
 DEFAULTS = {
-    "Conv2d": {"channels": 32, "kernel": 3, "stride": 1, "groups": 1, "size": 28},
+    "Conv2d": {"channels": 32, "kernel": 3, "stride": 1, "groups": 1, "size": 28, "ratio": 1},
     "Linear": {"features": 256, "rows": 1},
     "mlp": {"features": 256, "rows": 64, "ratio": 4},
     "attention": {"seq": 128, "heads": 4, "head_dim": 32},
@@ -112,9 +114,12 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
     if op in ("Conv2d", "MaxPool2d") and p["stride"] != 1:
         depth = 1  # the layer changes the shape: a chain of one
     if op == "Conv2d":
-        c, k, s = p["channels"], p["kernel"], p["stride"]
-        return _Chain(*(nn.Conv2d(c, c, k, stride=s, padding=k // 2, groups=p["groups"])
-                        for _ in range(depth)))
+        c, k, s, g, r = p["channels"], p["kernel"], p["stride"], p["groups"], p["ratio"]
+        if r != 1:  # widen to ratio x channels and narrow back, as a MobileNet block's 1x1 convolutions do
+            return _Chain(*(nn.Sequential(nn.Conv2d(c, c * r, k, stride=s, padding=k // 2, groups=g),
+                                          nn.Conv2d(c * r, c, k, padding=k // 2, groups=g))
+                            for _ in range(depth)))
+        return _Chain(*(nn.Conv2d(c, c, k, stride=s, padding=k // 2, groups=g) for _ in range(depth)))
     if op == "Linear":
         return _Chain(*(nn.Linear(p["features"], p["features"]) for _ in range(depth)))
     if op == "Embedding":  # token ids in, vectors out: a chain of one
