@@ -70,9 +70,9 @@ def _pair(v, default=1) -> list[int]:
     return list(v) if isinstance(v, (list, tuple)) else [v]
 
 
-def _args(p) -> list:
+def _args(p: dict) -> list:
     """The positional arguments of an aten op's ``params`` (``{"args": [...]}``); none for a module's."""
-    return p.get("args") or [] if isinstance(p, dict) else []
+    return p.get("args") or []
 
 
 def _kernel_volume(op_type: str, p: dict) -> int:

@@ -115,11 +115,13 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
         depth = 1  # the layer changes the shape: a chain of one
     if op == "Conv2d":
         c, k, s, g, r = p["channels"], p["kernel"], p["stride"], p["groups"], p["ratio"]
-        if r != 1:  # widen to ratio x channels and narrow back, as a MobileNet block's 1x1 convolutions do
-            return _Chain(*(nn.Sequential(nn.Conv2d(c, c * r, k, stride=s, padding=k // 2, groups=g),
-                                          nn.Conv2d(c * r, c, k, padding=k // 2, groups=g))
-                            for _ in range(depth)))
-        return _Chain(*(nn.Conv2d(c, c, k, stride=s, padding=k // 2, groups=g) for _ in range(depth)))
+
+        def conv(cin, cout, stride=1):
+            return nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, groups=g)
+
+        # with a ratio, a layer widens to ratio x channels and narrows back, as a MobileNet block's 1x1 convolutions
+        layer = (lambda: conv(c, c, s)) if r == 1 else (lambda: nn.Sequential(conv(c, c * r, s), conv(c * r, c)))
+        return _Chain(*(layer() for _ in range(depth)))
     if op == "Linear":
         return _Chain(*(nn.Linear(p["features"], p["features"]) for _ in range(depth)))
     if op == "Embedding":  # token ids in, vectors out: a chain of one
