@@ -44,7 +44,6 @@ def main() -> None:
     t0 = time.perf_counter()
     db = database.read_db(args.db)
     used, _ = estimate.conditions(db["measurements"])
-    used = database.latest(used, ("config_id", "phase"))
     layers = db["layers"]
     data = training_data(layers, used, STATISTICS[DEFAULT_STATISTIC])
     data = data[data["phase"] == "forward"]

@@ -132,7 +132,6 @@ def test_rotation_times_the_whole_model_iteration_in_the_same_rounds(monkeypatch
     an iteration, as in a run) comes back as an `e2e` row of method `rotation`, in the `e2e` schema, with its
     samples."""
     from opcost.database import catalog
-    from opcost.measure import profile as prof
     from opcost.measure.profile import ProfileSettings, profile_configs
     from opcost.measure.timing import TimingSettings
     from opcost.model.extract import extract

@@ -429,6 +429,12 @@ def test_replay_gaps_are_subtracted_instead_of_the_profiler_cost():
     assert model.t1["aten::add"] == pytest.approx(1.5e-6) and model.t1_default == pytest.approx(2e-6)
     assert model.tail == pytest.approx(8e-6)
     assert model.gap_s({"aten::add": 10, "aten::mul": 1}) == pytest.approx(10 * 1.5e-6 + 2e-6 + 8e-6)
+    # a replay slower between calls than the model (noise on a tiny workload): the iteration's glue counts 0
+    slow = stats.assign(mean_s=[2e-6, 2e-6, 1e-6, 2e-6, 6e-6, 6e-6, 3e-6])
+    noisy = trace.OverheadModel.from_tables(slow, types)
+    assert noisy.t1["aten::add"] == pytest.approx(-4e-6) and noisy.gap_s({"aten::add": 10}) == 0.0
+    p = trace.predict({"aten::add": 10}, {"aten::add": 1e-5}, noisy)
+    assert p["predicted_s"] == pytest.approx(1e-4) and p["overhead_s"] == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize("paired", [True, False])

@@ -205,7 +205,6 @@ def _suggest_sweeps(args) -> None:
         raise OpcostError(f"config {args.config}", "has no `sweeps` entry to choose points from")
     db = database.read_db(args.db)
     used, picked = estimate.conditions(db["measurements"], host=args.host, device=args.device, threads=args.threads)
-    used = database.latest(used, ("config_id", "phase"))
     model = load_or_fit(args.db, estimate.condition_key(picked), db["layers"], used, STATISTICS[DEFAULT_STATISTIC])
     if model is None:
         raise OpcostError(f"database {args.db}", "too few measured configurations to fit a cost model")

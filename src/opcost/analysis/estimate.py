@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.analysis.costmodel import load_or_fit
-from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, references
+from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, references, rotation_first
 from opcost.database import latest
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
@@ -30,7 +30,8 @@ CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads
 
 
 def conditions(measurements: pd.DataFrame, **chosen) -> tuple[pd.DataFrame, dict]:
-    """The isolated, baseline-placement, `ok` rows of one host, device and thread count, and that choice. A
+    """The isolated, baseline-placement, `ok` rows of one host, device and thread count, one per configuration and
+    phase (:func:`~opcost.analysis.predict.rotation_first`, as the validation takes them), and that choice. A
     condition not given must be unique in the database; a given one must be present; else an error that names
     the choice to make (``--host``, ``--device``, ``--threads``)."""
     m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
@@ -52,7 +53,7 @@ def conditions(measurements: pd.DataFrame, **chosen) -> tuple[pd.DataFrame, dict
             want = held[0]
         picked[col] = want
         m = m[m[col].astype(str) == str(want)]
-    return m, picked
+    return rotation_first(m, ("config_id", "phase")), picked
 
 
 def condition_key(picked: dict) -> str:
@@ -165,7 +166,6 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     statistic = statistic or DEFAULT_STATISTIC
     col = STATISTICS[statistic]
     used, picked = conditions(db["measurements"], **chosen)
-    used = latest(used, ("config_id", "phase"))
     model, batch, mode = layers["model"].iloc[0], int(layers["batch"].iloc[0]), layers["mode"].iloc[0]
     rows = _phases(layers)
     measured = used.set_index(["config_id", "phase"])
@@ -238,7 +238,7 @@ def refit(db_dir, statistic: str | None = None) -> dict[str, dict]:
     for values, _ in m.groupby([c for c, _ in CONDITIONS]):
         used, picked = conditions(db["measurements"], **dict(zip([c for c, _ in CONDITIONS], values)))
         key = condition_key(picked)
-        cm = load_or_fit(db_dir, key, db["layers"], latest(used, ("config_id", "phase")), col)
+        cm = load_or_fit(db_dir, key, db["layers"], used, col)
         out[key] = cm.heldout_summary() if cm is not None else {}
     return out
 

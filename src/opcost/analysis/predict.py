@@ -46,8 +46,14 @@ def _baseline_ok(measurements: pd.DataFrame, device: str) -> pd.DataFrame:
     and fast-tier rows of a configuration)."""
     ok = measurements[(measurements["status"] == "ok") & (measurements["device"] == device)
                       & baseline(measurements)]
-    rotated = ok["cache"].isin(ROTATION_STATES).fillna(False) if "cache" in ok else None
-    return latest(ok, ("config_id", "source", "phase", "workload", "device"), preferred=rotated)
+    return rotation_first(ok, ("config_id", "source", "phase", "workload", "device"))
+
+
+def rotation_first(rows: pd.DataFrame, keys: tuple[str, ...]) -> pd.DataFrame:
+    """One row per ``keys``: a row measured in rotation (cache `fresh`/`rotation`: the state inside a model) before
+    a back-to-back one (the all-fast-tier reference of placement measurements), then the newest."""
+    rotated = rows["cache"].isin(ROTATION_STATES).fillna(False) if "cache" in rows else None
+    return latest(rows, keys, preferred=rotated)
 
 
 def _column(statistic: str) -> str:

@@ -727,8 +727,10 @@ class OverheadModel:
                    host_default, gpu)
 
     def gap_s(self, calls: Mapping[str, float]) -> float:
-        """Modelled T1 seconds per iteration for ``calls`` (op type -> calls per iteration), ``<end>`` included."""
-        return sum(n * self.t1.get(t, self.t1_default) for t, n in calls.items()) + self.tail
+        """Modelled T1 seconds per iteration for ``calls`` (op type -> calls per iteration), ``<end>`` included.
+        Net of a replay, a type's gap may come out negative (two noisy means), but not the iteration's: the model
+        runs every entry point the replay runs plus its containers' code, so a negative sum is noise and counts 0."""
+        return max(0.0, sum(n * self.t1.get(t, self.t1_default) for t, n in calls.items()) + self.tail)
 
 
 def predict(calls: Mapping[str, float], costs: Mapping[str, float], model: OverheadModel) -> dict:

@@ -13,6 +13,7 @@ import pandas as pd
 from opcost.failures import failure
 from opcost.measure.e2e import e2e_frames
 from opcost.measure.energy import NoMeter, missing
+from opcost.measure.engine import engine_intercept, engine_probes, net_of_engine
 from opcost.measure.hostinfo import host_facts, llc_bytes, now
 from opcost.measure.placement import (
     DEFAULT,
@@ -26,7 +27,6 @@ from opcost.measure.placement import (
     usable_tiers,
 )
 from opcost.measure.placement import Settings as PlacementSettings
-from opcost.measure.engine import engine_intercept, engine_probes, net_of_engine
 from opcost.measure.rotation import (
     Member,
     both,
