@@ -86,8 +86,8 @@ def test_parameter_free_chains_back_propagate_in_training():
 
 
 def test_dropout_and_embedding_points_extract_with_their_backward_in_training():
-    """A Dropout point keeps its probability (a float, in its name); an Embedding point looks up token ids below its
-    table's size, and in training back-propagates into the table."""
+    """A Dropout point keeps its probability (a float, in its name); an Embedding or EmbeddingBag point looks up
+    token ids below its table's size, and in training back-propagates into the table."""
     cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "modes": ["training"], "sweeps": [
         {"op": "Dropout", "grid": {"channels": [4], "size": [4], "p": [0.25]}, "depth": 2},
         {"op": "Embedding", "points": [{"num": 50, "dim": 8, "rows": 6}]}]})
@@ -100,6 +100,17 @@ def test_dropout_and_embedding_points_extract_with_their_backward_in_training():
     (ids,) = json.loads(row["inputs"].iloc[0])
     assert ids["T"] == [2, 6] and ids["dtype"] == "int64"
     assert json.loads(layers[layers["op_type"] == "Embedding"]["params"].iloc[0])["num_embeddings"] == 50
+    # an EmbeddingBag point: flat ids and bag offsets into the leaf module, as DLRM calls it; the table's gradient
+    bags = "sweep-EmbeddingBag-e8-v50-r3"
+    cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "modes": ["training"], "sweeps": [
+        {"op": "EmbeddingBag", "points": [{"num": 50, "dim": 8, "rows": 3}]}]})
+    assert cfg["models"][bags]["input_range"] == [0, 50]
+    layers = extract(make_workload(load_model(bags, cfg["models"][bags]), 2, "training"))
+    row = layers[layers["op_type"] == "EmbeddingBag"]
+    assert len(row) == 1 and "EmbeddingBagBackward0" in json.loads(row["backward"].iloc[0])
+    ids, offsets = json.loads(row["inputs"].iloc[0])
+    assert ids["T"] == [6] and offsets["T"] == [2] and ids["dtype"] == offsets["dtype"] == "int64"
+    assert json.loads(row["outputs"].iloc[0])[0]["T"] == [2, 8]
     with pytest.raises(OpcostError, match="1.5"):  # a probability of 1 or more is refused
         cfgmod.validate({"models": {"x": {}}, "sweeps": [{"op": "Dropout", "grid": {"p": [1.5]}}]})
 

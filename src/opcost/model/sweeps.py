@@ -29,9 +29,11 @@ vit_tiny's call of the same shape measured 602 µs), ``LayerNorm`` (features 256
 ``ReLU``, ``GELU``, ``add`` (x + x; channels 32, size 28 for these four), ``MaxPool2d`` (also kernel 3, stride 1;
 padding kernel // 2), ``cat`` (also parts 2: the input's channels in ``parts`` chunks concatenated again, the
 channel concat of a block's branches as in SqueezeNet's fire modules, Inception or DenseNet), ``Dropout`` (also p
-0.1; an identity in inference, a random mask in training) and ``Embedding`` (num 1000, dim 128, rows 64: ``rows``
+0.1; an identity in inference, a random mask in training), ``Embedding`` (num 1000, dim 128, rows 64: ``rows``
 token ids per sample looked up in a ``num`` x ``dim`` table, a chain of one; in training its backward writes the
-table's dense gradient). The batch size of a point is its grid's ``batch`` values (default: the config's
+table's dense gradient) and ``EmbeddingBag`` (num 1000, dim 32, rows 4: a bag of ``rows`` ids per sample, summed,
+passed as DLRM and TorchRec pass them: the ids of the batch in one flat tensor and the offsets where each bag
+starts; a chain of one). The batch size of a point is its grid's ``batch`` values (default: the config's
 ``batch_sizes``).
 """
 from __future__ import annotations
@@ -62,7 +64,9 @@ DEFAULTS = {
     "cat": {**_SPATIAL, "parts": 2},
     "Dropout": {**_SPATIAL, "p": 0.1},
     "Embedding": {"num": 1000, "dim": 128, "rows": 64},
+    "EmbeddingBag": {"num": 1000, "dim": 32, "rows": 4},
 }
+_LOOKUPS = ("Embedding", "EmbeddingBag")  # ops whose input is ids below the table's size
 OPS = tuple(DEFAULTS)
 _SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": "h", "features": "f", "rows": "r",
           "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p", "p": "p", "num": "v", "dim": "e"}
@@ -83,6 +87,18 @@ class _Chain(nn.Sequential):
 
     def forward(self, x):
         return super().forward(_differentiable(self, x))
+
+
+class _Bags(nn.Module):
+    """A sum-pooled EmbeddingBag called with flat ids and bag offsets (``x``: ids, one bag per row)."""
+
+    def __init__(self, num: int, dim: int):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(num, dim, mode="sum")
+
+    def forward(self, x):
+        offsets = torch.arange(0, x.numel(), x.shape[-1], device=x.device)
+        return self.bag(x.reshape(-1), offsets)
 
 
 class _Functional(nn.Module):
@@ -126,6 +142,8 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
         return _Chain(*(nn.Linear(p["features"], p["features"]) for _ in range(depth)))
     if op == "Embedding":  # token ids in, vectors out: a chain of one
         return _Chain(nn.Embedding(p["num"], p["dim"]))
+    if op == "EmbeddingBag":
+        return _Bags(p["num"], p["dim"])
     if op == "LayerNorm":
         return _Chain(*(nn.LayerNorm(p["features"]) for _ in range(depth)))
     if op == "mlp":  # a transformer's feed-forward block: the one Linear pair a shape-keeping chain can hold
@@ -147,7 +165,7 @@ def input_shape(op: str, p: dict) -> list[int]:
         return [p["rows"], p["features"]]
     if op == "attention":
         return [p["seq"], 3 * p["heads"] * p["head_dim"]]
-    if op == "Embedding":
+    if op in _LOOKUPS:
         return [p["rows"]]
     return [p["channels"], p["size"], p["size"]]
 
@@ -184,7 +202,7 @@ def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dic
             entry = out.setdefault(name, {"model": MODEL, "kwargs": {"op": op, "depth": depth, **shape},
                                           "input_shapes": [input_shape(op, shape)],
                                           "modes": list(sweep.get("modes") or modes), "batch_sizes": []})
-            if op == "Embedding":  # token ids below the table's size
+            if op in _LOOKUPS:  # token ids below the table's size
                 entry.update(input_dtype="int64", input_range=[0, {**DEFAULTS[op], **shape}["num"]])
             for b in ([batch] if batch is not None else batch_sizes):
                 if int(b) not in entry["batch_sizes"]:
