@@ -103,11 +103,13 @@ def test_dropout_and_embedding_points_extract_with_their_backward_in_training():
     # an EmbeddingBag point: flat ids and bag offsets into the leaf module, as DLRM calls it; the table's gradient
     bags = "sweep-EmbeddingBag-e8-v50-r3"
     cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "modes": ["training"], "sweeps": [
-        {"op": "EmbeddingBag", "points": [{"num": 50, "dim": 8, "rows": 3}]}]})
+        {"op": "EmbeddingBag", "points": [{"num": 50, "dim": 8, "rows": 3}], "depth": 3}]})
     assert cfg["models"][bags]["input_range"] == [0, 50]
     layers = extract(make_workload(load_model(bags, cfg["models"][bags]), 2, "training"))
-    row = layers[layers["op_type"] == "EmbeddingBag"]
-    assert len(row) == 1 and "EmbeddingBagBackward0" in json.loads(row["backward"].iloc[0])
+    row = layers[layers["op_type"] == "EmbeddingBag"]  # three tables of one configuration, looked up in turn
+    assert len(row) == 1 and row["count"].iloc[0] == 3
+    assert "EmbeddingBagBackward0" in json.loads(row["backward"].iloc[0])
+    assert json.loads(layers[layers["op_type"] == "stack"]["outputs"].iloc[0])[0]["T"] == [2, 3, 8]
     ids, offsets = json.loads(row["inputs"].iloc[0])
     assert ids["T"] == [6] and offsets["T"] == [2] and ids["dtype"] == offsets["dtype"] == "int64"
     assert json.loads(row["outputs"].iloc[0])[0]["T"] == [2, 8]
