@@ -40,10 +40,8 @@ def baseline(measurements: pd.DataFrame) -> pd.Series:
 
 
 def _baseline_ok(measurements: pd.DataFrame, device: str) -> pd.DataFrame:
-    """The `ok` baseline-placement rows of ``device``: one row per source, workload, configuration and phase; a
-    row measured in rotation (cache `fresh`/`rotation`: the state inside a model) before a back-to-back one (the
-    all-fast-tier reference of placement measurements), then the newest (merged databases may hold both `default`
-    and fast-tier rows of a configuration)."""
+    """The `ok` baseline-placement rows of ``device``: one row per source, workload, configuration and phase, by
+    :func:`rotation_first` (merged databases may hold both `default` and fast-tier rows of a configuration)."""
     ok = measurements[(measurements["status"] == "ok") & (measurements["device"] == device)
                       & baseline(measurements)]
     return rotation_first(ok, ("config_id", "source", "phase", "workload", "device"))
