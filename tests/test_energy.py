@@ -2,7 +2,7 @@
 import pytest
 
 from opcost.errors import OpcostError
-from opcost.measure.energy import EnergySettings, NoMeter, RaplMeter, detect, measure_energy, missing
+from opcost.measure.energy import EnergySettings, Meter, NoMeter, RaplMeter, detect, measure_energy, missing
 
 
 def fake_rapl(root, pkg_uj=1_000_000, dram_uj=500, max_range=2_000_000):
@@ -73,40 +73,35 @@ def test_nvml_on_a_real_gpu():
     assert meter.end(token).joules > 0
 
 
-def _powered(pkg, schedule, stop):
-    """Drive the fake package counter at ``schedule(t)`` watts (t: seconds since start) until ``stop`` is set."""
-    import threading
-    import time
+class _CoolingDevice(Meter):
+    """A meter whose counter is the exact integral of a power schedule (watts against seconds since creation), read
+    from the clock at each read: no writer thread whose scheduling on a loaded host would bend the readings."""
 
-    def run():
-        uj, t0, last = 1_000_000.0, time.perf_counter(), time.perf_counter()
-        while not stop.is_set():
-            now = time.perf_counter()
-            uj += schedule(now - t0) * (now - last) * 1e6
-            last = now
-            (pkg / "energy_uj.new").write_text(f"{int(uj)}\n")
-            (pkg / "energy_uj.new").replace(pkg / "energy_uj")  # whole values, as sysfs reads give
-            time.sleep(0.002)
+    name, available = "fake", True
 
-    th = threading.Thread(target=run, daemon=True)
-    th.start()
-    return th
+    def __init__(self, schedule, step=1e-4):
+        import time
+
+        self.schedule, self.step, self.t0 = schedule, step, time.perf_counter()
+
+    def read(self) -> float:
+        import time
+
+        t, joules, now = 0.0, 0.0, time.perf_counter() - self.t0
+        while t < now:
+            dt = min(self.step, now - t)
+            joules += self.schedule(t) * dt
+            t += dt
+        return joules
 
 
-def test_idle_power_waits_for_a_falling_power_to_settle(tmp_path):
-    import threading
-
+def test_idle_power_waits_for_a_falling_power_to_settle():
     from opcost.measure.energy import idle_power
 
-    pkg, _ = fake_rapl(tmp_path, max_range=1 << 60)
-    stop = threading.Event()
-    th = _powered(pkg, lambda t: 200.0 if t < 0.05 else 100.0 if t < 0.1 else 50.0, stop)  # a device cooling down
-    try:
-        watts = idle_power(RaplMeter(tmp_path), 0.05)
-    finally:
-        stop.set()
-        th.join()
-    assert watts == pytest.approx(50.0, rel=0.25)
+    device = _CoolingDevice(lambda t: 200.0 if t < 0.05 else 100.0 if t < 0.1 else 50.0)  # a device cooling down
+    first = device.end(device.begin()).watts  # one window at the start reads the high power
+    watts = idle_power(device, 0.05)
+    assert first > 150 and watts == pytest.approx(50.0, rel=0.02)
 
 
 def test_running_below_the_idle_baseline_is_missing_active_energy_not_negative(tmp_path):
