@@ -44,14 +44,24 @@ def _without(db: dict, drop: pd.Series) -> dict:
             "measurements": meas[meas["config_id"].isin(kept) | (meas["source"] != "isolated")]}
 
 
-VARIANTS = ("rule", "overhead from e2e residuals")
+VARIANTS = ("rule", "overhead from e2e residuals", "no batch scaling")
 
 
 def _predict(estimate, db: dict, wl: pd.DataFrame, variant: str):
     """``estimate.predict_workload`` as the rule does it, or with the overhead per call from end-to-end residuals
-    instead of the traces (the rule before the `overheads` table)."""
+    instead of the traces (the rule before the `overheads` table), or without scaling an estimate from the same
+    layer measured at another batch size (the cost model's laws and trees alone)."""
     if variant == "overhead from e2e residuals":
         db = {**db, "overheads": db["overheads"].iloc[0:0]}
+    if variant == "no batch scaling":
+        from dataclasses import replace
+        from unittest import mock
+
+        from opcost.analysis.costmodel import CostModel
+
+        alone = CostModel.estimate
+        with mock.patch.object(CostModel, "estimate", lambda self, rows: alone(replace(self, scale_by=None), rows)):
+            return estimate.predict_workload(db, wl)
     return estimate.predict_workload(db, wl)
 
 
@@ -131,6 +141,9 @@ def main() -> None:
             full_vs_e2e=float(np.median(floor)) if len(floor) else float("nan"),
             config_median_abs_err=held.get(held.get("chosen", "law"), {}).get("median_abs_error", float("nan")),
             chosen=held.get("chosen", "none"),
+            config_scaled_median_abs_err=held.get("batch-scaled", {}).get("median_abs_error", float("nan")),
+            config_scaled_unscaled_median_abs_err=held.get("batch-scaled", {}).get("unscaled_median_abs_error",
+                                                                                   float("nan")),
             predict_s=float(rule["predict_s"].sum()), timed_s=float(rule["timed_s"].sum()),
             wall_s=time.perf_counter() - t0)
 

@@ -117,6 +117,34 @@ def test_fit_recovers_a_synthetic_roofline_law():
     assert (est["estimate"] <= est["high"]).all() and set(est["method"]) <= {"law", "law+trees"}
 
 
+def test_a_layer_measured_at_another_batch_size_is_scaled_from_it():
+    """Each layer runs at its own speed (a factor of 0.5 to 2 that no feature explains, as a kernel's blocking
+    does): its cost at an unmeasured row count is scaled from the same layer measured at another one."""
+    rng = np.random.default_rng(0)
+
+    def row(i, k, o, m, speed):
+        p = {"in_features": k, "out_features": o}
+        f = configuration_features("Linear", p, [_spec([m, k])], [_spec([m, o])])
+        return {"config_id": f"c{i}_{m}", "op_type": "Linear", "mode": "inference", "phase": "forward",
+                "params": json.dumps(p), "inputs": json.dumps([_spec([m, k])]), "outputs": json.dumps([_spec([m, o])]),
+                "seconds": speed * (2e-6 + max(f["flops"] / 2e10, f["bytes"] / 4e9)) * math.exp(rng.normal(0, 0.02))}
+
+    layers = [(int(k), int(o), float(np.exp(rng.uniform(-0.7, 0.7)))) for k, o in rng.integers(16, 1024, (40, 2))]
+    measured = pd.DataFrame([row(i, k, o, m, s) for i, (k, o, s) in enumerate(layers) for m in (1, 8, 256)])
+    model = CostModel.fit(measured)
+    held = model.heldout_summary()["batch-scaled"]
+    assert model.scale_by == "law" and held["configurations"] > 60  # the trees learn each layer's speed in part
+    assert held["median_abs_error"] < 0.05 < held["unscaled_median_abs_error"]
+
+    asked = pd.DataFrame([row(i, k, o, 64, s) for i, (k, o, s) in enumerate(layers[:10])]
+                         + [row(99, 24, 40, 64, 1.0)])  # a layer never measured at any row count
+    est = model.estimate(asked)
+    ratio = est["estimate"] / asked["seconds"]
+    assert (est["method"].iloc[:10] == "batch-scaled").all() and ratio.iloc[:10].between(0.9, 1.1).all()
+    assert est["method"].iloc[10] in ("law", "law+trees")
+    assert (est["low"] <= est["estimate"]).all() and (est["estimate"] <= est["high"]).all()
+
+
 def test_types_without_a_law_fall_back_to_labelled_rules():
     data = _synthetic(lambda f, b: 1e-6 + b / 5e9, n=30)
     relu = {"config_id": "r0", "op_type": "ReLU", "mode": "inference", "phase": "forward", "params": "{}",

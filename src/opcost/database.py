@@ -23,6 +23,11 @@ def catalog(layers: pd.DataFrame) -> pd.DataFrame:
     return frame(CONFIGS, out[CONFIGS.names])
 
 
+def of_workload(table: pd.DataFrame, model: str, batch: int, mode: str) -> pd.DataFrame:
+    """The rows of one workload (``model``, ``batch``, ``mode`` columns) of any table."""
+    return table[(table["model"] == model) & (table["batch"] == batch) & (table["mode"] == mode)]
+
+
 MEASUREMENT_KEY = ("config_id", "source", "phase", "workload", "device", "placement")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from opcost import io, tables
-from opcost.database import catalog
+from opcost.database import catalog, of_workload
 from opcost.errors import HOST_ERRNOS, OpcostError, from_os_error
 from opcost.report import figures
 
@@ -412,7 +412,7 @@ def predict_unseen(config: dict, db_paths: dict, unseen_layer_paths, unseen_e2e_
         if layers.empty:  # extraction failed: recorded in results/failures.tsv
             continue
         model, batch, mode = layers["model"].iloc[0], int(layers["batch"].iloc[0]), layers["mode"].iloc[0]
-        mine = e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)]
+        mine = of_workload(e2e, model, batch, mode)
         try:
             p = predict_workload(db, layers, Path(db_paths["measurements"]).parent, config["statistic"],
                                  device=config["device"], threads=config["threads"],

@@ -11,6 +11,13 @@ trees without it; the method with the smaller median |log error| wins, and the h
 its interval (the 5th to 95th percentile of the held-out ratios of its op type, or of all types where it has fewer
 than :data:`MIN_INTERVAL` of them).
 
+**Batch-scaled**: where the same layer is measured at another batch size (or row count: the same ``batch_free``
+name, :mod:`opcost.analysis.features`), the estimate is anchored on it: the sibling's measured cost times the
+estimate's ratio between the two configurations. What makes one layer faster than the laws and trees expect (its
+kernel's blocking for its channel counts, say) is then carried over, and only the change with batch size is
+estimated. Used where the cross-validation finds it better on the held-out configurations that have a sibling in
+the training folds; its interval is the 5th to 95th percentile of those held-out errors.
+
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
 (else the phase's global law) at the two configurations (without either, by the ratio of bytes; FLOPs for matrix
@@ -21,7 +28,8 @@ fitted over the measured types of its family (the table's family: ``Mish`` from 
 ``bernoulli_`` from dropout...; with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled), else ``global``:
 the roofline law fitted over all configurations of the phase. Nothing is ever estimated as 0.
 
-Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest``, ``twin``, ``family`` or ``global``).
+Every estimate row says its ``method`` (``law``, ``law+trees``, ``batch-scaled``, ``nearest``, ``twin``, ``family``
+or ``global``).
 The model is fitted to one set of measurement conditions (host, device, threads:
 :func:`opcost.database.conditions`) and saved beside the database (``costmodel.pkl``), with a fingerprint of the
 rows it was fitted to: a database that changed since is refitted, never answered from a stale model.
@@ -48,7 +56,8 @@ MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its
 MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
 FOLDS = 5
 FILE = "costmodel.pkl"
-FIT_VERSION = 6  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 7  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+SCALED = "batch-scaled"  # the method of an estimate scaled from the same layer measured at another batch size
 
 
 @dataclass
@@ -98,6 +107,7 @@ class CostModel:
     family_laws: dict = field(default_factory=dict)  # (family, mode, phase) -> Law
     trees: object = None
     use_trees: bool = False
+    scale_by: str | None = None  # the estimate that scales a measured sibling (law or law+trees); None: not used
     categories: list = field(default_factory=list)
     points: pd.DataFrame | None = None  # measured configurations: key columns, flops, bytes, y, family
     quantiles: dict = field(default_factory=dict)  # op_type -> (q05, q95) of held-out log ratios; None: all types
@@ -124,6 +134,15 @@ class CostModel:
             for op_type, g in chosen.groupby(model.heldout["op_type"]):
                 if len(g) >= MIN_INTERVAL:
                     model.quantiles[op_type] = (float(g.quantile(0.05)), float(g.quantile(0.95)))
+            sib = model.heldout["scaled_law"].notna()
+            if sib.any():  # where a sibling is measured: the estimate alone, or scaled from it (by which method)?
+                errs = {None: chosen[sib].abs().median(),
+                        **{m: model.heldout.loc[sib, f"scaled_{m}"].abs().median() for m in ("law", "law+trees")}}
+                model.scale_by = min(errs, key=lambda m: (errs[m], m is not None))  # a tie: not scaled
+                if model.scale_by is not None:
+                    scaled = model.heldout.loc[sib, f"scaled_{model.scale_by}"]
+                    if len(scaled) >= MIN_INTERVAL:
+                        model.quantiles[SCALED] = (float(scaled.quantile(0.05)), float(scaled.quantile(0.95)))
         return model
 
     @classmethod
@@ -140,9 +159,9 @@ class CostModel:
         for key, g in data[family.notna()].groupby([family[family.notna()], "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 model.family_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
-        model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(
-            y=y, family=family)
-        base = model._baseline(data)[0]
+        model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes",
+                             "batch_free"]].assign(y=y, family=family)
+        base, method = model._baseline(data)
         ok = np.isfinite(base)
         if ok.sum() >= 20:
             from sklearn.ensemble import HistGradientBoostingRegressor
@@ -152,6 +171,10 @@ class CostModel:
             model.trees = HistGradientBoostingRegressor(
                 max_iter=200, learning_rate=0.05, min_samples_leaf=5, categorical_features=[0], random_state=0
             ).fit(X, np.log(y[ok].to_numpy() / base[ok]))
+        law = method == "law"  # what each estimate leaves unexplained at the measured configurations it scales from
+        model.points["residual_law"] = np.where(law, np.log(y.to_numpy() / base), np.nan)
+        with_trees = base * np.exp(model._correction(data)) if model.trees is not None else base
+        model.points["residual_trees"] = np.where(law, np.log(y.to_numpy() / with_trees), np.nan)
         return model
 
     @classmethod
@@ -161,7 +184,8 @@ class CostModel:
         decades to the nearest configuration of its type in the training folds."""
         ids = data["config_id"].unique()
         if len(ids) < 2 * folds:
-            return pd.DataFrame(columns=["config_id", "op_type", "phase", "law", "law+trees", "distance"])
+            return pd.DataFrame(columns=["config_id", "op_type", "phase", "law", "law+trees", "scaled_law",
+                                         "scaled_law+trees", "distance"])
         rng = np.random.default_rng(seed)
         group = dict(zip(ids, rng.permutation(len(ids)) % folds))
         fold = data["config_id"].map(group)
@@ -172,9 +196,13 @@ class CostModel:
             base, method = m._estimated(test, False)
             with_trees = m._estimated(test, True)[0]  # trees correct only the fitted laws
             meas = test[target].astype(float).to_numpy()
+            scaled = {trees: m._scaled(test, est, method == "law", trees)
+                      for trees, est in ((False, base), (True, with_trees))}
             out.append(pd.DataFrame({"config_id": test["config_id"], "op_type": test["op_type"],
                                      "phase": test["phase"], "method": method,
                                      "law": np.log(base / meas), "law+trees": np.log(with_trees / meas),
+                                     "scaled_law": np.log(scaled[False] / meas),
+                                     "scaled_law+trees": np.log(scaled[True] / meas),
                                      "distance": m.distance(test)}))
         return pd.concat(out, ignore_index=True)
 
@@ -241,6 +269,25 @@ class CostModel:
                 method = np.where(law, "law+trees", method)
         return est, method
 
+    def _scaled(self, data: pd.DataFrame, est: np.ndarray, law: np.ndarray, trees: bool) -> np.ndarray:
+        """Per row of a feature frame: ``est`` scaled from its sibling where the row's estimate is a law's and a
+        configuration with the same ``batch_free`` (the same layer at another batch size or row count) is measured:
+        the sibling's measured cost times the estimate's ratio between the two (``est x measured / estimated`` at the
+        sibling; of several siblings, the nearest in log FLOPs and log bytes); missing elsewhere."""
+        out = np.full(len(data), np.nan)
+        col = "residual_trees" if trees and self.trees is not None else "residual_law"
+        pts = self.points[self.points[col].notna()]
+        groups = pts.groupby(["mode", "phase", "batch_free"]).indices
+        at = pts[["log_flops", "log_bytes"]].to_numpy(dtype=float)
+        residual = pts[col].to_numpy(dtype=float)
+        x = data[["log_flops", "log_bytes"]].to_numpy(dtype=float)
+        for i, key in enumerate(zip(data["mode"], data["phase"], data["batch_free"])):
+            pos = groups.get(key) if law[i] else None
+            if pos is not None:
+                near = pos[np.abs(at[pos] - x[i]).sum(axis=1).argmin()]
+                out[i] = est[i] * np.exp(residual[near])
+        return out
+
     @staticmethod
     def features_of(rows: pd.DataFrame) -> pd.DataFrame:
         """The feature frame of `layers` rows with ``phase`` (what :meth:`distance` reads)."""
@@ -277,9 +324,15 @@ class CostModel:
         phase."""
         data = self.features_of(rows)
         est, method = self._estimated(data, self.use_trees)
+        if self.scale_by is not None:
+            by = self._estimated(data, self.scale_by == "law+trees")[0]
+            scaled = self._scaled(data, by, np.char.startswith(method.astype(str), "law"), self.scale_by == "law+trees")
+            got = np.isfinite(scaled)
+            est, method = np.where(got, scaled, est), np.where(got, SCALED, method)
         default = self.quantiles.get(None, (0.0, 0.0))
-        lo = np.array([self.quantiles.get(t, default)[0] for t in data["op_type"]])
-        hi = np.array([self.quantiles.get(t, default)[1] for t in data["op_type"]])
+        q = [self.quantiles.get(SCALED if m == SCALED else t) or self.quantiles.get(t, default)
+             for m, t in zip(method, data["op_type"])]
+        lo, hi = np.array([v[0] for v in q]), np.array([v[1] for v in q])
         # a held-out ratio r = log(estimate / measured): the measured value lies in [estimate / e^q95, estimate / e^q05]
         return pd.DataFrame({"estimate": est, "low": est / np.exp(np.maximum(hi, 0)),
                              "high": est / np.exp(np.minimum(lo, 0)), "method": method}, index=rows.index)
@@ -290,10 +343,15 @@ class CostModel:
         if self.heldout is None or self.heldout.empty:
             return {}
         out = {"configurations": int(self.heldout["config_id"].nunique()), "chosen": self.chosen()}
-        for m in ("law", "law+trees"):
-            err = np.exp(self.heldout[m]) - 1
+        columns = {"law": "law", "law+trees": "law+trees", SCALED: f"scaled_{self.scale_by or self.chosen()}"}
+        for m, c in columns.items():
+            err = (np.exp(self.heldout[c]) - 1).dropna() if c in self.heldout else pd.Series(dtype=float)
             out[m] = {"median_abs_error": float(err.abs().median()), "within_10pct": float((err.abs() <= .1).mean()),
-                      "within_25pct": float((err.abs() <= .25).mean())}
+                      "within_25pct": float((err.abs() <= .25).mean()), "configurations": len(err)}
+        sib = self.heldout["scaled_law"].notna() if "scaled_law" in self.heldout else []
+        alone = np.exp(self.heldout.loc[sib, self.chosen()]) - 1  # the same rows by the estimate alone
+        out[SCALED]["unscaled_median_abs_error"] = float(alone.abs().median())
+        out[SCALED]["scaled_by"] = self.scale_by
         return out
 
     def chosen(self) -> str:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from opcost.analysis.costmodel import load_or_fit
 from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, references, rotation_first
-from opcost.database import latest
+from opcost.database import latest, of_workload
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
 from opcost.model.sweeps import PREFIX as SWEEP_PREFIX
@@ -150,7 +150,7 @@ def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) 
     for (model, batch, mo), (ref, _) in refs.items():
         if mo != mode or model.startswith(SWEEP_PREFIX):
             continue
-        wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mo)]
+        wl = of_workload(layers, model, batch, mo)
         c = cost.reindex(wl["config_id"])
         if wl.empty or c.isna().any():
             continue
@@ -214,7 +214,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     low = centre - float(np.sqrt((down ** 2).sum() + ((per_call - lo_call) * calls) ** 2))
     high = centre + float(np.sqrt((up ** 2).sum() + ((hi_call - per_call) * calls) ** 2))
     e2e = db["e2e"]
-    ref = references(e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)],
+    ref = references(of_workload(e2e, model, batch, mode),
                      picked["device"], "isolated", statistic) if len(e2e) else {}
     energy = rows["count"].astype(float) * rows["energy_j"]
     return Prediction(model=model, batch=batch, mode=mode, conditions=picked,
@@ -247,7 +247,7 @@ def workload_layers(db: dict, model: str, batch: int, mode: str, spec: dict | No
     """The workload's `layers` rows: from the database when it holds them, else extracted now (no timing) from
     the model's config entry ``spec`` (``{}``: a torchvision, built-in or zoo name)."""
     layers = db["layers"]
-    wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mode)]
+    wl = of_workload(layers, model, batch, mode)
     if len(wl):
         return wl.reset_index(drop=True)
     from opcost.model.extract import extract

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from opcost.analysis.predict import DEFAULT_STATISTIC, costed_layers, references
+from opcost.database import of_workload
 from opcost.measure.engine import ENGINE_OP_TYPE
 
 ALL = "all"
@@ -77,7 +78,7 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
         ov = (overhead or {}).get((model, int(batch), mode)) if settings.overhead else None
         attributed = float(g.loc[in_profiled & g["cost_s"].notna(), "total_s"].sum()) + (ov or 0.0)
         all_measured = bool(g["cost_s"].notna().all())
-        gi = ins[(ins["model"] == model) & (ins["batch"] == batch) & (ins["mode"] == mode)]
+        gi = of_workload(ins, model, batch, mode)
         mj = measured_j.get((model, int(batch), mode))
         w = {"model": model, "batch": int(batch), "mode": mode, "measured_s": m, "attributed_s": attributed,
              "overhead_s": ov,

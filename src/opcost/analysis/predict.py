@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from opcost.database import latest
+from opcost.database import latest, of_workload
 from opcost.measure.engine import engine_rows
 from opcost.measure.timing import ROTATION_STATES
 from opcost.model.workload import workload_key
@@ -109,10 +109,10 @@ def overhead_rows(overheads: pd.DataFrame, op_types: pd.DataFrame, layers: pd.Da
     left out: their conditions are unknown)."""
     rows = []
     for (model, batch, mode), overhead in trace_overhead(overheads, op_types).items():
-        mine = overheads[(overheads["model"] == model) & (overheads["batch"] == batch) & (overheads["mode"] == mode)]
-        wl = layers[(layers["model"] == model) & (layers["batch"] == batch) & (layers["mode"] == mode)]
-        ran = e2e[(e2e["model"] == model) & (e2e["batch"] == batch) & (e2e["mode"] == mode)
-                  & (e2e["device"] == mine["device"].iloc[0])]
+        mine = of_workload(overheads, model, batch, mode)
+        wl = of_workload(layers, model, batch, mode)
+        ran = of_workload(e2e, model, batch, mode)
+        ran = ran[ran["device"] == mine["device"].iloc[0]]
         if wl.empty or ran.empty or not np.isfinite(overhead):
             continue
         r = ran.sort_values("timestamp").iloc[-1]
