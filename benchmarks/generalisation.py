@@ -44,24 +44,28 @@ def _without(db: dict, drop: pd.Series) -> dict:
             "measurements": meas[meas["config_id"].isin(kept) | (meas["source"] != "isolated")]}
 
 
-VARIANTS = ("rule", "overhead from e2e residuals", "no batch scaling")
+VARIANTS = ("rule", "overhead from e2e residuals", "no context feature")
 
 
 def _predict(estimate, db: dict, wl: pd.DataFrame, variant: str):
     """``estimate.predict_workload`` as the rule does it, or with the overhead per call from end-to-end residuals
-    instead of the traces (the rule before the `overheads` table), or without scaling an estimate from the same
-    layer measured at another batch size (the cost model's laws and trees alone)."""
+    instead of the traces (the rule before the `overheads` table), or with the trees blind to the workload around
+    each configuration (every :func:`~opcost.analysis.costmodel.context_bytes` missing; the cost models of this
+    process are refitted before and after, as a fit is cached by its measurement rows alone)."""
     if variant == "overhead from e2e residuals":
         db = {**db, "overheads": db["overheads"].iloc[0:0]}
-    if variant == "no batch scaling":
-        from dataclasses import replace
+    if variant == "no context feature":
         from unittest import mock
 
-        from opcost.analysis.costmodel import CostModel
+        from opcost.analysis import costmodel
 
-        alone = CostModel.estimate
-        with mock.patch.object(CostModel, "estimate", lambda self, rows: alone(replace(self, scale_by=None), rows)):
-            return estimate.predict_workload(db, wl)
+        costmodel._FITTED.clear()
+        try:
+            with mock.patch.object(costmodel, "context_bytes", lambda layers: {}), \
+                    mock.patch.object(estimate, "context_bytes", lambda layers: {"": float("nan")}):
+                return estimate.predict_workload(db, wl)
+        finally:
+            costmodel._FITTED.clear()
     return estimate.predict_workload(db, wl)
 
 
@@ -125,7 +129,7 @@ def main() -> None:
     floor = (table.drop_duplicates(["model", "batch"]).eval("measured_db_ms / measured_ms") - 1).abs()
     print(f"  the whole database's prediction against the end-to-end time: median |error| {np.median(floor):.1%}, "
           f"{(floor <= 0.15).mean():.1%} within ±15%")
-    cm = CostModel.fit(training_data(db["layers"], used, col))
+    cm = CostModel.fit(training_data(db["layers"], used, col, db["configs"]))
     held = cm.heldout_summary()
     print("\ncost model, held-out configurations (5-fold):", held)
     rule = table[table["variant"] == "rule"]
@@ -141,9 +145,6 @@ def main() -> None:
             full_vs_e2e=float(np.median(floor)) if len(floor) else float("nan"),
             config_median_abs_err=held.get(held.get("chosen", "law"), {}).get("median_abs_error", float("nan")),
             chosen=held.get("chosen", "none"),
-            config_scaled_median_abs_err=held.get("batch-scaled", {}).get("median_abs_error", float("nan")),
-            config_scaled_unscaled_median_abs_err=held.get("batch-scaled", {}).get("unscaled_median_abs_error",
-                                                                                   float("nan")),
             predict_s=float(rule["predict_s"].sum()), timed_s=float(rule["timed_s"].sum()),
             wall_s=time.perf_counter() - t0)
 

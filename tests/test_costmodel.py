@@ -117,32 +117,55 @@ def test_fit_recovers_a_synthetic_roofline_law():
     assert (est["estimate"] <= est["high"]).all() and set(est["method"]) <= {"law", "law+trees"}
 
 
-def test_a_layer_measured_at_another_batch_size_is_scaled_from_it():
-    """Each layer runs at its own speed (a factor of 0.5 to 2 that no feature explains, as a kernel's blocking
-    does): its cost at an unmeasured row count is scaled from the same layer measured at another one."""
+def test_the_trees_learn_what_the_surrounding_workload_adds_to_a_call():
+    """A call costs more among operators that move more data (they leave less of the caches to it): the same
+    configurations measured among small and large workloads; an estimate for either kind of workload follows."""
+    from opcost.analysis.costmodel import CONTEXT
+
     rng = np.random.default_rng(0)
 
-    def row(i, k, o, m, speed):
-        p = {"in_features": k, "out_features": o}
-        f = configuration_features("Linear", p, [_spec([m, k])], [_spec([m, o])])
-        return {"config_id": f"c{i}_{m}", "op_type": "Linear", "mode": "inference", "phase": "forward",
-                "params": json.dumps(p), "inputs": json.dumps([_spec([m, k])]), "outputs": json.dumps([_spec([m, o])]),
-                "seconds": speed * (2e-6 + max(f["flops"] / 2e10, f["bytes"] / 4e9)) * math.exp(rng.normal(0, 0.02))}
+    def rows(n, context, tag):
+        out = []
+        for i in range(n):
+            shape = [int(v) for v in rng.integers(1, 64, 2)] + [int(rng.integers(8, 64))] * 2
+            f = configuration_features("ReLU", "{}", [_spec(shape)], [_spec(shape)])
+            truth = (2e-6 + f["bytes"] / 5e9) * (1 + 0.4 * (context - 6))  # 1x at 10^6 bytes, 2.2x at 10^9
+            out.append({"config_id": f"{tag}{i}", "op_type": "ReLU", "mode": "inference", "phase": "forward",
+                        "params": "{}", "inputs": json.dumps([_spec(shape)]), "outputs": json.dumps([_spec(shape)]),
+                        CONTEXT: context, "seconds": truth * math.exp(rng.normal(0, 0.02))})
+        return pd.DataFrame(out)
 
-    layers = [(int(k), int(o), float(np.exp(rng.uniform(-0.7, 0.7)))) for k, o in rng.integers(16, 1024, (40, 2))]
-    measured = pd.DataFrame([row(i, k, o, m, s) for i, (k, o, s) in enumerate(layers) for m in (1, 8, 256)])
-    model = CostModel.fit(measured)
-    held = model.heldout_summary()["batch-scaled"]
-    assert model.scale_by == "law" and held["configurations"] > 60  # the trees learn each layer's speed in part
-    assert held["median_abs_error"] < 0.05 < held["unscaled_median_abs_error"]
+    data = pd.concat([rows(40, c, f"w{c}_") for c in (6, 7, 8, 9)], ignore_index=True)
+    model = CostModel.fit(data)
+    held = model.heldout_summary()
+    assert model.use_trees and held["law+trees"]["median_abs_error"] < 0.1 < held["law"]["median_abs_error"]
+    for context in (6, 9):
+        fresh = rows(10, context, "new")
+        ratio = model.estimate(fresh)["estimate"] / fresh["seconds"]
+        assert ratio.between(0.85, 1.15).all(), (context, ratio.round(2).tolist())
+    blind = model.estimate(rows(5, 7, "x").drop(columns=CONTEXT))  # a caller without the context: still an estimate
+    assert np.isfinite(blind["estimate"]).all() and (blind["estimate"] > 0).all()
 
-    asked = pd.DataFrame([row(i, k, o, 64, s) for i, (k, o, s) in enumerate(layers[:10])]
-                         + [row(99, 24, 40, 64, 1.0)])  # a layer never measured at any row count
-    est = model.estimate(asked)
-    ratio = est["estimate"] / asked["seconds"]
-    assert (est["method"].iloc[:10] == "batch-scaled").all() and ratio.iloc[:10].between(0.9, 1.1).all()
-    assert est["method"].iloc[10] in ("law", "law+trees")
-    assert (est["low"] <= est["estimate"]).all() and (est["estimate"] <= est["high"]).all()
+
+def test_each_measurement_is_tied_to_the_bytes_its_workload_moves(tiny_run):
+    """The context of a measured configuration is the workload it was profiled among (the `configs` table's
+    `workload`): log10 of Σ count x bytes over that workload's forward operators."""
+    from opcost.analysis.costmodel import CONTEXT, context_bytes, training_data
+    from opcost.analysis.features import features
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
+    from opcost.model.workload import workload_key
+
+    db = database.read_db(tiny_run / "results" / "db")
+    layers = db["layers"]
+    ctx = context_bytes(layers)
+    wl = database.of_workload(layers, "mlp", 2, "inference")
+    moved = (wl["count"] * features(wl.assign(phase="forward"))["bytes"]).sum()
+    assert ctx[workload_key("mlp", "inference", 2)] == pytest.approx(math.log10(moved)) and moved > 1e3
+    used, _ = estimate.conditions(db["measurements"])
+    data = training_data(layers, used, STATISTICS[DEFAULT_STATISTIC], db["configs"])
+    among = data["config_id"].map(db["configs"].set_index("config_id")["workload"])
+    assert data[CONTEXT].notna().all() and np.allclose(data[CONTEXT], among.map(ctx))
+    assert data[CONTEXT].nunique() > 1  # several workloads, several contexts
 
 
 def test_types_without_a_law_fall_back_to_labelled_rules():

@@ -5,18 +5,13 @@ with a per-call floor, ``t = floor + max(flops / compute_rate, bytes / memory_ra
 parameters fitted to the measured configurations by least squares on log time (relative error; a soft-L1 loss so
 that one noisy configuration does not pull the law). **Correction**: gradient-boosted trees
 (scikit-learn's ``HistGradientBoostingRegressor``, op type as a categorical feature) on the log ratio of the
-measured cost to the baseline, from the shape features of :mod:`opcost.analysis.features`. Which of the two estimates is
+measured cost to the baseline, from the shape features of :mod:`opcost.analysis.features` and the workload around the
+configuration (:func:`context_bytes`: the bytes the operators of the workload it was profiled among move per
+iteration; for an estimate, those of the workload predicted). Which of the two estimates is
 used is chosen by held-out error: K-fold cross-validation over configurations, each fold refitting the laws and the
 trees without it; the method with the smaller median |log error| wins, and the held-out errors give every estimate
 its interval (the 5th to 95th percentile of the held-out ratios of its op type, or of all types where it has fewer
 than :data:`MIN_INTERVAL` of them).
-
-**Batch-scaled**: where the same layer is measured at another batch size (or row count: the same ``batch_free``
-name, :mod:`opcost.analysis.features`), the estimate is anchored on it: the sibling's measured cost times the
-estimate's ratio between the two configurations. What makes one layer faster than the laws and trees expect (its
-kernel's blocking for its channel counts, say) is then carried over, and only the change with batch size is
-estimated. Used where the cross-validation finds it better on the held-out configurations that have a sibling in
-the training folds; its interval is the 5th to 95th percentile of those held-out errors.
 
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
@@ -28,8 +23,7 @@ fitted over the measured types of its family (the table's family: ``Mish`` from 
 ``bernoulli_`` from dropout...; with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled), else ``global``:
 the roofline law fitted over all configurations of the phase. Nothing is ever estimated as 0.
 
-Every estimate row says its ``method`` (``law``, ``law+trees``, ``batch-scaled``, ``nearest``, ``twin``, ``family``
-or ``global``).
+Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest``, ``twin``, ``family`` or ``global``).
 The model is fitted to one set of measurement conditions (host, device, threads:
 :func:`opcost.database.conditions`) and saved beside the database (``costmodel.pkl``), with a fingerprint of the
 rows it was fitted to: a database that changed since is refitted, never answered from a stale model.
@@ -40,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +52,7 @@ MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
 FOLDS = 5
 FILE = "costmodel.pkl"
 FIT_VERSION = 7  # part of a saved model's fingerprint: a model fitted by an older method is refitted
-SCALED = "batch-scaled"  # the method of an estimate scaled from the same layer measured at another batch size
+CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 
 
 @dataclass
@@ -107,7 +102,6 @@ class CostModel:
     family_laws: dict = field(default_factory=dict)  # (family, mode, phase) -> Law
     trees: object = None
     use_trees: bool = False
-    scale_by: str | None = None  # the estimate that scales a measured sibling (law or law+trees); None: not used
     categories: list = field(default_factory=list)
     points: pd.DataFrame | None = None  # measured configurations: key columns, flops, bytes, y, family
     quantiles: dict = field(default_factory=dict)  # op_type -> (q05, q95) of held-out log ratios; None: all types
@@ -122,7 +116,8 @@ class CostModel:
         inputs, outputs), ``phase`` and the positive ``target`` value."""
         data = data[data[target].astype(float) > 0].reset_index(drop=True)
         feats = features(data)
-        data = pd.concat([data[["config_id", "op_type", "mode", "phase", target]], feats], axis=1)
+        data = pd.concat([data[["config_id", "op_type", "mode", "phase", target]], feats], axis=1).assign(
+            **{CONTEXT: data[CONTEXT] if CONTEXT in data else np.nan})
         model = cls._fit_once(data, target)
         model.heldout = cls._cross_validate(data, target, folds, seed)
         if len(model.heldout):
@@ -134,15 +129,6 @@ class CostModel:
             for op_type, g in chosen.groupby(model.heldout["op_type"]):
                 if len(g) >= MIN_INTERVAL:
                     model.quantiles[op_type] = (float(g.quantile(0.05)), float(g.quantile(0.95)))
-            sib = model.heldout["scaled_law"].notna()
-            if sib.any():  # where a sibling is measured: the estimate alone, or scaled from it (by which method)?
-                errs = {None: chosen[sib].abs().median(),
-                        **{m: model.heldout.loc[sib, f"scaled_{m}"].abs().median() for m in ("law", "law+trees")}}
-                model.scale_by = min(errs, key=lambda m: (errs[m], m is not None))  # a tie: not scaled
-                if model.scale_by is not None:
-                    scaled = model.heldout.loc[sib, f"scaled_{model.scale_by}"]
-                    if len(scaled) >= MIN_INTERVAL:
-                        model.quantiles[SCALED] = (float(scaled.quantile(0.05)), float(scaled.quantile(0.95)))
         return model
 
     @classmethod
@@ -159,22 +145,20 @@ class CostModel:
         for key, g in data[family.notna()].groupby([family[family.notna()], "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 model.family_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
-        model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes",
-                             "batch_free"]].assign(y=y, family=family)
-        base, method = model._baseline(data)
+        model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(
+            y=y, family=family)
+        base = model._baseline(data)[0]
         ok = np.isfinite(base)
         if ok.sum() >= 20:
             from sklearn.ensemble import HistGradientBoostingRegressor
 
             model.categories = sorted(data["op_type"].unique())
             X = model._matrix(data[ok])
+            if np.isnan(X[:, -1]).all():  # no context known: a constant column, which no tree splits on
+                X[:, -1] = 0.0
             model.trees = HistGradientBoostingRegressor(
                 max_iter=200, learning_rate=0.05, min_samples_leaf=5, categorical_features=[0], random_state=0
             ).fit(X, np.log(y[ok].to_numpy() / base[ok]))
-        law = method == "law"  # what each estimate leaves unexplained at the measured configurations it scales from
-        model.points["residual_law"] = np.where(law, np.log(y.to_numpy() / base), np.nan)
-        with_trees = base * np.exp(model._correction(data)) if model.trees is not None else base
-        model.points["residual_trees"] = np.where(law, np.log(y.to_numpy() / with_trees), np.nan)
         return model
 
     @classmethod
@@ -184,8 +168,7 @@ class CostModel:
         decades to the nearest configuration of its type in the training folds."""
         ids = data["config_id"].unique()
         if len(ids) < 2 * folds:
-            return pd.DataFrame(columns=["config_id", "op_type", "phase", "law", "law+trees", "scaled_law",
-                                         "scaled_law+trees", "distance"])
+            return pd.DataFrame(columns=["config_id", "op_type", "phase", "law", "law+trees", "distance"])
         rng = np.random.default_rng(seed)
         group = dict(zip(ids, rng.permutation(len(ids)) % folds))
         fold = data["config_id"].map(group)
@@ -196,13 +179,9 @@ class CostModel:
             base, method = m._estimated(test, False)
             with_trees = m._estimated(test, True)[0]  # trees correct only the fitted laws
             meas = test[target].astype(float).to_numpy()
-            scaled = {trees: m._scaled(test, est, method == "law", trees)
-                      for trees, est in ((False, base), (True, with_trees))}
             out.append(pd.DataFrame({"config_id": test["config_id"], "op_type": test["op_type"],
                                      "phase": test["phase"], "method": method,
                                      "law": np.log(base / meas), "law+trees": np.log(with_trees / meas),
-                                     "scaled_law": np.log(scaled[False] / meas),
-                                     "scaled_law+trees": np.log(scaled[True] / meas),
                                      "distance": m.distance(test)}))
         return pd.concat(out, ignore_index=True)
 
@@ -211,7 +190,8 @@ class CostModel:
         code = data["op_type"].map({t: i for i, t in enumerate(self.categories)}).astype(float).to_numpy()
         phase = (data["phase"] == "backward").astype(float).to_numpy()
         mode = (data["mode"] == "training").astype(float).to_numpy()
-        return np.column_stack([code, phase, mode, data[list(NUMERIC)].astype(float).to_numpy()])
+        context = data[CONTEXT].astype(float).to_numpy() if CONTEXT in data else np.full(len(data), np.nan)
+        return np.column_stack([code, phase, mode, data[list(NUMERIC)].astype(float).to_numpy(), context])
 
     def _correction(self, data: pd.DataFrame) -> np.ndarray:
         return self.trees.predict(self._matrix(data)) if self.trees is not None and len(data) else np.zeros(len(data))
@@ -269,30 +249,13 @@ class CostModel:
                 method = np.where(law, "law+trees", method)
         return est, method
 
-    def _scaled(self, data: pd.DataFrame, est: np.ndarray, law: np.ndarray, trees: bool) -> np.ndarray:
-        """Per row of a feature frame: ``est`` scaled from its sibling where the row's estimate is a law's and a
-        configuration with the same ``batch_free`` (the same layer at another batch size or row count) is measured:
-        the sibling's measured cost times the estimate's ratio between the two (``est x measured / estimated`` at the
-        sibling; of several siblings, the nearest in log FLOPs and log bytes); missing elsewhere."""
-        out = np.full(len(data), np.nan)
-        col = "residual_trees" if trees and self.trees is not None else "residual_law"
-        pts = self.points[self.points[col].notna()]
-        groups = pts.groupby(["mode", "phase", "batch_free"]).indices
-        at = pts[["log_flops", "log_bytes"]].to_numpy(dtype=float)
-        residual = pts[col].to_numpy(dtype=float)
-        x = data[["log_flops", "log_bytes"]].to_numpy(dtype=float)
-        for i, key in enumerate(zip(data["mode"], data["phase"], data["batch_free"])):
-            pos = groups.get(key) if law[i] else None
-            if pos is not None:
-                near = pos[np.abs(at[pos] - x[i]).sum(axis=1).argmin()]
-                out[i] = est[i] * np.exp(residual[near])
-        return out
-
     @staticmethod
     def features_of(rows: pd.DataFrame) -> pd.DataFrame:
         """The feature frame of `layers` rows with ``phase`` (what :meth:`distance` reads)."""
-        return pd.concat([rows[["op_type", "mode", "phase"]].reset_index(drop=True),
-                          features(rows).reset_index(drop=True)], axis=1)
+        out = pd.concat([rows[["op_type", "mode", "phase"]].reset_index(drop=True),
+                         features(rows).reset_index(drop=True)], axis=1)
+        out[CONTEXT] = rows[CONTEXT].to_numpy(dtype=float) if CONTEXT in rows else np.nan
+        return out
 
     def distance(self, data: pd.DataFrame) -> np.ndarray:
         """Per row of a feature frame: decades (the larger of the log FLOPs and log bytes differences) to the
@@ -324,15 +287,9 @@ class CostModel:
         phase."""
         data = self.features_of(rows)
         est, method = self._estimated(data, self.use_trees)
-        if self.scale_by is not None:
-            by = self._estimated(data, self.scale_by == "law+trees")[0]
-            scaled = self._scaled(data, by, np.char.startswith(method.astype(str), "law"), self.scale_by == "law+trees")
-            got = np.isfinite(scaled)
-            est, method = np.where(got, scaled, est), np.where(got, SCALED, method)
         default = self.quantiles.get(None, (0.0, 0.0))
-        q = [self.quantiles.get(SCALED if m == SCALED else t) or self.quantiles.get(t, default)
-             for m, t in zip(method, data["op_type"])]
-        lo, hi = np.array([v[0] for v in q]), np.array([v[1] for v in q])
+        lo = np.array([self.quantiles.get(t, default)[0] for t in data["op_type"]])
+        hi = np.array([self.quantiles.get(t, default)[1] for t in data["op_type"]])
         # a held-out ratio r = log(estimate / measured): the measured value lies in [estimate / e^q95, estimate / e^q05]
         return pd.DataFrame({"estimate": est, "low": est / np.exp(np.maximum(hi, 0)),
                              "high": est / np.exp(np.minimum(lo, 0)), "method": method}, index=rows.index)
@@ -343,15 +300,10 @@ class CostModel:
         if self.heldout is None or self.heldout.empty:
             return {}
         out = {"configurations": int(self.heldout["config_id"].nunique()), "chosen": self.chosen()}
-        columns = {"law": "law", "law+trees": "law+trees", SCALED: f"scaled_{self.scale_by or self.chosen()}"}
-        for m, c in columns.items():
-            err = (np.exp(self.heldout[c]) - 1).dropna() if c in self.heldout else pd.Series(dtype=float)
+        for m in ("law", "law+trees"):
+            err = np.exp(self.heldout[m]) - 1
             out[m] = {"median_abs_error": float(err.abs().median()), "within_10pct": float((err.abs() <= .1).mean()),
-                      "within_25pct": float((err.abs() <= .25).mean()), "configurations": len(err)}
-        sib = self.heldout["scaled_law"].notna() if "scaled_law" in self.heldout else []
-        alone = np.exp(self.heldout.loc[sib, self.chosen()]) - 1  # the same rows by the estimate alone
-        out[SCALED]["unscaled_median_abs_error"] = float(alone.abs().median())
-        out[SCALED]["scaled_by"] = self.scale_by
+                      "within_25pct": float((err.abs() <= .25).mean())}
         return out
 
     def chosen(self) -> str:
@@ -369,11 +321,33 @@ def _error_growth(distance: pd.Series, abs_error: pd.Series) -> tuple[float, flo
     return (float(max(a, 0.0)), float(b)) if b > 0 else (float(e.mean()), 0.0)
 
 
-def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str) -> pd.DataFrame:
+def context_bytes(layers: pd.DataFrame) -> dict[str, float]:
+    """Per workload of ``layers`` (its key, ``model/mode/bN``): log10 of the bytes its operators move in one
+    forward pass (Σ count x bytes). An operator's measured cost depends on what the operators around it leave in the
+    caches: an inference Dropout, a call that does nothing, measured 6-16 µs among tiny_bert's operators, 8-15 µs
+    among convnext_atto's at batch 1 and 10-46 µs at batch 4 (docs/methodology.md, section 11)."""
+    from opcost.model.workload import workload_key
+
+    if layers.empty:
+        return {}
+    moved = layers["count"].astype(float) * features(layers.assign(phase="forward"))["bytes"].astype(float)
+    total = moved.groupby([layers["model"], layers["mode"], layers["batch"]]).sum()
+    return {workload_key(m, mo, b): math.log10(max(float(v), 1.0)) for (m, mo, b), v in total.items()}
+
+
+def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
+                  configs: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per measured (configuration, phase) of ``used`` (baseline-placement isolated `measurements` of one
-    set of conditions): its `layers` description and ``column`` as ``seconds``."""
+    set of conditions): its `layers` description, ``column`` as ``seconds``, and the :func:`context_bytes` of the
+    workload it was profiled among (the `configs` table's ``workload``; without ``configs``, the catalogue of
+    ``layers``; missing where that workload is not in ``layers``)."""
+    from opcost.database import catalog
+
     desc = layers.drop_duplicates("config_id")[["config_id", "op_type", "mode", "params", "inputs", "outputs"]]
     val = used.groupby(["config_id", "phase"], as_index=False)[column].median().rename(columns={column: "seconds"})
+    where = configs if configs is not None and len(configs) else catalog(layers)
+    among = val["config_id"].map(where.drop_duplicates("config_id").set_index("config_id")["workload"])
+    val[CONTEXT] = among.map(context_bytes(layers)).astype(float)
     return val.merge(desc, on="config_id").dropna(subset=["seconds"])
 
 
@@ -389,9 +363,11 @@ def fingerprint(used: pd.DataFrame) -> str:
 _FITTED: dict[str, CostModel] = {}  # this process's fits by fingerprint (a database without a directory)
 
 
-def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, column: str) -> CostModel | None:
+def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, column: str,
+                configs: pd.DataFrame | None = None) -> CostModel | None:
     """The cost model of ``used`` saved beside the database under ``key`` (the conditions), refitted and saved
-    again when the rows changed since (or on a load failure); None when fewer than :data:`MIN_CONFIGS` rows."""
+    again when the rows changed since (or on a load failure); None when fewer than :data:`MIN_CONFIGS` rows.
+    ``layers`` and ``configs``: as for :func:`training_data`."""
     fp = fingerprint(used) + column + f"/v{FIT_VERSION}"
     path = Path(db_dir) / FILE if db_dir is not None else None
     saved = {}
@@ -405,7 +381,7 @@ def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, colu
     model = saved.get((key, column)) or _FITTED.get(fp)
     if model is not None and model.fingerprint == fp:
         return model
-    data = training_data(layers, used, column)
+    data = training_data(layers, used, column, configs)
     if len(data) < MIN_CONFIGS:
         return None
     model = CostModel.fit(data)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from opcost.analysis.costmodel import load_or_fit
+from opcost.analysis.costmodel import CONTEXT, context_bytes, load_or_fit
 from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, references, rotation_first
 from opcost.database import latest, of_workload
 from opcost.errors import OpcostError
@@ -178,7 +178,8 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     cond_key = condition_key(picked)
     all_layers = pd.concat([db["layers"], layers], ignore_index=True)
     if missing.any():
-        cm = load_or_fit(db_dir, cond_key, all_layers, used, col)
+        rows[CONTEXT] = next(iter(context_bytes(layers).values()))  # the estimated operators' surroundings
+        cm = load_or_fit(db_dir, cond_key, all_layers, used, col, db.get("configs"))
         if cm is None:
             raise OpcostError("database", f"too few measured configurations to estimate the {int(missing.sum())} "
                                           f"unmeasured ones of {model}")
@@ -188,7 +189,8 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
         rows.loc[missing, "high_s"] = est["high"].to_numpy()
         rows.loc[missing, "method"] = est["method"].to_numpy()
         if used["energy_j"].notna().sum() >= 3:
-            em = load_or_fit(db_dir, cond_key, all_layers, used.dropna(subset=["energy_j"]), "energy_j")
+            em = load_or_fit(db_dir, cond_key, all_layers, used.dropna(subset=["energy_j"]), "energy_j",
+                             db.get("configs"))
             if em is not None:
                 rows.loc[missing, "energy_j"] = em.estimate(rows[missing])["estimate"].to_numpy()
     unknown = rows["cost_s"].isna()
@@ -238,7 +240,7 @@ def refit(db_dir, statistic: str | None = None) -> dict[str, dict]:
     for values, _ in m.groupby([c for c, _ in CONDITIONS]):
         used, picked = conditions(db["measurements"], **dict(zip([c for c, _ in CONDITIONS], values)))
         key = condition_key(picked)
-        cm = load_or_fit(db_dir, key, db["layers"], used, col)
+        cm = load_or_fit(db_dir, key, db["layers"], used, col, db.get("configs"))
         out[key] = cm.heldout_summary() if cm is not None else {}
     return out
 

@@ -21,8 +21,6 @@ work rule is a line of :data:`opcost.analysis.optypes.TABLE`; in short:
   dropout in inference or at ``p = 0`` (an identity): their cost is a per-call constant whatever the tensor's size.
 
 The numbers are hand-checkable (``tests/test_costmodel.py``); :data:`NUMERIC` are the columns a learned model uses.
-``batch_free`` names the configuration without its leading (batch) dimension: two configurations with the same
-one are the same layer at two batch sizes (or row counts), which the cost model scales one from the other.
 """
 from __future__ import annotations
 
@@ -91,13 +89,6 @@ def _dropout_p(p: dict) -> float:
     """A dropout's probability: a module's ``p`` (timm's ``DropPath``: ``drop_prob``), an aten op's second argument."""
     v = p["p"] if "p" in p else p["drop_prob"] if "drop_prob" in p else (_args(p)[1:2] or [0.5])[0]
     return float(v) if isinstance(v, (int, float)) else 0.5
-
-
-def batch_free(op_type: str, params: dict, inputs: list[dict]) -> str:
-    """The configuration without the leading dimension of its inputs: op type, parameters, and each input's other
-    dimensions, dtype and contiguity (the same layer at another batch size has the same)."""
-    return json.dumps([op_type, params, [[(s.get("T") or [])[1:], str(s.get("dtype", "float32")), _contiguous(s)]
-                                         for s in inputs]], sort_keys=True, default=str)
 
 
 def configuration_features(op_type: str, params, inputs, outputs, mode: str | None = None,
@@ -169,13 +160,13 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
             "batch": int(first[0]) if first else 1, "kernel": kernel, "stride": stride, "groups": groups,
             "channels": int(channels), "reduce_dim": reduce_dim,
             "contiguous": int(contiguous),
-            "intensity": float(flops) / max(float(nbytes), 1.0), "batch_free": batch_free(op_type, p, ins)}
+            "intensity": float(flops) / max(float(nbytes), 1.0)}
 
 
 def features(rows: pd.DataFrame) -> pd.DataFrame:
     """:func:`configuration_features` of each row of a `layers` or `configs` frame (same index)."""
     if rows.empty:
-        return pd.DataFrame(columns=["flops", "bytes", "param_bytes", *NUMERIC, "batch_free"], index=rows.index)
+        return pd.DataFrame(columns=["flops", "bytes", "param_bytes", *NUMERIC], index=rows.index)
     n = len(rows)
     out = [configuration_features(t, p, i, o, m, ph) for t, p, i, o, m, ph in
            zip(rows["op_type"], rows["params"], rows["inputs"], rows.get("outputs", [None] * n),
