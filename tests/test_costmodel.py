@@ -262,8 +262,7 @@ def test_the_overhead_per_call_comes_from_the_traces_in_the_database(tiny_run):
     assert len(ov) == len(plus) > 0
     for r in ov.itertuples():
         assert r.overhead_s == pytest.approx(plus[(r.model, r.batch, r.mode)])
-        wl = db["layers"][(db["layers"]["model"] == r.model) & (db["layers"]["batch"] == r.batch)
-                          & (db["layers"]["mode"] == r.mode)]
+        wl = database.of_workload(db["layers"], r.model, r.batch, r.mode)
         assert r.calls == wl["count"].sum() and r.host and r.threads >= 1
     used, _ = estimate.conditions(db["measurements"])
     inference = ov[ov["mode"] == "inference"]
@@ -274,8 +273,7 @@ def test_the_overhead_per_call_comes_from_the_traces_in_the_database(tiny_run):
     # which is what the validation's plain isolated rows hold
     residual = estimate.overhead_per_call({**db, "overheads": ov.iloc[0:0]}, used, "inference", "trimmed_mean")
     plain = pred[(pred["source"] == "isolated") & (pred["mode"] == "inference")]
-    calls = [db["layers"][(db["layers"]["model"] == r.model) & (db["layers"]["batch"] == r.batch)
-                          & (db["layers"]["mode"] == r.mode)]["count"].sum() for r in plain.itertuples()]
+    calls = [database.of_workload(db["layers"], r.model, r.batch, r.mode)["count"].sum() for r in plain.itertuples()]
     gaps = np.clip((plain["measured_s"] - plain["predicted_s"]).to_numpy(dtype=float) / np.array(calls), 0, None)
     assert residual == pytest.approx((np.median(gaps), np.quantile(gaps, 0.1), np.quantile(gaps, 0.9)))
 

@@ -190,8 +190,8 @@ class CostModel:
         code = data["op_type"].map({t: i for i, t in enumerate(self.categories)}).astype(float).to_numpy()
         phase = (data["phase"] == "backward").astype(float).to_numpy()
         mode = (data["mode"] == "training").astype(float).to_numpy()
-        context = data[CONTEXT].astype(float).to_numpy() if CONTEXT in data else np.full(len(data), np.nan)
-        return np.column_stack([code, phase, mode, data[list(NUMERIC)].astype(float).to_numpy(), context])
+        return np.column_stack([code, phase, mode, data[list(NUMERIC)].astype(float).to_numpy(),
+                                data[CONTEXT].astype(float).to_numpy()])  # fit and features_of give the column
 
     def _correction(self, data: pd.DataFrame) -> np.ndarray:
         return self.trees.predict(self._matrix(data)) if self.trees is not None and len(data) else np.zeros(len(data))

@@ -94,8 +94,7 @@ def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tupl
 
     out = {}
     for key, ov in overheads.groupby(["model", "batch", "mode"]):
-        types = op_types[(op_types["model"] == key[0]) & (op_types["batch"] == key[1])
-                         & (op_types["mode"] == key[2])]
+        types = of_workload(op_types, *key)
         model = OverheadModel.from_tables(ov, types)
         out[(key[0], int(key[1]), key[2])] = model.gap_s(dict(zip(types["op_type"], types["calls"])))
     return out
