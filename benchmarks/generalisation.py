@@ -44,29 +44,18 @@ def _without(db: dict, drop: pd.Series) -> dict:
             "measurements": meas[meas["config_id"].isin(kept) | (meas["source"] != "isolated")]}
 
 
-VARIANTS = ("rule", "overhead from e2e residuals", "no context feature")
+VARIANTS = ("rule", "law", "law+trees", "law+trees+context", "overhead from e2e residuals")
 
 
 def _predict(estimate, db: dict, wl: pd.DataFrame, variant: str):
-    """``estimate.predict_workload`` as the rule does it, or with the overhead per call from end-to-end residuals
-    instead of the traces (the rule before the `overheads` table), or with the trees blind to the workload around
-    each configuration (every :func:`~opcost.analysis.costmodel.context_bytes` missing; the cost models of this
-    process are refitted before and after, as a fit is cached by its measurement rows alone)."""
+    """``estimate.predict_workload`` as the rule does it (the estimation method its cross-validation chose), with
+    one estimation method of :data:`opcost.analysis.costmodel.METHODS` for every configuration, or with the overhead
+    per call from end-to-end residuals instead of the traces (the rule before the `overheads` table)."""
+    from opcost.analysis.costmodel import METHODS
+
     if variant == "overhead from e2e residuals":
         db = {**db, "overheads": db["overheads"].iloc[0:0]}
-    if variant == "no context feature":
-        from unittest import mock
-
-        from opcost.analysis import costmodel
-
-        costmodel._FITTED.clear()
-        try:
-            with mock.patch.object(costmodel, "context_bytes", lambda layers: {}), \
-                    mock.patch.object(estimate, "context_bytes", lambda layers: {"": float("nan")}):
-                return estimate.predict_workload(db, wl)
-        finally:
-            costmodel._FITTED.clear()
-    return estimate.predict_workload(db, wl)
+    return estimate.predict_workload(db, wl, method=variant if variant in METHODS else None)
 
 
 def main() -> None:
@@ -131,7 +120,8 @@ def main() -> None:
           f"{(floor <= 0.15).mean():.1%} within ±15%")
     cm = CostModel.fit(training_data(db["layers"], used, col, db["configs"]))
     held = cm.heldout_summary()
-    print("\ncost model, held-out configurations (5-fold):", held)
+    chosen = cm.chosen_by_mode.get(args.mode, "law")
+    print("\ncost model, held-out configurations (5 folds grouped by profiling workload):", held)
     rule = table[table["variant"] == "rule"]
     by = {s: g["error"].abs() for s, g in rule.groupby("study")}
     m, b = by.get("model", pd.Series(dtype=float)), by.get("batch", pd.Series(dtype=float))
@@ -143,8 +133,7 @@ def main() -> None:
             in_interval=float(rule["in_interval"].mean()),
             vs_full_model=vs.get("model", float("nan")), vs_full_batch=vs.get("batch", float("nan")),
             full_vs_e2e=float(np.median(floor)) if len(floor) else float("nan"),
-            config_median_abs_err=held.get(held.get("chosen", "law"), {}).get("median_abs_error", float("nan")),
-            chosen=held.get("chosen", "none"),
+            config_median_abs_err=held.get(chosen, {}).get("median_abs_error", float("nan")), chosen=chosen,
             predict_s=float(rule["predict_s"].sum()), timed_s=float(rule["timed_s"].sum()),
             wall_s=time.perf_counter() - t0)
 

@@ -69,6 +69,22 @@ def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
     assert model_entries([], [1], ["inference"]) == {}
 
 
+def test_a_channels_last_point_is_profiled_in_nhwc_as_a_channels_last_model_runs():
+    """ConvNeXt's convolutions read channels-last tensors (its LayerNorm leaves them so), which the CPU kernels run
+    at another speed: a point with ``channels_last`` is a distinct configuration whose tensors have NHWC strides."""
+    cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "sweeps": [
+        {"op": "Conv2d", "grid": {"channels": [4], "size": [6], "kernel": [1], "channels_last": [0, 1]}, "depth": 2}]})
+    nchw, nhwc = (cfg["models"][f"sweep-Conv2d-c4-nhwc{v}-k1-h6"] for v in (0, 1))
+    assert nhwc["memory_format"] == "channels_last" and "memory_format" not in nchw
+    convs = []
+    for entry in (nchw, nhwc):
+        layers = extract(make_workload(load_model("p", entry), 2, "inference"))
+        convs.append(layers[layers["op_type"] == "Conv2d"].iloc[0])
+    strides = [json.loads(c["inputs"])[0]["stride"] for c in convs]
+    assert strides == [[144, 36, 6, 1], [144, 1, 24, 4]]  # [2, 4, 6, 6]: NCHW, then NHWC
+    assert convs[0]["config_id"] != convs[1]["config_id"]
+
+
 def test_parameter_free_chains_back_propagate_in_training():
     """Inside a model a ReLU or a concat reads activations that require grad; a chain of them gets such an input
     in training (else the workload has nothing to back-propagate and the point is lost)."""

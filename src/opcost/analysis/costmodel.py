@@ -5,13 +5,16 @@ with a per-call floor, ``t = floor + max(flops / compute_rate, bytes / memory_ra
 parameters fitted to the measured configurations by least squares on log time (relative error; a soft-L1 loss so
 that one noisy configuration does not pull the law). **Correction**: gradient-boosted trees
 (scikit-learn's ``HistGradientBoostingRegressor``, op type as a categorical feature) on the log ratio of the
-measured cost to the baseline, from the shape features of :mod:`opcost.analysis.features` and the workload around the
-configuration (:func:`context_bytes`: the bytes the operators of the workload it was profiled among move per
-iteration; for an estimate, those of the workload predicted). Which of the two estimates is
-used is chosen by held-out error: K-fold cross-validation over configurations, each fold refitting the laws and the
-trees without it; the method with the smaller median |log error| wins, and the held-out errors give every estimate
-its interval (the 5th to 95th percentile of the held-out ratios of its op type, or of all types where it has fewer
-than :data:`MIN_INTERVAL` of them).
+measured cost to the baseline, from the shape features of :mod:`opcost.analysis.features` (``law+trees``), and a
+second set that also sees the workload around the configuration (``law+trees+context``; :func:`context_bytes`: the
+bytes the operators of the workload it was profiled among move per iteration; for an estimate, those of the workload
+predicted). Which of the three estimates is used is chosen per mode by held-out error: K-fold cross-validation
+with the folds grouped by the workload each configuration was profiled among (so that a held-out configuration is
+estimated as in a model never profiled, without the configurations measured beside it), each fold refitting the laws
+and the trees without it. The trees are used where they lower the median |log error| per configuration, and the
+context where it lowers the mean error of the held-out workloads' sums (:meth:`CostModel._choose`); the held-out
+errors of the method chosen give every estimate its interval (the 5th to 95th percentile of the held-out ratios of
+its op type, or of all types where it has fewer than :data:`MIN_INTERVAL` of them).
 
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
@@ -23,8 +26,8 @@ fitted over the measured types of its family (the table's family: ``Mish`` from 
 ``bernoulli_`` from dropout...; with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled), else ``global``:
 the roofline law fitted over all configurations of the phase. Nothing is ever estimated as 0.
 
-Every estimate row says its ``method`` (``law``, ``law+trees``, ``nearest``, ``twin``, ``family`` or ``global``).
-The model is fitted to one set of measurement conditions (host, device, threads:
+Every estimate row says its ``method`` (``law``, ``law+trees``, ``law+trees+context``, ``nearest``, ``twin``,
+``family`` or ``global``). The model is fitted to one set of measurement conditions (host, device, threads:
 :func:`opcost.database.conditions`) and saved beside the database (``costmodel.pkl``), with a fingerprint of the
 rows it was fitted to: a database that changed since is refitted, never answered from a stale model.
 :meth:`CostModel.uncertainty` is the error to expect where nothing is measured nearby (held-out errors grow with the
@@ -49,10 +52,13 @@ log = logging.getLogger(__name__)
 
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
 MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
+MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to choose the method
 FOLDS = 5
 FILE = "costmodel.pkl"
-FIT_VERSION = 7  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 8  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
+TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
+METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode
 
 
 @dataclass
@@ -100,8 +106,8 @@ class CostModel:
     laws: dict = field(default_factory=dict)  # (op_type, mode, phase) -> Law
     global_laws: dict = field(default_factory=dict)  # (mode, phase) -> Law
     family_laws: dict = field(default_factory=dict)  # (family, mode, phase) -> Law
-    trees: object = None
-    use_trees: bool = False
+    trees: dict = field(default_factory=dict)  # method (a key of TREES) -> fitted trees
+    chosen_by_mode: dict = field(default_factory=dict)  # mode -> the method of METHODS its estimates use
     categories: list = field(default_factory=list)
     points: pd.DataFrame | None = None  # measured configurations: key columns, flops, bytes, y, family
     quantiles: dict = field(default_factory=dict)  # op_type -> (q05, q95) of held-out log ratios; None: all types
@@ -111,20 +117,25 @@ class CostModel:
 
     # -- fitting -----------------------------------------------------------------------------------------------
     @classmethod
-    def fit(cls, data: pd.DataFrame, target: str = "seconds", folds: int = FOLDS, seed: int = 0) -> "CostModel":
+    def fit(cls, data: pd.DataFrame, target: str = "seconds", folds: int = FOLDS) -> "CostModel":
         """``data``: one row per measured (configuration, phase): `layers` columns (op_type, mode, params,
-        inputs, outputs), ``phase`` and the positive ``target`` value."""
+        inputs, outputs), ``phase``, the positive ``target`` value and, optionally, :data:`CONTEXT` and
+        ``workload`` (the workload the configuration was profiled among: the cross-validation's groups)."""
         data = data[data[target].astype(float) > 0].reset_index(drop=True)
         feats = features(data)
         data = pd.concat([data[["config_id", "op_type", "mode", "phase", target]], feats], axis=1).assign(
-            **{CONTEXT: data[CONTEXT] if CONTEXT in data else np.nan})
+            **{CONTEXT: data[CONTEXT] if CONTEXT in data else np.nan,
+               "workload": data["workload"] if "workload" in data else None})
         model = cls._fit_once(data, target)
-        model.heldout = cls._cross_validate(data, target, folds, seed)
-        if len(model.heldout):
-            errs = model.heldout[["law", "law+trees"]].abs().median()
-            model.use_trees = bool(errs["law+trees"] < errs["law"])
-            chosen = model.heldout["law+trees" if model.use_trees else "law"]
-            model.error_growth = _error_growth(model.heldout["distance"], chosen.abs())
+        model.heldout = held = cls._cross_validate(data, target, folds)
+        if len(held):
+            chosen = held["law"].copy()
+            for mode, g in held.groupby("mode"):
+                best = model._choose(g)
+                if best is not None:
+                    model.chosen_by_mode[mode] = best
+                    chosen[g.index] = g[best]
+            model.error_growth = _error_growth(held["distance"], chosen.abs())
             model.quantiles = {None: (float(chosen.quantile(0.05)), float(chosen.quantile(0.95)))}
             for op_type, g in chosen.groupby(model.heldout["op_type"]):
                 if len(g) >= MIN_INTERVAL:
@@ -153,48 +164,69 @@ class CostModel:
             from sklearn.ensemble import HistGradientBoostingRegressor
 
             model.categories = sorted(data["op_type"].unique())
-            X = model._matrix(data[ok])
-            if np.isnan(X[:, -1]).all():  # no context known: a constant column, which no tree splits on
-                X[:, -1] = 0.0
-            model.trees = HistGradientBoostingRegressor(
-                max_iter=200, learning_rate=0.05, min_samples_leaf=5, categorical_features=[0], random_state=0
-            ).fit(X, np.log(y[ok].to_numpy() / base[ok]))
+            target_ratio = np.log(y[ok].to_numpy() / base[ok])
+            for method, context in TREES.items():
+                if context and data.loc[ok, CONTEXT].isna().all():  # no context known: nothing to learn from it
+                    continue
+                model.trees[method] = HistGradientBoostingRegressor(
+                    max_iter=200, learning_rate=0.05, min_samples_leaf=5, categorical_features=[0], random_state=0
+                ).fit(model._matrix(data[ok], context), target_ratio)
         return model
 
     @classmethod
-    def _cross_validate(cls, data: pd.DataFrame, target: str, folds: int, seed: int) -> pd.DataFrame:
-        """Held-out log(estimate / measured) per row and method: configurations split in ``folds`` groups (a
-        configuration's phases together), each predicted by a model fitted without its group; ``distance``: its
+    def _cross_validate(cls, data: pd.DataFrame, target: str, folds: int) -> pd.DataFrame:
+        """Held-out log(estimate / measured) per row and method, the folds split by the workload each
+        configuration was profiled among (``workload``; a configuration's phases together, one workload's
+        configurations together): a held-out configuration is estimated as for a model never profiled, without the
+        configurations measured beside it, which share its workload's context and its errors. ``distance``: its
         decades to the nearest configuration of its type in the training folds."""
-        ids = data["config_id"].unique()
-        if len(ids) < 2 * folds:
-            return pd.DataFrame(columns=["config_id", "op_type", "phase", "law", "law+trees", "distance"])
-        rng = np.random.default_rng(seed)
-        group = dict(zip(ids, rng.permutation(len(ids)) % folds))
-        fold = data["config_id"].map(group)
+        from sklearn.model_selection import GroupKFold
+
+        group = data["workload"].fillna(data["config_id"]) if "workload" in data else data["config_id"]
+        if data["config_id"].nunique() < 2 * folds or group.nunique() < folds:
+            return pd.DataFrame(columns=["config_id", "op_type", "mode", "phase", "workload", "measured", "method",
+                                         *METHODS, "distance"])
         out = []
-        for k in range(folds):
-            train, test = data[fold != k], data[fold == k]
+        for train_at, test_at in GroupKFold(n_splits=folds).split(data, groups=group):
+            train, test = data.iloc[train_at], data.iloc[test_at]
             m = cls._fit_once(train, target)
-            base, method = m._estimated(test, False)
-            with_trees = m._estimated(test, True)[0]  # trees correct only the fitted laws
             meas = test[target].astype(float).to_numpy()
-            out.append(pd.DataFrame({"config_id": test["config_id"], "op_type": test["op_type"],
-                                     "phase": test["phase"], "method": method,
-                                     "law": np.log(base / meas), "law+trees": np.log(with_trees / meas),
-                                     "distance": m.distance(test)}))
+            base, method = m._estimated(test, "law")
+            row = {"config_id": test["config_id"], "op_type": test["op_type"], "mode": test["mode"],
+                   "phase": test["phase"], "workload": group.iloc[test_at].to_numpy(), "measured": meas,
+                   "method": method}
+            for name in METHODS:  # trees correct only the fitted laws (a fold without them: the law)
+                row[name] = np.log(m._estimated(test, name)[0] / meas)
+            out.append(pd.DataFrame({**row, "distance": m.distance(test)}))
         return pd.concat(out, ignore_index=True)
 
+    def _choose(self, held: pd.DataFrame) -> str | None:
+        """The method of :data:`METHODS` for the held-out rows of one mode (None: nothing of it was estimated), each
+        part judged where it acts. The trees, a correction of each configuration's shape, when they lower the median
+        |log error| per configuration. The context, one number per workload, when it lowers the mean |log(Σ
+        estimate / Σ measured)| over the held-out workloads of at least :data:`MIN_WORKLOAD` configurations (the
+        median per configuration where fewer than three were held out): a workload's errors add up in its
+        prediction, and a feature that is constant over a workload can learn each workload's own offset, which only
+        shows on workloads held out whole. The mean, not the median: over the fifteen to thirty workloads of a
+        study's database the median of two close methods changed its choice with the workload left out."""
+        per_config = held[self.methods()].abs().median()
+        if per_config.isna().all():
+            return None
+        trees = [m for m in TREES if m in self.trees]
+        if not trees or per_config[trees].min() >= per_config["law"]:
+            return "law"
+        sums = workload_errors(held, trees)
+        sums = sums[sums["configs"] >= MIN_WORKLOAD]
+        errs = sums[trees].abs().mean() if len(sums) >= 3 else per_config[trees]
+        return str(errs.idxmin())  # the first of equals: without the context
+
     # -- estimating --------------------------------------------------------------------------------------------
-    def _matrix(self, data: pd.DataFrame) -> np.ndarray:
+    def _matrix(self, data: pd.DataFrame, context: bool) -> np.ndarray:
         code = data["op_type"].map({t: i for i, t in enumerate(self.categories)}).astype(float).to_numpy()
         phase = (data["phase"] == "backward").astype(float).to_numpy()
         mode = (data["mode"] == "training").astype(float).to_numpy()
-        return np.column_stack([code, phase, mode, data[list(NUMERIC)].astype(float).to_numpy(),
-                                data[CONTEXT].astype(float).to_numpy()])  # fit and features_of give the column
-
-    def _correction(self, data: pd.DataFrame) -> np.ndarray:
-        return self.trees.predict(self._matrix(data)) if self.trees is not None and len(data) else np.zeros(len(data))
+        cols = [code, phase, mode, data[list(NUMERIC)].astype(float).to_numpy()]
+        return np.column_stack(cols + [data[CONTEXT].astype(float).to_numpy()] if context else cols)
 
     def _baseline(self, data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """(estimate, method) per row, without the trees."""
@@ -237,16 +269,17 @@ class CostModel:
                 est[i], method[i] = float(law(r.flops, r.bytes)), "global"
         return est, method
 
-    def _estimated(self, data: pd.DataFrame, trees: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(estimate, method) per row of a feature frame: the laws and fallbacks, and, with ``trees``, the trees'
-        correction of the law rows."""
+    def _estimated(self, data: pd.DataFrame, how) -> tuple[np.ndarray, np.ndarray]:
+        """(estimate, method) per row of a feature frame: the laws and fallbacks, and the law rows corrected by the
+        trees of ``how``: a method of :data:`METHODS`, or one per row (a method that was not fitted: the law)."""
         base, method = self._baseline(data)
         est = base.copy()
-        if trees and self.trees is not None:
-            law = method == "law"
-            if law.any():
-                est[law] = base[law] * np.exp(self._correction(data[law]))
-                method = np.where(law, "law+trees", method)
+        how = np.broadcast_to(np.asarray(how, dtype=object), len(data))
+        for name in self.trees:
+            rows = (method == "law") & (how == name)
+            if rows.any():
+                est[rows] = base[rows] * np.exp(self.trees[name].predict(self._matrix(data[rows], TREES[name])))
+                method = np.where(rows, name, method)
         return est, method
 
     @staticmethod
@@ -281,12 +314,14 @@ class CostModel:
         a, b = self.error_growth
         return a + b * np.where(np.isfinite(d), d, far)
 
-    def estimate(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """Per row of ``rows`` (`layers` columns and ``phase``): ``estimate``, ``low``, ``high`` (in the
-        target's unit) and ``method``; missing estimate only where the database holds nothing of that mode and
-        phase."""
+    def estimate(self, rows: pd.DataFrame, method: str | None = None) -> pd.DataFrame:
+        """Per row of ``rows`` (`layers` columns, ``phase`` and, for the context trees, :data:`CONTEXT`):
+        ``estimate``, ``low``, ``high`` (in the target's unit) and ``method``; missing estimate only where the
+        database holds nothing of that mode and phase. ``method``: one of :data:`METHODS` for every law row
+        (a side-by-side comparison); default: the one the cross-validation chose for the row's mode."""
         data = self.features_of(rows)
-        est, method = self._estimated(data, self.use_trees)
+        how = method or [self.chosen_by_mode.get(m, "law") for m in data["mode"]]
+        est, method = self._estimated(data, how)
         default = self.quantiles.get(None, (0.0, 0.0))
         lo = np.array([self.quantiles.get(t, default)[0] for t in data["op_type"]])
         hi = np.array([self.quantiles.get(t, default)[1] for t in data["op_type"]])
@@ -296,18 +331,45 @@ class CostModel:
 
     # -- held-out summary --------------------------------------------------------------------------------------
     def heldout_summary(self) -> dict:
-        """Median |error| and the share within ±10% / ±25% of the held-out estimates, per method."""
+        """Per method: the median |error| and the share within ±10% / ±25% of the held-out estimates per
+        configuration, and the median |error| and the mean |log error| (what :meth:`_choose` compares) of the
+        held-out workloads' sums (workloads of at least :data:`MIN_WORKLOAD` configurations; ``workloads``: how
+        many)."""
         if self.heldout is None or self.heldout.empty:
             return {}
-        out = {"configurations": int(self.heldout["config_id"].nunique()), "chosen": self.chosen()}
-        for m in ("law", "law+trees"):
+        sums = workload_errors(self.heldout, self.methods())
+        sums = sums[sums["configs"] >= MIN_WORKLOAD]
+        out = {"configurations": int(self.heldout["config_id"].nunique()), "workloads": len(sums),
+               "chosen": self.chosen()}
+        for m in self.methods():
             err = np.exp(self.heldout[m]) - 1
             out[m] = {"median_abs_error": float(err.abs().median()), "within_10pct": float((err.abs() <= .1).mean()),
-                      "within_25pct": float((err.abs() <= .25).mean())}
+                      "within_25pct": float((err.abs() <= .25).mean()),
+                      "workload_median_abs_error": float((np.exp(sums[m]) - 1).abs().median()) if len(sums)
+                      else float("nan"),
+                      "workload_mean_abs_log_error": float(sums[m].abs().mean()) if len(sums) else float("nan")}
         return out
 
+    def methods(self) -> list[str]:
+        """The methods of :data:`METHODS` this model has (the context trees only where a context was known)."""
+        return [m for m in METHODS if m == "law" or m in self.trees]
+
     def chosen(self) -> str:
-        return "law+trees" if self.use_trees else "law"
+        """The method chosen per mode: ``inference: law+trees+context, training: law+trees``."""
+        return ", ".join(f"{mode}: {m}" for mode, m in sorted(self.chosen_by_mode.items())) or "law"
+
+
+def workload_errors(held: pd.DataFrame, methods) -> pd.DataFrame:
+    """Per held-out workload (and mode) of a cross-validation's rows: ``configs`` and, per method, log(Σ estimate /
+    Σ measured) over its configurations and phases that have an estimate."""
+    held = held[np.isfinite(held[list(methods)].astype(float)).all(axis=1)]
+    if held.empty:
+        return pd.DataFrame(columns=["workload", "mode", "configs", *methods])
+    est = pd.DataFrame({m: held["measured"] * np.exp(held[m]) for m in methods}).assign(
+        measured=held["measured"], workload=held["workload"], mode=held["mode"])
+    g = est.groupby(["workload", "mode"])
+    out = np.log(g[list(methods)].sum().div(g["measured"].sum(), axis=0))
+    return out.assign(configs=held.groupby(["workload", "mode"])["config_id"].nunique()).reset_index()
 
 
 def _error_growth(distance: pd.Series, abs_error: pd.Series) -> tuple[float, float]:
@@ -338,25 +400,28 @@ def context_bytes(layers: pd.DataFrame) -> dict[str, float]:
 def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
                   configs: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per measured (configuration, phase) of ``used`` (baseline-placement isolated `measurements` of one
-    set of conditions): its `layers` description, ``column`` as ``seconds``, and the :func:`context_bytes` of the
-    workload it was profiled among (the `configs` table's ``workload``; without ``configs``, the catalogue of
+    set of conditions): its `layers` description, ``column`` as ``seconds``, the ``workload`` it was profiled among
+    and that workload's :func:`context_bytes` (the `configs` table's ``workload``; without ``configs``, the catalogue of
     ``layers``; missing where that workload is not in ``layers``)."""
     from opcost.database import catalog
 
     desc = layers.drop_duplicates("config_id")[["config_id", "op_type", "mode", "params", "inputs", "outputs"]]
     val = used.groupby(["config_id", "phase"], as_index=False)[column].median().rename(columns={column: "seconds"})
     where = configs if configs is not None and len(configs) else catalog(layers)
-    among = val["config_id"].map(where.drop_duplicates("config_id").set_index("config_id")["workload"])
-    val[CONTEXT] = among.map(context_bytes(layers)).astype(float)
+    val["workload"] = val["config_id"].map(where.drop_duplicates("config_id").set_index("config_id")["workload"])
+    val[CONTEXT] = val["workload"].map(context_bytes(layers)).astype(float)
     return val.merge(desc, on="config_id").dropna(subset=["seconds"])
 
 
-def fingerprint(used: pd.DataFrame) -> str:
+def fingerprint(used: pd.DataFrame, configs: pd.DataFrame | None = None) -> str:
     """A digest of the measurement rows a model is fitted to (configuration ids, phases, timestamps; a
-    configuration's description is fixed by its id)."""
+    configuration's description is fixed by its id) and of the workloads they were profiled among (``configs``)."""
     h = hashlib.sha256()
     for col in ("config_id", "phase", "timestamp"):
         h.update("\x00".join(sorted(map(str, used[col]))).encode() if col in used else b"")
+    if configs is not None and len(configs) and "config_id" in used:
+        among = configs[configs["config_id"].isin(set(used["config_id"]))]
+        h.update("\x00".join(sorted(f"{c}={w}" for c, w in zip(among["config_id"], among["workload"]))).encode())
     return h.hexdigest()[:16]
 
 
@@ -368,7 +433,7 @@ def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, colu
     """The cost model of ``used`` saved beside the database under ``key`` (the conditions), refitted and saved
     again when the rows changed since (or on a load failure); None when fewer than :data:`MIN_CONFIGS` rows.
     ``layers`` and ``configs``: as for :func:`training_data`."""
-    fp = fingerprint(used) + column + f"/v{FIT_VERSION}"
+    fp = fingerprint(used, configs) + column + f"/v{FIT_VERSION}"
     path = Path(db_dir) / FILE if db_dir is not None else None
     saved = {}
     if path is not None and path.exists():

@@ -159,10 +159,12 @@ def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) 
     return gaps
 
 
-def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None, **chosen
-                     ) -> Prediction:
+def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None,
+                     method: str | None = None, **chosen) -> Prediction:
     """The prediction for the workload whose `layers` rows are given (from the database or freshly extracted),
-    on the conditions ``chosen`` (``host``, ``device``, ``threads``; see :func:`conditions`)."""
+    on the conditions ``chosen`` (``host``, ``device``, ``threads``; see :func:`conditions`). ``method``: the cost
+    model's estimate for every unmeasured configuration with a law (one of
+    :data:`opcost.analysis.costmodel.METHODS`, to compare them); default: the one its cross-validation chose."""
     statistic = statistic or DEFAULT_STATISTIC
     col = STATISTICS[statistic]
     used, picked = conditions(db["measurements"], **chosen)
@@ -183,7 +185,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
         if cm is None:
             raise OpcostError("database", f"too few measured configurations to estimate the {int(missing.sum())} "
                                           f"unmeasured ones of {model}")
-        est = cm.estimate(rows[missing])
+        est = cm.estimate(rows[missing], method)
         rows.loc[missing, "cost_s"] = est["estimate"].to_numpy()
         rows.loc[missing, "low_s"] = est["low"].to_numpy()
         rows.loc[missing, "high_s"] = est["high"].to_numpy()
@@ -192,7 +194,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
             em = load_or_fit(db_dir, cond_key, all_layers, used.dropna(subset=["energy_j"]), "energy_j",
                              db.get("configs"))
             if em is not None:
-                rows.loc[missing, "energy_j"] = em.estimate(rows[missing])["estimate"].to_numpy()
+                rows.loc[missing, "energy_j"] = em.estimate(rows[missing], method)["estimate"].to_numpy()
     unknown = rows["cost_s"].isna()
     if unknown.any():
         what = ", ".join(sorted({f"{t} ({p})"

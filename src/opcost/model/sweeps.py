@@ -35,7 +35,10 @@ table's dense gradient) and ``EmbeddingBag`` (num 1000, dim 32, rows 4: a bag of
 passed as DLRM and TorchRec pass them: the ids of the batch in one flat tensor and the offsets where each bag
 starts; ``depth`` tables looked up one after the other and their vectors stacked, as a recommender's sparse
 features are: the lookups are microseconds, and a lone call in a rotation measured 9 to 32 µs for the work that
-took 12 to 14 µs per call among tiny_dlrm's eight). The batch size of a point is its grid's ``batch`` values
+took 12 to 14 µs per call among tiny_dlrm's eight). The image operators (``Conv2d`` and those with ``channels`` and
+``size``) also take ``channels_last`` (0; 1: the chain's weights and input in NHWC order, the model entry's
+``memory_format: channels_last``, as in a model converted to it or in ConvNeXt's blocks, whose channels-last
+LayerNorm leaves its output so). The batch size of a point is its grid's ``batch`` values
 (default: the config's ``batch_sizes``).
 """
 from __future__ import annotations
@@ -51,9 +54,9 @@ from opcost.errors import OpcostError
 
 MODEL = "opcost.model.sweeps:chain"
 PREFIX = "sweep-"
-_SPATIAL = {"channels": 32, "size": 28}
+_SPATIAL = {"channels": 32, "size": 28, "channels_last": 0}
 DEFAULTS = {
-    "Conv2d": {"channels": 32, "kernel": 3, "stride": 1, "groups": 1, "size": 28, "ratio": 1},
+    "Conv2d": {"channels": 32, "kernel": 3, "stride": 1, "groups": 1, "size": 28, "ratio": 1, "channels_last": 0},
     "Linear": {"features": 256, "rows": 1},
     "mlp": {"features": 256, "rows": 64, "ratio": 4},
     "attention": {"seq": 128, "heads": 4, "head_dim": 32},
@@ -71,7 +74,8 @@ DEFAULTS = {
 _LOOKUPS = ("Embedding", "EmbeddingBag")  # ops whose input is ids below the table's size
 OPS = tuple(DEFAULTS)
 _SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": "h", "features": "f", "rows": "r",
-          "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p", "p": "p", "num": "v", "dim": "e"}
+          "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p", "p": "p", "num": "v", "dim": "e",
+          "channels_last": "nhwc"}
 _FLOAT = {"p"}  # parameters that are not integers
 
 
@@ -207,6 +211,8 @@ def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dic
                                           "modes": list(sweep.get("modes") or modes), "batch_sizes": []})
             if op in _LOOKUPS:  # token ids below the table's size
                 entry.update(input_dtype="int64", input_range=[0, {**DEFAULTS[op], **shape}["num"]])
+            if shape.get("channels_last"):
+                entry["memory_format"] = "channels_last"
             for b in ([batch] if batch is not None else batch_sizes):
                 if int(b) not in entry["batch_sizes"]:
                     entry["batch_sizes"].append(int(b))

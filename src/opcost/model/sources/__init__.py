@@ -14,6 +14,7 @@ Every model is built with random weights; nothing is downloaded. Inputs come fro
 it sets them (per-sample shapes; the batch dimension is prepended; ``input_dtype``, integer inputs drawn from
 ``input_range``), else from the source's own example inputs (timm's input size, token ids and attention mask or
 pixel values for transformers) or the module's ``example_inputs(batch, generator)``, else ``[[3, 224, 224]]``.
+With ``memory_format: channels_last`` the module's 4-D weights and its 4-D inputs are in NHWC order.
 """
 from __future__ import annotations
 
@@ -92,6 +93,9 @@ def load_model(name: str, spec: dict, device: str = "cpu", dtype: str = "float32
     float_dtype = dtype_from_name(dtype)
     module = module.to(device=device, dtype=float_dtype)
     dev = torch.device(device)
+    layout = torch.channels_last if spec.get("memory_format") == "channels_last" else None
+    if layout is not None:  # 4-D weights and images in NHWC order, as PyTorch's CPU performance guide advises
+        module = module.to(memory_format=layout)
 
     shapes = spec.get("input_shapes")
     if shapes:
@@ -108,6 +112,7 @@ def load_model(name: str, spec: dict, device: str = "cpu", dtype: str = "float32
             raw = tuple(torch.randn([batch, *s], generator=gen) for s in shapes)
         else:
             raw = tuple(torch.randint(lo, hi, [batch, *s], generator=gen) for s in shapes)
-        return tuple(t.to(dev, float_dtype) if t.is_floating_point() else t.to(dev) for t in raw)
+        out = tuple(t.to(dev, float_dtype) if t.is_floating_point() else t.to(dev) for t in raw)
+        return tuple(t.contiguous(memory_format=layout) if layout is not None and t.dim() == 4 else t for t in out)
 
     return LoadedModel(name, module, make_inputs)
