@@ -12,10 +12,12 @@ end-to-end time:
 each compared with the workload's end-to-end time measured in the run (the isolated prediction's reference:
 `opcost.analysis.predict.references`), and with the prediction from the whole database (every configuration
 measured: `measured_db_ms`), which separates the estimates' own error (`vs_full`) from the method's error where
-nothing is estimated (`full_vs_e2e`, the same for every variant). Also: the cost model's held-out error per
-configuration (its own K-fold cross-validation over the whole database), and the study's wall time against the
-seconds the run spent timing the held-out configurations. Each held-out workload is predicted by the rule and by
-variants with one part replaced, side by side on the same database (:data:`VARIANTS`). Targets: held-out models
+nothing is estimated (`full_vs_e2e`, the same for every variant). Also: the cost model's held-out errors over the
+whole database (its own K-fold cross-validation, whole profiling workloads held out: per configuration and per
+workload sum, and the method it chose), and the study's wall time against the seconds the run spent timing the
+held-out configurations. Each held-out workload is predicted by the rule and by variants with one part replaced,
+side by side on the same database (:data:`VARIANTS`: each of the cost model's methods for every estimate, and the
+overhead from end-to-end residuals). Targets: held-out models
 median |error| <= 10% and 90% within ±15%; held-out batch sizes median <= 5%. Ends with one SUMMARY line (the
 rule's figures).
 

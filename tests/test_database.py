@@ -32,6 +32,12 @@ def test_merge_combines_machines(tiny_run, tmp_path):
     merged = database.merge([tiny_run / "results" / "db", other], tmp_path / "merged")
     assert len(merged["measurements"]) == 2 * len(db["measurements"])
     assert len(merged["configs"]) == len(db["configs"])
+    cmd = [sys.executable, "-m", "opcost.cli", "db", "merge", str(tiny_run / "results" / "db"), str(other), "--out",
+           str(tmp_path / "cli")]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    fits = [ln for ln in out.splitlines() if ln.startswith("cost model ")]
+    assert len(fits) == 2 and all("held-out median |error| per configuration law " in ln for ln in fits), out
+    assert all(": inference: law" in ln for ln in fits), out  # the method chosen per mode
 
 
 def test_predict_from_the_database_estimates_what_it_lacks(tiny_run, tmp_path):

@@ -117,9 +117,9 @@ def main(argv=None) -> int:
                 merged = database.merge(args.inputs, args.out)
                 print(", ".join(f"{k}: {len(v)} rows" for k, v in merged.items()))
                 for key, held in refit(args.out).items():  # the cost model beside the database, refitted
-                    err = held.get(held.get("chosen", ""), {}).get("median_abs_error")
-                    print(f"cost model {key}: " + (f"{held['chosen']}, held-out median |error| {err:.1%} over "
-                                                   f"{held['configurations']} configurations" if err is not None
+                    errs = ", ".join(f"{m} {v['median_abs_error']:.1%}" for m, v in held.items() if isinstance(v, dict))
+                    print(f"cost model {key}: " + (f"{held['chosen']}; held-out median |error| per configuration "
+                                                   f"{errs} over {held['configurations']} configurations" if errs
                                                    else "fitted (too few configurations to cross-validate)"))
             else:
                 params = {}

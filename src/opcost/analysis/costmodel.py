@@ -319,6 +319,8 @@ class CostModel:
         ``estimate``, ``low``, ``high`` (in the target's unit) and ``method``; missing estimate only where the
         database holds nothing of that mode and phase. ``method``: one of :data:`METHODS` for every law row
         (a side-by-side comparison); default: the one the cross-validation chose for the row's mode."""
+        if method is not None and method not in METHODS:
+            raise ValueError(f"cost model method {method!r}: one of {', '.join(METHODS)}")
         data = self.features_of(rows)
         how = method or [self.chosen_by_mode.get(m, "law") for m in data["mode"]]
         est, method = self._estimated(data, how)

@@ -178,10 +178,11 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     rows["low_s"] = rows["high_s"] = rows["cost_s"]
     missing = ~np.isfinite(rows["cost_s"])
     cond_key = condition_key(picked)
-    all_layers = pd.concat([db["layers"], layers], ignore_index=True)
     if missing.any():
         rows[CONTEXT] = next(iter(context_bytes(layers).values()))  # the estimated operators' surroundings
-        cm = load_or_fit(db_dir, cond_key, all_layers, used, col, db.get("configs"))
+        # fitted to the database alone (the workload asked for is not part of it): a fit is saved and reused by the
+        # fingerprint of the database's rows, whatever workload is predicted
+        cm = load_or_fit(db_dir, cond_key, db["layers"], used, col, db.get("configs"))
         if cm is None:
             raise OpcostError("database", f"too few measured configurations to estimate the {int(missing.sum())} "
                                           f"unmeasured ones of {model}")
@@ -191,7 +192,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
         rows.loc[missing, "high_s"] = est["high"].to_numpy()
         rows.loc[missing, "method"] = est["method"].to_numpy()
         if used["energy_j"].notna().sum() >= 3:
-            em = load_or_fit(db_dir, cond_key, all_layers, used.dropna(subset=["energy_j"]), "energy_j",
+            em = load_or_fit(db_dir, cond_key, db["layers"], used.dropna(subset=["energy_j"]), "energy_j",
                              db.get("configs"))
             if em is not None:
                 rows.loc[missing, "energy_j"] = em.estimate(rows[missing], method)["estimate"].to_numpy()
