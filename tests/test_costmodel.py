@@ -117,6 +117,22 @@ def test_fit_recovers_a_synthetic_roofline_law():
     assert (est["estimate"] <= est["high"]).all() and set(est["method"]) <= {"law", "law+trees"}
 
 
+def _relu_workload(rng, n, mode, context, factor, tag) -> pd.DataFrame:
+    """``n`` ReLU configurations measured among workload ``tag`` of context ``context`` (log10 bytes), costing
+    ``factor`` times a roofline law (2% noise)."""
+    from opcost.analysis.costmodel import CONTEXT
+
+    out = []
+    for i in range(n):
+        shape = [int(v) for v in rng.integers(1, 64, 2)] + [int(rng.integers(8, 64))] * 2
+        f = configuration_features("ReLU", "{}", [_spec(shape)], [_spec(shape)])
+        out.append({"config_id": f"{tag}{i}", "op_type": "ReLU", "mode": mode, "phase": "forward", "params": "{}",
+                    "inputs": json.dumps([_spec(shape)]), "outputs": json.dumps([_spec(shape)]), CONTEXT: context,
+                    "workload": f"{tag}/{mode}/b1",
+                    "seconds": (2e-6 + f["bytes"] / 5e9) * factor * math.exp(rng.normal(0, 0.02))})
+    return pd.DataFrame(out)
+
+
 def test_the_trees_learn_what_the_surrounding_workload_adds_to_a_call():
     """A call costs more among operators that move more data (they leave less of the caches to it): the same kind
     of configurations measured among seven workloads, small to large. The cross-validation holds out whole
@@ -126,17 +142,8 @@ def test_the_trees_learn_what_the_surrounding_workload_adds_to_a_call():
 
     rng = np.random.default_rng(0)
 
-    def rows(n, context, tag):
-        out = []
-        for i in range(n):
-            shape = [int(v) for v in rng.integers(1, 64, 2)] + [int(rng.integers(8, 64))] * 2
-            f = configuration_features("ReLU", "{}", [_spec(shape)], [_spec(shape)])
-            truth = (2e-6 + f["bytes"] / 5e9) * (1 + 0.4 * (context - 6))  # 1x at 10^6 bytes, 2.2x at 10^9
-            out.append({"config_id": f"{tag}{i}", "op_type": "ReLU", "mode": "inference", "phase": "forward",
-                        "params": "{}", "inputs": json.dumps([_spec(shape)]), "outputs": json.dumps([_spec(shape)]),
-                        CONTEXT: context, "workload": f"w{context}/inference/b1",
-                        "seconds": truth * math.exp(rng.normal(0, 0.02))})
-        return pd.DataFrame(out)
+    def rows(n, context, tag):  # 1x at 10^6 bytes, 2.2x at 10^9
+        return _relu_workload(rng, n, "inference", context, 1 + 0.4 * (context - 6), tag)
 
     data = pd.concat([rows(20, c, f"w{c}_") for c in np.arange(6, 9.01, 0.5)], ignore_index=True)
     model = CostModel.fit(data)
@@ -160,20 +167,12 @@ def test_each_mode_takes_the_method_whose_held_out_workloads_sum_closest():
     and its trees win; in training each workload is off by its own factor (alternately 1.5x and 0.67x along the
     context), which the context, one number per workload, can only memorise: a held-out workload gets its
     neighbours' factor, and the trees without the context win there."""
-    from opcost.analysis.costmodel import CONTEXT, workload_errors
+    from opcost.analysis.costmodel import workload_errors
 
     rng = np.random.default_rng(1)
 
     def rows(mode, context, factor, tag):
-        out = []
-        for i in range(20):
-            shape = [int(v) for v in rng.integers(1, 64, 2)] + [int(rng.integers(8, 64))] * 2
-            f = configuration_features("ReLU", "{}", [_spec(shape)], [_spec(shape)])
-            out.append({"config_id": f"{tag}{i}", "op_type": "ReLU", "mode": mode, "phase": "forward",
-                        "params": "{}", "inputs": json.dumps([_spec(shape)]), "outputs": json.dumps([_spec(shape)]),
-                        CONTEXT: context, "workload": f"{tag}/{mode}/b1",
-                        "seconds": (2e-6 + f["bytes"] / 5e9) * factor * math.exp(rng.normal(0, 0.02))})
-        return out
+        return _relu_workload(rng, 20, mode, context, factor, tag).to_dict("records")
 
     data = [r for c in np.arange(6, 9.01, 0.5) for r in rows("inference", c, 1 + 0.4 * (c - 6), f"i{c}")]
     data += [r for k, c in enumerate(np.arange(10.25, 13, 0.5))

@@ -182,7 +182,7 @@ class CostModel:
         decades to the nearest configuration of its type in the training folds."""
         from sklearn.model_selection import GroupKFold
 
-        group = data["workload"].fillna(data["config_id"]) if "workload" in data else data["config_id"]
+        group = data["workload"].fillna(data["config_id"])  # fit gives the column; missing: each its own group
         if data["config_id"].nunique() < 2 * folds or group.nunique() < folds:
             return pd.DataFrame(columns=["config_id", "op_type", "mode", "phase", "workload", "measured", "method",
                                          *METHODS, "distance"])
@@ -191,12 +191,12 @@ class CostModel:
             train, test = data.iloc[train_at], data.iloc[test_at]
             m = cls._fit_once(train, target)
             meas = test[target].astype(float).to_numpy()
-            base, method = m._estimated(test, "law")
+            baseline = m._baseline(test)  # once per fold: each method corrects the same laws
             row = {"config_id": test["config_id"], "op_type": test["op_type"], "mode": test["mode"],
                    "phase": test["phase"], "workload": group.iloc[test_at].to_numpy(), "measured": meas,
-                   "method": method}
+                   "method": baseline[1]}
             for name in METHODS:  # trees correct only the fitted laws (a fold without them: the law)
-                row[name] = np.log(m._estimated(test, name)[0] / meas)
+                row[name] = np.log(m._estimated(test, name, baseline)[0] / meas)
             out.append(pd.DataFrame({**row, "distance": m.distance(test)}))
         return pd.concat(out, ignore_index=True)
 
@@ -269,10 +269,11 @@ class CostModel:
                 est[i], method[i] = float(law(r.flops, r.bytes)), "global"
         return est, method
 
-    def _estimated(self, data: pd.DataFrame, how) -> tuple[np.ndarray, np.ndarray]:
+    def _estimated(self, data: pd.DataFrame, how, baseline=None) -> tuple[np.ndarray, np.ndarray]:
         """(estimate, method) per row of a feature frame: the laws and fallbacks, and the law rows corrected by the
-        trees of ``how``: a method of :data:`METHODS`, or one per row (a method that was not fitted: the law)."""
-        base, method = self._baseline(data)
+        trees of ``how``: a method of :data:`METHODS`, or one per row (a method that was not fitted: the law).
+        ``baseline``: :meth:`_baseline` of ``data`` when already computed."""
+        base, method = baseline if baseline is not None else self._baseline(data)
         est = base.copy()
         how = np.broadcast_to(np.asarray(how, dtype=object), len(data))
         for name in self.trees:
