@@ -28,6 +28,10 @@ def measurements(p):
     print(f"  rows {len(m)}; devices {sorted(m['device'].unique())}; gpu {m['gpu_name'].dropna().unique()[:1]}")
     print(m.groupby(["status", "placement_ok"], dropna=False).size().to_string())
     ok = m[m["median_s"].notna()]
+    # a timing path that reads nothing shows as rows of 0 s (isolated backward rows less the engine call may be 0)
+    print("  rows per source, and those whose median is 0 s or less:")
+    print(ok.groupby(["source", "phase"]).agg(rows=("median_s", "size"),
+                                              at_most_0=("median_s", lambda s: int((s <= 0).sum()))).to_string())
     print("  per placement: rows, with energy, median of median_s")
     print(ok.groupby("placement").agg(rows=("median_s", "size"), energy=("energy_j", "count"),
                                       median_s=("median_s", "median")).to_string())

@@ -209,10 +209,13 @@ class _CudaClock(Clock):
         import torch
 
         self.torch = torch
-        self._free: list = []  # events whose spans were read: recorded again by later marks
+        # Events whose spans were read, by identity, recorded again by later marks. A mark may end one span and
+        # start the next (the backward spans tile the pass), so it is read twice; kept once here, it is never
+        # handed to two later marks, which would record one event for both and read spans of 0 or less.
+        self._free: dict[int, object] = {}
 
     def mark(self):
-        ev = self._free.pop() if self._free else self.torch.cuda.Event(enable_timing=True)
+        ev = self._free.popitem()[1] if self._free else self.torch.cuda.Event(enable_timing=True)
         ev.record()
         return ev
 
@@ -230,7 +233,8 @@ class _CudaClock(Clock):
     def seconds(self, start, end) -> float:
         end.synchronize()
         out = start.elapsed_time(end) / 1e3
-        self._free += (start, end)
+        self._free[id(start)] = start
+        self._free[id(end)] = end
         return out
 
 
