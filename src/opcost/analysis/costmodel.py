@@ -9,12 +9,13 @@ measured cost to the baseline, from the shape features of :mod:`opcost.analysis.
 second set that also sees the workload around the configuration (``law+trees+context``; :func:`context_bytes`: the
 bytes the operators of the workload it was profiled among move per iteration; for an estimate, those of the workload
 predicted). Which of the three estimates is used is chosen per mode by held-out error: K-fold cross-validation
-with the folds grouped by the workload each configuration was profiled among (so that a held-out configuration is
-estimated as in a model never profiled, without the configurations measured beside it), each fold refitting the laws
-and the trees without it. The trees are used where they lower the median |log error| per configuration, and the
-context where it lowers the mean error of the held-out workloads' sums (:meth:`CostModel._choose`); the held-out
-errors of the method chosen give every estimate its interval (the 5th to 95th percentile of the held-out ratios of
-its op type, or of all types where it has fewer than :data:`MIN_INTERVAL` of them).
+with the folds grouped by the model each configuration was profiled among, its batch sizes together, and the sweep
+points kept in every fold's training (so that a held-out configuration is estimated as in a model never profiled,
+from the sweeps and the other models, without the configurations measured beside it), each fold refitting the laws
+and the trees without it; the method with the lowest median |log error| per configuration is used
+(:meth:`CostModel._choose`). The held-out errors of the method chosen give every estimate its interval (the 5th to
+95th percentile of the held-out ratios of its op type, or of all types where it has fewer than :data:`MIN_INTERVAL`
+of them).
 
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
@@ -24,7 +25,9 @@ same computation (its twin group in :data:`opcost.analysis.optypes.TABLE`: an at
 it, ``adaptive_avg_pool2d`` and ``AdaptiveAvgPool2d``; clamps, ``ReLU6`` and ``ReLU``), else ``family``: the law
 fitted over the measured types of its family (the table's family: ``Mish`` from the other activations,
 ``bernoulli_`` from dropout...; with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled), else ``global``:
-the roofline law fitted over all configurations of the phase. Nothing is ever estimated as 0.
+the roofline law fitted over all configurations of the phase. The family's and the phase's laws are fitted to the
+configurations that do work (FLOPs or bytes); a configuration without work (a view) estimated from its family costs
+the median of the family's measured ones. Nothing is ever estimated as 0.
 
 Every estimate row says its ``method`` (``law``, ``law+trees``, ``law+trees+context``, ``nearest``, ``twin``,
 ``family`` or ``global``). The model is fitted to one set of measurement conditions (host, device, threads:
@@ -52,10 +55,10 @@ log = logging.getLogger(__name__)
 
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
 MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
-MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to choose the method
+MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to be reported
 FOLDS = 5
 FILE = "costmodel.pkl"
-FIT_VERSION = 8  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 9  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode
@@ -105,7 +108,8 @@ class CostModel:
     target: str
     laws: dict = field(default_factory=dict)  # (op_type, mode, phase) -> Law
     global_laws: dict = field(default_factory=dict)  # (mode, phase) -> Law
-    family_laws: dict = field(default_factory=dict)  # (family, mode, phase) -> Law
+    family_laws: dict = field(default_factory=dict)  # (family, mode, phase) -> Law (configurations with work)
+    family_calls: dict = field(default_factory=dict)  # (family, mode, phase) -> median seconds of those without
     trees: dict = field(default_factory=dict)  # method (a key of TREES) -> fitted trees
     chosen_by_mode: dict = field(default_factory=dict)  # mode -> the method of METHODS its estimates use
     categories: list = field(default_factory=list)
@@ -119,13 +123,15 @@ class CostModel:
     @classmethod
     def fit(cls, data: pd.DataFrame, target: str = "seconds", folds: int = FOLDS) -> "CostModel":
         """``data``: one row per measured (configuration, phase): `layers` columns (op_type, mode, params,
-        inputs, outputs), ``phase``, the positive ``target`` value and, optionally, :data:`CONTEXT` and
-        ``workload`` (the workload the configuration was profiled among: the cross-validation's groups)."""
+        inputs, outputs), ``phase``, the positive ``target`` value and, optionally, :data:`CONTEXT`, ``workload``
+        (the workload the configuration was profiled among: the cross-validation's groups) and ``count`` (its calls
+        per iteration there: its weight in that workload's held-out sum)."""
         data = data[data[target].astype(float) > 0].reset_index(drop=True)
         feats = features(data)
         data = pd.concat([data[["config_id", "op_type", "mode", "phase", target]], feats], axis=1).assign(
             **{CONTEXT: data[CONTEXT] if CONTEXT in data else np.nan,
-               "workload": data["workload"] if "workload" in data else None})
+               "workload": data["workload"] if "workload" in data else None,
+               "count": data["count"].fillna(1) if "count" in data else 1})
         model = cls._fit_once(data, target)
         model.heldout = held = cls._cross_validate(data, target, folds)
         if len(held):
@@ -149,13 +155,24 @@ class CostModel:
         for key, g in data.groupby(["op_type", "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 model.laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
+        # The laws shared by several op types are fitted to the configurations that do work. A view costs its call
+        # alone, and the calls of a family's types differ (a module's flatten, an aten stack): a shared floor at most
+        # the cheapest call could only fit views that cost more than it with rates so low that every copy of the
+        # family came out milliseconds. A configuration without work estimated from its family costs the median of
+        # the family's measured ones.
+        worked = data["flops"].ge(1) | data["bytes"].ge(1)
         for key, g in data.groupby(["mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
+                g = _with_work(g, worked)
                 model.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
         family = data["op_type"].map(optypes.family)
         for key, g in data[family.notna()].groupby([family[family.notna()], "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
-                model.family_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
+                w = _with_work(g, worked)
+                model.family_laws[key] = fit_law(w["flops"], w["bytes"], y[w.index])
+            idle = g[~worked[g.index]]
+            if len(idle):
+                model.family_calls[key] = float(y[idle.index].median())
         model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(
             y=y, family=family)
         base = model._baseline(data)[0]
@@ -175,25 +192,37 @@ class CostModel:
 
     @classmethod
     def _cross_validate(cls, data: pd.DataFrame, target: str, folds: int) -> pd.DataFrame:
-        """Held-out log(estimate / measured) per row and method, the folds split by the workload each
-        configuration was profiled among (``workload``; a configuration's phases together, one workload's
-        configurations together): a held-out configuration is estimated as for a model never profiled, without the
-        configurations measured beside it, which share its workload's context and its errors. ``distance``: its
-        decades to the nearest configuration of its type in the training folds."""
+        """Held-out log(estimate / measured) per row and method, the folds split by the model of the workload each
+        configuration was profiled among (``workload``; a configuration's phases together, a model's workloads
+        together, a sweep point's batch sizes together): a held-out configuration is estimated as for a model never
+        profiled, without the configurations measured beside it, which share its workload's context and its errors,
+        nor those of the model's other batch sizes, which share its shapes. ``distance``: its decades to the nearest
+        configuration of its type in the training folds."""
         from sklearn.model_selection import GroupKFold
 
-        group = data["workload"].fillna(data["config_id"])  # fit gives the column; missing: each its own group
+        from opcost.model.sweeps import PREFIX
+
+        # a model's workloads (its batch sizes) together, as for a model never profiled; missing: each its own group
+        group = data["workload"].map(_model_of, na_action="ignore").fillna(data["config_id"])
         if data["config_id"].nunique() < 2 * folds or group.nunique() < folds:
-            return pd.DataFrame(columns=["config_id", "op_type", "mode", "phase", "workload", "measured", "method",
-                                         *METHODS, "distance"])
+            return pd.DataFrame(columns=["config_id", "op_type", "mode", "phase", "workload", "count", "measured",
+                                         "method", *METHODS, "distance"])
+        # Sweep points stay in every fold's training where there are models enough to hold out, as they stay in the
+        # database a model never profiled is predicted from; else they are held out like models.
+        swept = group.str.startswith(PREFIX).to_numpy()
+        if group[~swept].nunique() < folds:
+            swept[:] = False
+        heldable = np.flatnonzero(~swept)
         out = []
-        for train_at, test_at in GroupKFold(n_splits=folds).split(data, groups=group):
-            train, test = data.iloc[train_at], data.iloc[test_at]
+        for train_at, test_at in GroupKFold(n_splits=folds).split(heldable, groups=group.iloc[heldable]):
+            train_at = np.concatenate([heldable[train_at], np.flatnonzero(swept)])
+            train, test = data.iloc[train_at], data.iloc[heldable[test_at]]
             m = cls._fit_once(train, target)
             meas = test[target].astype(float).to_numpy()
             baseline = m._baseline(test)  # once per fold: each method corrects the same laws
             row = {"config_id": test["config_id"], "op_type": test["op_type"], "mode": test["mode"],
-                   "phase": test["phase"], "workload": group.iloc[test_at].to_numpy(), "measured": meas,
+                   "phase": test["phase"], "workload": test["workload"].fillna(test["config_id"]),
+                   "count": test["count"].to_numpy(dtype=float), "measured": meas,
                    "method": baseline[1]}
             for name in METHODS:  # trees correct only the fitted laws (a fold without them: the law)
                 row[name] = np.log(m._estimated(test, name, baseline)[0] / meas)
@@ -201,24 +230,13 @@ class CostModel:
         return pd.concat(out, ignore_index=True)
 
     def _choose(self, held: pd.DataFrame) -> str | None:
-        """The method of :data:`METHODS` for the held-out rows of one mode (None: nothing of it was estimated), each
-        part judged where it acts. The trees, a correction of each configuration's shape, when they lower the median
-        |log error| per configuration. The context, one number per workload, when it lowers the mean |log(Σ
-        estimate / Σ measured)| over the held-out workloads of at least :data:`MIN_WORKLOAD` configurations (the
-        median per configuration where fewer than three were held out): a workload's errors add up in its
-        prediction, and a feature that is constant over a workload can learn each workload's own offset, which only
-        shows on workloads held out whole. The mean, not the median: over the fifteen to thirty workloads of a
-        study's database the median of two close methods changed its choice with the workload left out."""
+        """The method of :data:`METHODS` with the lowest median |log error| over the held-out configurations of one
+        mode (None: nothing of it was estimated); the first of equals, the simpler. Per configuration, not per
+        held-out workload's sum: over the fifteen to twenty model workloads of a study's database the trees with and
+        without the context were within noise of each other on their sums, and which one won by the median or the
+        mean of the sums changed with the database, while the median over a thousand configurations moves little."""
         per_config = held[self.methods()].abs().median()
-        if per_config.isna().all():
-            return None
-        trees = [m for m in TREES if m in self.trees]
-        if not trees or per_config[trees].min() >= per_config["law"]:
-            return "law"
-        sums = workload_errors(held, trees)
-        sums = sums[sums["configs"] >= MIN_WORKLOAD]
-        errs = sums[trees].abs().mean() if len(sums) >= 3 else per_config[trees]
-        return str(errs.idxmin())  # the first of equals: without the context
+        return None if per_config.isna().all() else str(per_config.idxmin())
 
     # -- estimating --------------------------------------------------------------------------------------------
     def _matrix(self, data: pd.DataFrame, context: bool) -> np.ndarray:
@@ -247,6 +265,10 @@ class CostModel:
                     continue
             fam = optypes.family(r.op_type)
             law = self.family_laws.get((fam, r.mode, r.phase))
+            call = self.family_calls.get((fam, r.mode, r.phase))
+            if pts.empty and call is not None and r.flops < 1 and r.bytes < 1:
+                est[i], method[i] = call, "family"
+                continue
             if pts.empty and law is not None:
                 est[i], method[i] = float(law(r.flops, r.bytes)), "family"
                 continue
@@ -335,7 +357,7 @@ class CostModel:
     # -- held-out summary --------------------------------------------------------------------------------------
     def heldout_summary(self) -> dict:
         """Per method: the median |error| and the share within ±10% / ±25% of the held-out estimates per
-        configuration, and the median |error| and the mean |log error| (what :meth:`_choose` compares) of the
+        configuration (what :meth:`_choose` compares), and the median |error| and the mean |log error| of the
         held-out workloads' sums (workloads of at least :data:`MIN_WORKLOAD` configurations; ``workloads``: how
         many)."""
         if self.heldout is None or self.heldout.empty:
@@ -362,14 +384,27 @@ class CostModel:
         return ", ".join(f"{mode}: {m}" for mode, m in sorted(self.chosen_by_mode.items())) or "law"
 
 
+def _model_of(workload: str) -> str:
+    """The model of a workload key (``model/mode/bN``; anything else: itself)."""
+    return workload.rsplit("/", 2)[0] if workload.count("/") >= 2 else workload
+
+
+def _with_work(group: pd.DataFrame, worked: pd.Series) -> pd.DataFrame:
+    """The rows of ``group`` that do work (FLOPs or bytes), where at least :data:`MIN_CONFIGS` do; else all."""
+    w = group[worked[group.index]]
+    return w if len(w) >= MIN_CONFIGS else group
+
+
 def workload_errors(held: pd.DataFrame, methods) -> pd.DataFrame:
-    """Per held-out workload (and mode) of a cross-validation's rows: ``configs`` and, per method, log(Σ estimate /
-    Σ measured) over its configurations and phases that have an estimate."""
+    """Per held-out workload (and mode) of a cross-validation's rows: ``configs`` and, per method, log(Σ count x
+    estimate / Σ count x measured) over its configurations and phases that have an estimate, as its prediction sums
+    them (``count``: calls per iteration; without it, 1)."""
     held = held[np.isfinite(held[list(methods)].astype(float)).all(axis=1)]
     if held.empty:
         return pd.DataFrame(columns=["workload", "mode", "configs", *methods])
-    est = pd.DataFrame({m: held["measured"] * np.exp(held[m]) for m in methods}).assign(
-        measured=held["measured"], workload=held["workload"], mode=held["mode"])
+    weight = held["count"].astype(float) * held["measured"] if "count" in held else held["measured"]
+    est = pd.DataFrame({m: weight * np.exp(held[m]) for m in methods}).assign(
+        measured=weight, workload=held["workload"], mode=held["mode"])
     g = est.groupby(["workload", "mode"])
     out = np.log(g[list(methods)].sum().div(g["measured"].sum(), axis=0))
     return out.assign(configs=held.groupby(["workload", "mode"])["config_id"].nunique()).reset_index()
@@ -405,13 +440,18 @@ def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
     """One row per measured (configuration, phase) of ``used`` (baseline-placement isolated `measurements` of one
     set of conditions): its `layers` description, ``column`` as ``seconds``, the ``workload`` it was profiled among
     and that workload's :func:`context_bytes` (the `configs` table's ``workload``; without ``configs``, the catalogue of
-    ``layers``; missing where that workload is not in ``layers``)."""
+    ``layers``; missing where that workload is not in ``layers``) and its ``count`` of calls per iteration there."""
     from opcost.database import catalog
+    from opcost.model.workload import workload_key
 
     desc = layers.drop_duplicates("config_id")[["config_id", "op_type", "mode", "params", "inputs", "outputs"]]
     val = used.groupby(["config_id", "phase"], as_index=False)[column].median().rename(columns={column: "seconds"})
     where = configs if configs is not None and len(configs) else catalog(layers)
     val["workload"] = val["config_id"].map(where.drop_duplicates("config_id").set_index("config_id")["workload"])
+    calls = layers.groupby(["model", "mode", "batch", "config_id"])["count"].sum()
+    calls.index = pd.MultiIndex.from_arrays([[workload_key(m, mo, b) for m, mo, b, _ in calls.index],
+                                             calls.index.get_level_values("config_id")])
+    val["count"] = calls.reindex(pd.MultiIndex.from_arrays([val["workload"], val["config_id"]])).to_numpy()
     val[CONTEXT] = val["workload"].map(context_bytes(layers)).astype(float)
     return val.merge(desc, on="config_id").dropna(subset=["seconds"])
 
