@@ -233,8 +233,9 @@ class CostModel:
         """The method of :data:`METHODS` with the lowest median |log error| over the held-out configurations of one
         mode (None: nothing of it was estimated); the first of equals, the simpler. Per configuration, not per
         held-out workload's sum: over the fifteen to twenty model workloads of a study's database the trees with and
-        without the context were within noise of each other on their sums, and which one won by the median or the
-        mean of the sums changed with the database, while the median over a thousand configurations moves little."""
+        without the context were within noise of each other on their sums, and a choice by the sums changed with
+        the model left out of the database, mostly against that model; the median over a thousand configurations
+        moves less (docs/methodology.md, "Choosing the estimate")."""
         per_config = held[self.methods()].abs().median()
         return None if per_config.isna().all() else str(per_config.idxmin())
 
