@@ -399,11 +399,11 @@ def _with_work(group: pd.DataFrame, worked: pd.Series) -> pd.DataFrame:
 def workload_errors(held: pd.DataFrame, methods) -> pd.DataFrame:
     """Per held-out workload (and mode) of a cross-validation's rows: ``configs`` and, per method, log(Σ count x
     estimate / Σ count x measured) over its configurations and phases that have an estimate, as its prediction sums
-    them (``count``: calls per iteration; without it, 1)."""
+    them (``count``: calls per iteration)."""
     held = held[np.isfinite(held[list(methods)].astype(float)).all(axis=1)]
     if held.empty:
         return pd.DataFrame(columns=["workload", "mode", "configs", *methods])
-    weight = held["count"].astype(float) * held["measured"] if "count" in held else held["measured"]
+    weight = held["count"].astype(float) * held["measured"]
     est = pd.DataFrame({m: weight * np.exp(held[m]) for m in methods}).assign(
         measured=weight, workload=held["workload"], mode=held["mode"])
     g = est.groupby(["workload", "mode"])
@@ -449,9 +449,8 @@ def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
     val = used.groupby(["config_id", "phase"], as_index=False)[column].median().rename(columns={column: "seconds"})
     where = configs if configs is not None and len(configs) else catalog(layers)
     val["workload"] = val["config_id"].map(where.drop_duplicates("config_id").set_index("config_id")["workload"])
-    calls = layers.groupby(["model", "mode", "batch", "config_id"])["count"].sum()
-    calls.index = pd.MultiIndex.from_arrays([[workload_key(m, mo, b) for m, mo, b, _ in calls.index],
-                                             calls.index.get_level_values("config_id")])
+    among = [workload_key(m, mo, b) for m, mo, b in zip(layers["model"], layers["mode"], layers["batch"])]
+    calls = layers.groupby([among, layers["config_id"]])["count"].sum()
     val["count"] = calls.reindex(pd.MultiIndex.from_arrays([val["workload"], val["config_id"]])).to_numpy()
     val[CONTEXT] = val["workload"].map(context_bytes(layers)).astype(float)
     return val.merge(desc, on="config_id").dropna(subset=["seconds"])
