@@ -10,6 +10,7 @@ from opcost import database
 from opcost.analysis import estimate
 from opcost.analysis.costmodel import CostModel, fit_law
 from opcost.analysis.features import configuration_features
+from opcost.analysis.predict import DEFAULT_STATISTIC
 from opcost.errors import OpcostError
 
 
@@ -358,6 +359,40 @@ def test_the_overhead_per_call_comes_from_the_traces_in_the_database(tiny_run):
     calls = [database.of_workload(db["layers"], r.model, r.batch, r.mode)["count"].sum() for r in plain.itertuples()]
     gaps = np.clip((plain["measured_s"] - plain["predicted_s"]).to_numpy(dtype=float) / np.array(calls), 0, None)
     assert residual == pytest.approx((np.median(gaps), np.quantile(gaps, 0.1), np.quantile(gaps, 0.9)))
+
+
+def test_the_interval_holds_the_methods_own_error(tiny_run):
+    """Where three or more fully measured workloads have an end-to-end time, the interval spans the 5-95% range of
+    how far their predictions (isolated costs + the overhead per call) are off it, so that a fully measured
+    workload's interval is not just its measurements' noise; with fewer, the overhead's range alone."""
+    db = database.read_db(tiny_run / "results" / "db")
+    used, _ = estimate.conditions(db["measurements"])
+    per_call = estimate.overhead_per_call(db, used, "inference", DEFAULT_STATISTIC)[0]
+    assert estimate.method_error(db, used, "inference", DEFAULT_STATISTIC, per_call) is None  # two workloads
+    # two more workloads: the mlp's layers under other names, their end-to-end times 0.7 and 1.4 times its own
+    mlp = database.of_workload(db["layers"], "mlp", 2, "inference")
+    e2e = database.of_workload(db["e2e"], "mlp", 2, "inference")
+    times = [c for c in e2e.columns if c.endswith("_s") and c != "timed_s"]
+    more = {"layers": [db["layers"]], "e2e": [db["e2e"]]}
+    for name, scale in (("mlp_fast", 0.7), ("mlp_slow", 1.4)):
+        more["layers"].append(mlp.assign(model=name))
+        more["e2e"].append(e2e.assign(model=name, **{c: e2e[c] * scale for c in times}))
+    db4 = {**db, **{k: pd.concat(v, ignore_index=True) for k, v in more.items()}}
+    pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
+    plain = pred[(pred["source"] == "isolated") & (pred["mode"] == "inference")]
+    rel = []
+    for r in plain.itertuples():
+        calls = database.of_workload(db["layers"], r.model, r.batch, r.mode)["count"].sum()
+        for scale in ((1.0, 0.7, 1.4) if r.model == "mlp" else (1.0,)):
+            rel.append(scale * r.measured_s / (r.predicted_s + per_call * calls) - 1)
+    assert len(rel) == 4
+    off = estimate.method_error(db4, used, "inference", DEFAULT_STATISTIC, per_call)
+    assert off == pytest.approx((np.quantile(rel, 0.05), np.quantile(rel, 0.95)))
+    full = estimate.predict_workload(db4, mlp)
+    assert full.estimated_share == 0
+    assert full.low_s == pytest.approx(full.predicted_s * (1 + min(off[0], 0)))
+    assert full.high_s == pytest.approx(full.predicted_s * (1 + max(off[1], 0)))
+    assert full.low_s < full.predicted_s < full.high_s
 
 
 def test_predict_refuses_to_mix_hosts(tiny_run, tmp_path):

@@ -10,7 +10,10 @@ workloads of the same mode (their 10–90% range is its interval), floored at 0.
 Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
 contributes count × its interval (the 5–95% range of its op type's held-out errors). Within an op type and phase
 the ends add up (one law errs the same way on all its configurations); across them they combine in quadrature
-(different laws, independent errors), as do the overhead's range and the operators'.
+(different laws, independent errors), as does the method's own error: the 5–95% range of how far the database's
+fully measured workloads' predictions (isolated costs + overhead per call) are off their end-to-end times
+(:func:`method_error`), which holds the overhead's spread between workloads; with fewer than three such
+workloads, the overhead's 10–90% range instead.
 """
 from __future__ import annotations
 
@@ -136,16 +139,16 @@ def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -
     return float(np.median(g)), float(np.quantile(g, 0.1)), float(np.quantile(g, 0.9))
 
 
-def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> list[float]:
-    """Per fully measured model workload of ``mode`` with an end-to-end time on the conditions of ``used``:
-    (end-to-end time − Σ count × isolated cost − the autograd engine's call) / calls."""
+def _measured_workloads(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> list[tuple[float, float, float]]:
+    """(end-to-end time, Σ count × isolated cost + the autograd engine's call, calls) of each fully measured model
+    workload of ``mode`` with an end-to-end time on the conditions of ``used`` (not the sweep chains)."""
     col = STATISTICS[statistic]
     e2e = _on_conditions(db["e2e"], used)
     refs = references(e2e, str(used["device"].iloc[0]), "isolated", statistic) if len(used) else {}
     cost = used.groupby("config_id")[col].sum()
     # training: the one autograd engine call per iteration is a row of its own, not overhead
     engine = (engine_cost(used) or 0.0) if mode == "training" else 0.0
-    gaps = []
+    out = []
     layers = db["layers"]
     for (model, batch, mo), (ref, _) in refs.items():
         if mo != mode or model.startswith(SWEEP_PREFIX):
@@ -154,9 +157,26 @@ def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) 
         c = cost.reindex(wl["config_id"])
         if wl.empty or c.isna().any():
             continue
-        calls = float(wl["count"].sum())
-        gaps.append((ref - engine - float((wl["count"].to_numpy() * c.to_numpy()).sum())) / calls)
-    return gaps
+        out.append((ref, engine + float((wl["count"].to_numpy() * c.to_numpy()).sum()), float(wl["count"].sum())))
+    return out
+
+
+def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> list[float]:
+    """Per fully measured model workload of ``mode`` with an end-to-end time on the conditions of ``used``:
+    (end-to-end time − Σ count × isolated cost − the autograd engine's call) / calls."""
+    return [(ref - ops) / calls for ref, ops, calls in _measured_workloads(db, used, mode, statistic)]
+
+
+def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str,
+                 per_call: float) -> tuple[float, float] | None:
+    """(5th, 95th percentile) of end-to-end time / prediction − 1 over the database's fully measured model
+    workloads of ``mode`` with an end-to-end time (the prediction: Σ count × isolated cost + ``per_call`` × calls),
+    i.e. how far the method is off where nothing is estimated; None with fewer than 3 such workloads."""
+    rel = [ref / (ops + per_call * calls) - 1 for ref, ops, calls in _measured_workloads(db, used, mode, statistic)
+           if ops + per_call * calls > 0]
+    if len(rel) < 3:
+        return None
+    return float(np.quantile(rel, 0.05)), float(np.quantile(rel, 0.95))
 
 
 def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None,
@@ -216,8 +236,13 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
     up = (n * (rows["high_s"] - rows["cost_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
     centre = ops + per_call * calls
-    low = centre - float(np.sqrt((down ** 2).sum() + ((per_call - lo_call) * calls) ** 2))
-    high = centre + float(np.sqrt((up ** 2).sum() + ((hi_call - per_call) * calls) ** 2))
+    # the method's own error (isolated costs + modelled overhead against end-to-end times), which includes the
+    # overhead's spread between workloads; the overhead's range alone where too few workloads show it
+    off = method_error(db, used, mode, statistic, per_call)
+    below, above = ((per_call - lo_call) * calls, (hi_call - per_call) * calls) if off is None else \
+        (centre * max(0.0, -off[0]), centre * max(0.0, off[1]))
+    low = centre - float(np.sqrt((down ** 2).sum() + below ** 2))
+    high = centre + float(np.sqrt((up ** 2).sum() + above ** 2))
     e2e = db["e2e"]
     ref = references(of_workload(e2e, model, batch, mode),
                      picked["device"], "isolated", statistic) if len(e2e) else {}
