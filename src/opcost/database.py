@@ -8,7 +8,7 @@ import pandas as pd
 
 from opcost import io
 from opcost.errors import OpcostError
-from opcost.model.workload import workload_key
+from opcost.model.workload import workload_keys
 from opcost.tables import CONFIGS, DEFAULT_STATISTIC, E2E, LAYERS, MEASUREMENTS, OVERHEADS, STATISTICS, frame
 
 
@@ -18,8 +18,7 @@ def catalog(layers: pd.DataFrame) -> pd.DataFrame:
         return frame(CONFIGS, [])
     models = layers.groupby("config_id")["model"].agg(lambda s: json.dumps(sorted(set(s))))
     first = layers.drop_duplicates("config_id", keep="first").set_index("config_id")
-    out = first.assign(models=models, workload=[workload_key(m, mo, b) for m, mo, b in
-                                                zip(first["model"], first["mode"], first["batch"])]).reset_index()
+    out = first.assign(models=models, workload=workload_keys(first)).reset_index()
     return frame(CONFIGS, out[CONFIGS.names])
 
 

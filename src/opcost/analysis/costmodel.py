@@ -427,13 +427,13 @@ def context_bytes(layers: pd.DataFrame) -> dict[str, float]:
     forward pass (Σ count x bytes). An operator's measured cost depends on what the operators around it leave in the
     caches: an inference Dropout, a call that does nothing, measured 6-16 µs among tiny_bert's operators, 8-15 µs
     among convnext_atto's at batch 1 and 10-46 µs at batch 4 (docs/methodology.md, section 11)."""
-    from opcost.model.workload import workload_key
+    from opcost.model.workload import workload_keys
 
     if layers.empty:
         return {}
     moved = layers["count"].astype(float) * features(layers.assign(phase="forward"))["bytes"].astype(float)
-    total = moved.groupby([layers["model"], layers["mode"], layers["batch"]]).sum()
-    return {workload_key(m, mo, b): math.log10(max(float(v), 1.0)) for (m, mo, b), v in total.items()}
+    total = moved.groupby(workload_keys(layers)).sum()
+    return {key: math.log10(max(float(v), 1.0)) for key, v in total.items()}
 
 
 def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
@@ -443,14 +443,13 @@ def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
     and that workload's :func:`context_bytes` (the `configs` table's ``workload``; without ``configs``, the catalogue of
     ``layers``; missing where that workload is not in ``layers``) and its ``count`` of calls per iteration there."""
     from opcost.database import catalog
-    from opcost.model.workload import workload_key
+    from opcost.model.workload import workload_keys
 
     desc = layers.drop_duplicates("config_id")[["config_id", "op_type", "mode", "params", "inputs", "outputs"]]
     val = used.groupby(["config_id", "phase"], as_index=False)[column].median().rename(columns={column: "seconds"})
     where = configs if configs is not None and len(configs) else catalog(layers)
     val["workload"] = val["config_id"].map(where.drop_duplicates("config_id").set_index("config_id")["workload"])
-    among = [workload_key(m, mo, b) for m, mo, b in zip(layers["model"], layers["mode"], layers["batch"])]
-    calls = layers.groupby([among, layers["config_id"]])["count"].sum()
+    calls = layers.groupby([workload_keys(layers), layers["config_id"]])["count"].sum()
     val["count"] = calls.reindex(pd.MultiIndex.from_arrays([val["workload"], val["config_id"]])).to_numpy()
     val[CONTEXT] = val["workload"].map(context_bytes(layers)).astype(float)
     return val.merge(desc, on="config_id").dropna(subset=["seconds"])

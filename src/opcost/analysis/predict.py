@@ -16,7 +16,7 @@ import pandas as pd
 from opcost.database import latest, of_workload
 from opcost.measure.engine import engine_rows
 from opcost.measure.timing import ROTATION_STATES
-from opcost.model.workload import workload_key
+from opcost.model.workload import workload_keys
 from opcost.tables import CONSISTENCY, DEFAULT_STATISTIC, OVERHEADS, PREDICTIONS, STATISTICS, frame
 
 SOURCES = ("isolated", "insitu")
@@ -25,10 +25,6 @@ SOURCES = ("isolated", "insitu")
 # interleaved with their timed ones; each in the same minutes, under the same machine state, as the costs
 REFERENCES = {"isolated": ("rotation", "dedicated", "interleaved"),
               "insitu": ("interleaved", "dedicated", "rotation")}
-
-
-def _workload_col(df: pd.DataFrame) -> list[str]:
-    return [workload_key(m, mo, b) for m, mo, b in zip(df["model"], df["mode"], df["batch"])]
 
 
 def baseline(measurements: pd.DataFrame) -> pd.Series:
@@ -77,7 +73,7 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     ok = _baseline_ok(measurements, device)
     ok = ok[ok["source"] == source]
     keys = ["workload", "config_id"] if source == "insitu" else ["config_id"]
-    out = layers.assign(workload=_workload_col(layers))
+    out = layers.assign(workload=workload_keys(layers))
     cost = ok.groupby(keys, as_index=False).agg(cost_s=(col, _sum_present), energy_j=("energy_j", _sum_present))
     backward = ok[ok["phase"] == "backward"].groupby(keys, as_index=False).agg(backward_s=(col, _sum_present))
     out = out.merge(cost, on=keys, how="left").merge(backward, on=keys, how="left")
@@ -199,7 +195,7 @@ def consistency(layers: pd.DataFrame, measurements: pd.DataFrame, device: str) -
     ok = ok.assign(rel_iqr=rel)
     iso = ok[ok["source"] == "isolated"][["config_id", "phase", "median_s", "rel_iqr"]]
     ins = ok[ok["source"] == "insitu"][["workload", "config_id", "phase", "op_type", "median_s", "rel_iqr"]]
-    counts = layers.assign(workload=_workload_col(layers))[["workload", "config_id", "count"]]
+    counts = layers.assign(workload=workload_keys(layers))[["workload", "config_id", "count"]]
     both = ins.merge(iso, on=["config_id", "phase"], suffixes=("_insitu", "_isolated")).merge(
         counts, on=["workload", "config_id"])
     out = pd.DataFrame({

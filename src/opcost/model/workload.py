@@ -24,6 +24,11 @@ def workload_key(model: str, mode: str, batch: int) -> str:
     return f"{model}/{mode}/b{int(batch)}"
 
 
+def workload_keys(table) -> list[str]:
+    """The :func:`workload_key` of each row of a table with ``model``, ``mode`` and ``batch`` columns."""
+    return [workload_key(m, mo, b) for m, mo, b in zip(table["model"], table["mode"], table["batch"])]
+
+
 def parse_workload_key(key: str) -> tuple[str, str, int]:
     """(model, mode, batch) of a :func:`workload_key`."""
     model, mode, batch = key.rsplit("/", 2)
