@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from opcost.measure import rotation
@@ -167,6 +168,42 @@ def test_rotation_times_the_whole_model_iteration_in_the_same_rounds(monkeypatch
     untimed, _ = profile_configs(configs, models, "cpu", "float32", ProfileSettings(fast, e2e_every=0),
                                  on_e2e=lambda row, smp: got.append((row, smp)))
     assert len(got) == 1 and len(untimed) == len(meas)
+
+
+def test_a_workload_whose_configurations_all_rotate_elsewhere_is_timed_in_their_rotations(monkeypatch):
+    """A workload that owns no configuration (each is first in another workload, as resnet18 has all of resnet34's)
+    has no rotation of its own: its model iteration is timed in the rotations of its configurations' groups, after
+    the owner's, so that its prediction is checked against its time in the same minutes, weighted by its own calls
+    (`timed_s`); without that, only a dedicated run minutes apart was its reference."""
+    from opcost.database import catalog
+    from opcost.measure.profile import ProfileSettings, guest_workloads, profile_configs
+    from opcost.measure.timing import TimingSettings
+    from opcost.model.extract import extract
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
+
+    spec = {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 16}, "input_shapes": [[8]]}
+    models = {"mlp": spec, "mlp_too": spec}
+    layers = pd.concat([extract(make_workload(load_model(m, spec), 2, "inference")) for m in models],
+                       ignore_index=True)
+    configs = catalog(layers)
+    assert (configs["workload"] == "mlp/inference/b2").all()
+    assert guest_workloads(configs) == {"mlp_too/inference/b2"}
+    fast = TimingSettings(max_seconds=0.05, warmup_s=0.0, min_samples=40, max_samples=40, target_rel_ci=1e-9)
+    got, seen, real = [], [], rotation.measure_rotation
+    monkeypatch.setattr(rotation, "measure_rotation",
+                        lambda fns, *a, **kw: seen.append((fns, kw)) or real(fns, *a, **kw))
+    meas, _ = profile_configs(configs, models, "cpu", "float32", ProfileSettings(fast, e2e_every=4),
+                              on_e2e=lambda row, smp: got.append((row, smp)))
+    (fns, kw), n = seen[0], len(configs)
+    assert len(fns) == n + 4 and fns[n] is fns[n + 1] and fns[n + 2] is fns[n + 3] and fns[n] is not fns[n + 2]
+    assert kw["every"][-4:] == [4] * 4
+    rows = {r["model"]: (r, smp) for row, smp in got for r in row.to_dict("records")}
+    assert sorted(rows) == ["mlp", "mlp_too"] and all(r["method"] == "rotation" for r, _ in rows.values())
+    r, smp = rows["mlp_too"]
+    assert set(smp["key"]) == {"mlp_too/inference/b2"} and r["median_s"] > meas["median_s"].max()
+    calls = layers[layers["model"] == "mlp_too"].groupby("config_id")["count"].sum()
+    assert r["timed_s"] == pytest.approx(float((meas.set_index("config_id")["median_s"] * calls).sum()))
 
 
 @pytest.mark.parametrize("cache", ["fresh", "rotation"])

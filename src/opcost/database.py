@@ -17,8 +17,12 @@ def catalog(layers: pd.DataFrame) -> pd.DataFrame:
     if layers.empty:
         return frame(CONFIGS, [])
     models = layers.groupby("config_id")["model"].agg(lambda s: json.dumps(sorted(set(s))))
+    calls = layers["count"].astype(int).groupby([layers["config_id"], workload_keys(layers)], sort=False).sum()
+    workloads = {cid: json.dumps({w: int(n) for w, n in g.droplevel(0).items()})
+                 for cid, g in calls.groupby(level=0, sort=False)}
     first = layers.drop_duplicates("config_id", keep="first").set_index("config_id")
-    out = first.assign(models=models, workload=workload_keys(first)).reset_index()
+    out = first.assign(models=models, workload=workload_keys(first),
+                       workloads=first.index.map(workloads)).reset_index()
     return frame(CONFIGS, out[CONFIGS.names])
 
 

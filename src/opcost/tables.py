@@ -141,6 +141,9 @@ CONFIGS = Table(
         _c("models", "string", "JSON list of the models that use the configuration"),
         _c("workload", "string", "the first workload (`model/mode/b{batch}`) that has the configuration: "
                                  "profiling rotates it among that workload's other configurations"),
+        _c("workloads", "string", "JSON object: every workload that calls the configuration -> its calls per "
+                                  "iteration there (a workload that is no configuration's `workload` has its model "
+                                  "iteration timed in the rotations of its configurations)"),
         _c("order", "Int64", "as in `layers`, in `workload`"),
         _c("positions", "string", "as in `layers`, in `workload`"),
         _c("releases", "string", "as in `layers`, in `workload`"),

@@ -1,6 +1,7 @@
 """Isolated profiling: each operator configuration timed alone, by the timing core, on the configured device."""
 from __future__ import annotations
 
+import json
 import logging
 import time
 import zlib
@@ -28,6 +29,7 @@ from opcost.measure.placement import (
 )
 from opcost.measure.placement import Settings as PlacementSettings
 from opcost.measure.rotation import (
+    ITERATION_CALLS,
     Member,
     both,
     call_positions,
@@ -407,22 +409,24 @@ def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
 
 
 def _rotate(rows: list[dict], models: ModelCache, device: str, settings: ProfileSettings, energy, seed: int,
-            context: list[dict] = (), iteration: Callable[[], object] | None = None
-            ) -> tuple[dict, dict, dict, Measurement | None, dict]:
+            context: list[dict] = (), iterations: dict[str, Callable[[], object]] | None = None
+            ) -> tuple[dict, dict, dict, dict[str, Measurement], dict]:
     """Time one group of same-mode configurations in rotation (with ``context`` configurations rotating untimed).
     Returns ({config_id: {(DEFAULT, phase): (None, Measurement, energy columns)}}, {config_id: failure},
-    {config_id: attempts}, the iteration's Measurement or None, {config_id: the autograd engine's cost per call
+    {config_id: attempts}, {workload: its iteration's Measurement}, {config_id: the autograd engine's cost per call
     measured in the rotation its backward measurement was kept from}). A rotation with backward calls measures the
     engine among them (:func:`opcost.measure.rotation.with_engine_probes`). A configuration whose replay fails (when
     built, on a first call, or inside the rotation) is reported failed and the rotation goes on without it; a failing
-    context configuration is left out. ``iteration`` (the workload's whole model iteration) with
-    ``settings.e2e_every`` > 0: timed at the end of every ``e2e_every``-th round of the first rotation, the
-    end-to-end reference measured in the same minutes, under the same machine state, as the operators."""
+    context configuration is left out. ``iterations`` (workload -> its whole model iteration: the group's own and
+    those of the workloads whose configurations all rotate in others' groups) with ``settings.e2e_every`` > 0:
+    timed at the end of every ``e2e_every``-th round of the first rotation, the end-to-end references measured in
+    the same minutes, under the same machine state, as the operators; one that fails is left out."""
     fresh, shuffle, every = settings.cache == "fresh", settings.order != "model", settings.e2e_every
     failed: dict[str, str] = {}
     timed = {r["config_id"] for r in rows}
     reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
-    whole = None  # the iteration's Measurement
+    iterations = dict(iterations or {})
+    whole: dict[str, Measurement] = {}  # workload -> its iteration's Measurement
     engine_of: dict[str, float] = {}  # config_id -> the engine's cost per call in its backward's rotation
     try:
         members_rows = list(rows) + list(context)
@@ -449,9 +453,9 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
                         members, members_rows, by_id, feed=fresh and rows[0]["mode"] == "inference")
                     if probes is not None:
                         rotation = with_engine_probes(rotation, *probes)
-                    paired = iteration is not None and every > 0 and not attempt
+                    paired = bool(iterations) and every > 0 and not attempt
                     if paired:
-                        rotation = with_iterations(rotation, iteration, every)
+                        rotation = with_iterations(rotation, list(iterations.values()), every)
                     try:
                         ms = rotation.measure(settings.timing, device, seed=seed + attempt, targets=targets)
                         extra = ms[len(members):]
@@ -460,18 +464,23 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
                             log.info("autograd engine in the rotation: %.1f us per backward call", engine_s * 1e6)
                             extra = extra[2:]
                         if paired:
-                            if len(extra) == 2:
-                                log.info("model iteration after a round: trimmed mean %.3g ms; after an iteration "
-                                         "(the reference): %.3g ms", extra[0].trimmed_mean * 1e3,
-                                         extra[1].trimmed_mean * 1e3)
-                            whole = extra[-1]
+                            per = ITERATION_CALLS[rotation.shuffle]
+                            for i, key in enumerate(iterations):
+                                mine = extra[i * per:(i + 1) * per]
+                                if len(mine) == 2:
+                                    log.info("%s iteration after a round: trimmed mean %.3g ms; after an iteration "
+                                             "(the reference): %.3g ms", key, mine[0].trimmed_mean * 1e3,
+                                             mine[1].trimmed_mean * 1e3)
+                                whole[key] = mine[-1]
                         ms = ms[:len(members)]
                         break
                     except RotationError as e:
-                        if e.index >= len(members) + (2 if probes is not None else 0):
-                            log.warning("the model iteration failed inside the rotation (%s); rotating without it",
-                                        _failure(e.error))
-                            iteration = None
+                        first = len(members) + (2 if probes is not None else 0)
+                        if e.index >= first:
+                            key = list(iterations)[(e.index - first) // ITERATION_CALLS[rotation.shuffle]]
+                            log.warning("the model iteration of %s failed inside the rotation (%s); rotating without "
+                                        "it", key, _failure(e.error))
+                            del iterations[key]
                             continue
                         if e.index >= len(members):
                             log.warning("the autograd engine's probe failed inside the rotation (%s); rotating "
@@ -509,17 +518,45 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
     return results, failed, attempts, whole, engine_of
 
 
-def _iteration(row: dict, models: ModelCache) -> Callable[[], object] | None:
-    """The whole model iteration of the workload a rotation group replays (its `workload` column), or None (older
-    catalogues, or a model that cannot run: said in the log)."""
-    if not isinstance(row.get("workload"), str):
-        return None
+def _iteration(key: str, models: ModelCache) -> Callable[[], object] | None:
+    """The whole model iteration of a workload, or None (a model that cannot run: said in the log)."""
     try:
-        model, mode, batch = parse_workload_key(row["workload"])
+        model, mode, batch = parse_workload_key(key)
         return make_workload(models.get(model), batch, mode).step
     except Exception as e:
-        log.warning("%s: no end-to-end time in the rotation: %s", row["workload"], _failure(e))
+        log.warning("%s: no end-to-end time in the rotation: %s", key, _failure(e))
         return None
+
+
+def guest_workloads(configs: pd.DataFrame) -> set[str]:
+    """The workloads that call configurations of ``configs`` (column `workloads`) but are no configuration's
+    `workload`: each of their configurations rotates in another workload's group (resnet34's among resnet18's,
+    which has them all), so that their end-to-end reference is timed in those groups' rotations; none in older
+    catalogues."""
+    if "workloads" not in configs:
+        return set()
+    called = {w for s in configs["workloads"].dropna() for w in json.loads(s)}
+    return called - set(configs["workload"].dropna())
+
+
+def calls_in(row: dict, key: str) -> int:
+    """A configuration's calls per iteration of workload ``key``: its own workload's from `positions`, another's
+    from `workloads` (0 where it does not call it)."""
+    if key == row.get("workload"):
+        return len(call_positions(row))
+    w = row.get("workloads")
+    return int(json.loads(w).get(key, 0)) if isinstance(w, str) else 0
+
+
+def _references(group: list[dict], guests: set[str], models: ModelCache) -> dict[str, Callable[[], object]]:
+    """The model iterations timed in a rotation group's rounds: its workload's, then each guest workload's
+    (:func:`guest_workloads`) that calls a configuration of the group."""
+    own = group[0].get("workload")
+    if not isinstance(own, str):
+        return {}
+    keys = [own] + sorted({w for r in group if isinstance(r.get("workloads"), str)
+                           for w in json.loads(r["workloads"]) if w in guests})
+    return {k: it for k in keys if (it := _iteration(k, models)) is not None}
 
 
 def _profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSettings, on_result, energy,
@@ -534,21 +571,24 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSetti
     fast = tiers[0].name if tiers else None
     rows, samples = [], []
     groups = rotation_groups(configs, context, settings.rotation_size)
+    guests = guest_workloads(configs if context is None else pd.concat([configs, context], ignore_index=True))
     t0, done = time.perf_counter(), 0
     for g, (group, ctx) in enumerate(groups):
         if ctx:
             log.info("rotation group %d: %d configurations, %d more rotating untimed as context", g + 1, len(group),
                      len(ctx))
-        iteration = _iteration(group[0], models) if e2e_every > 0 and on_e2e is not None else None
+        iterations = _references(group, guests, models) if e2e_every > 0 and on_e2e is not None else {}
         results, failed, attempts, whole, engine_of = _rotate(group, models, device, settings, energy, seed=g,
-                                                              context=ctx, iteration=iteration)
-        if whole is not None and whole.n:
-            key = group[0]["workload"]
-            log.info("%s: model iteration in the rotation: median %.3g ms n=%d", key, whole.median * 1e3, whole.n)
+                                                              context=ctx, iterations=iterations)
+        for key, it in whole.items():
+            if not it.n:
+                continue
+            log.info("%s: model iteration in the rotation: median %.3g ms n=%d", key, it.median * 1e3, it.n)
             model, mode, batch = parse_workload_key(key)
-            timed = sum(len(call_positions(row)) * m.median for row in group
+            # the part of the workload's prediction this rotation measured: its reference's weight among rotations
+            timed = sum(calls_in(row, key) * m.median for row in group
                         for (plc, _), (_, m, _) in results.get(row["config_id"], {}).items() if plc == DEFAULT)
-            on_e2e(*e2e_frames(model, batch, mode, whole, "rotation", device, timed_s=timed))
+            on_e2e(*e2e_frames(model, batch, mode, it, "rotation", device, timed_s=timed))
         for row in group:
             cid = row["config_id"]
             result = {k: (ver, m, e, cache) for k, (ver, m, e) in results.get(cid, {}).items()}

@@ -70,19 +70,24 @@ def model_order(members: list[Member], rows: list[dict], reps: dict | None = Non
     return Rotation([m.call for m in members], [m.prepare for m in members], sequence, release, fed)
 
 
-def with_iterations(rotation: Rotation, iteration: Callable[[], object], every: int) -> Rotation:
-    """``rotation`` with the whole model ``iteration`` appended as the end-to-end reference, the last callable.
-    Model order: two model iterations close every ``every``-th round, reading no operator's output; the first
-    finds the state the round left, the second the model's own (a run's iterations follow each other). Shuffled
-    rounds: one, anywhere in the round."""
-    n, iters = len(rotation.calls), 1 if rotation.sequence is None else 2
+def with_iterations(rotation: Rotation, iterations: list[Callable[[], object]], every: int) -> Rotation:
+    """``rotation`` with whole model ``iterations`` appended as end-to-end references, the last callables
+    (:data:`ITERATION_CALLS` of each, in turn). Model order: two iterations of each model close every ``every``-th
+    round, reading no operator's output; the first finds the state the round left, the second the model's own (a
+    run's iterations follow each other). Shuffled rounds: one of each, anywhere in the round."""
+    n, per = len(rotation.calls), ITERATION_CALLS[rotation.shuffle]
+    calls = [it for it in iterations for _ in range(per)]
+    k = len(calls)
     sequence, release = rotation.sequence, rotation.release
     if sequence is not None:
-        sequence, release = sequence + [n, n + 1], release + [len(sequence), len(sequence) + 1]
-    return replace(rotation, calls=rotation.calls + [iteration] * iters, prepare=rotation.prepare + [None] * iters,
+        sequence, release = sequence + list(range(n, n + k)), release + list(range(len(sequence), len(sequence) + k))
+    return replace(rotation, calls=rotation.calls + calls, prepare=rotation.prepare + [None] * k,
                    sequence=sequence, release=release,
-                   feed=None if rotation.feed is None else rotation.feed + [None] * iters,
-                   every=[1] * n + [every] * iters)
+                   feed=None if rotation.feed is None else rotation.feed + [None] * k,
+                   every=[1] * n + [every] * k)
+
+
+ITERATION_CALLS = {False: 2, True: 1}  # calls of each model iteration per timed round: model order, shuffled
 
 
 ENGINE_PROBE_REPEATS = 3  # calls of each engine probe per round, in turn
