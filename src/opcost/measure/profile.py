@@ -237,7 +237,9 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     ``settings.e2e_every``-th round of each rotation ends with two iterations of its workload's whole model (shuffled:
     one, anywhere in the round), and ``on_e2e(e2e_row, samples)`` receives the second (after an iteration, as in a run)
     as an `e2e` row of method `rotation`: the end-to-end time of the same minutes as the operators (a prediction
-    checked against an e2e run minutes apart inherits the machine's drift between the two)."""
+    checked against an e2e run minutes apart inherits the machine's drift between the two). A workload that owns no
+    configuration (:func:`guest_workloads`) has its iterations timed likewise in each rotation that times one of its
+    configurations."""
     energy = energy or (lambda fn: missing(NoMeter()))
     if settings.cache in ROTATION_STATES:
         return _profile_rotation(configs, models_cfg, device, dtype, settings, on_result, energy, context, on_e2e)
