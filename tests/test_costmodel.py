@@ -190,6 +190,30 @@ def test_each_mode_takes_the_method_with_the_lowest_held_out_error():
         math.log((w["count"] * w["measured"] * np.exp(w["law"])).sum() / (w["count"] * w["measured"]).sum()))
 
 
+def test_a_more_complex_estimate_is_chosen_only_where_it_is_better_by_more_than_its_noise():
+    """The one-standard-error rule over held-out errors: the context trees, a few percent better than the shape
+    trees on the held-out configurations of twelve models, are within the noise of which models were held out, and
+    the simpler shape trees are used; halving the error takes them. The law, twice the trees' error, never."""
+    from opcost.analysis.costmodel import _bootstrap_se
+
+    rng = np.random.default_rng(3)
+    models = np.repeat([f"m{k}/inference/b1" for k in range(12)], 30)
+    offset = np.repeat(rng.normal(0, 0.15, 12), 30)  # a model's configurations err together
+    trees = offset + rng.normal(0, 0.3, len(models))
+    model = CostModel(target="seconds", trees=dict.fromkeys(("law+trees", "law+trees+context")))
+
+    def held(context):
+        return pd.DataFrame({"config_id": [f"c{i}" for i in range(len(models))], "workload": models,
+                             "law": 2 * trees, "law+trees": trees, "law+trees+context": context})
+
+    near = held(trees * 0.96)
+    se = _bootstrap_se(near["law+trees+context"].abs(), near["workload"])
+    gain = np.median(np.abs(trees)) - near["law+trees+context"].abs().median()
+    assert gain < se < 0.5 * np.median(np.abs(trees))  # the noise of which models were held out exceeds the gain
+    assert model._choose(near) == "law+trees"
+    assert model._choose(held(trees * 0.5)) == "law+trees+context"
+
+
 def test_a_models_batch_sizes_are_held_out_together():
     """A model at two batch sizes shares its layers' shapes between them. Held out as a model never profiled, both
     go: model a, whose every call costs twice the other models', is estimated at their cost, not at its other batch

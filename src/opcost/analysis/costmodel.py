@@ -12,10 +12,10 @@ predicted). Which of the three estimates is used is chosen per mode by held-out 
 with the folds grouped by the model each configuration was profiled among, its batch sizes together, and the sweep
 points kept in every fold's training (so that a held-out configuration is estimated as in a model never profiled,
 from the sweeps and the other models, without the configurations measured beside it), each fold refitting the laws
-and the trees without it; the method with the lowest median |log error| per configuration is used
-(:meth:`CostModel._choose`). The held-out errors of the method chosen give every estimate its interval (the 5th to
-95th percentile of the held-out ratios of its op type, or of all types where it has fewer than :data:`MIN_INTERVAL`
-of them).
+and the trees without it; the simplest method whose median |log error| per configuration is within one standard
+error of the lowest is used (:meth:`CostModel._choose`). The held-out errors of the method chosen give every
+estimate its interval (the 5th to 95th percentile of the held-out ratios of its op type, or of all types where it
+has fewer than :data:`MIN_INTERVAL` of them).
 
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
@@ -57,11 +57,12 @@ MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its
 MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
 MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to be reported
 FOLDS = 5
+BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
 FILE = "costmodel.pkl"
-FIT_VERSION = 9  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 10  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
-METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode
+METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
 
 
 @dataclass
@@ -230,14 +231,21 @@ class CostModel:
         return pd.concat(out, ignore_index=True)
 
     def _choose(self, held: pd.DataFrame) -> str | None:
-        """The method of :data:`METHODS` with the lowest median |log error| over the held-out configurations of one
-        mode (None: nothing of it was estimated); the first of equals, the simpler. Per configuration, not per
-        held-out workload's sum: over the fifteen to twenty model workloads of a study's database the trees with and
-        without the context were within noise of each other on their sums, and a choice by the sums changed with
-        the model left out of the database, mostly against that model; the median over a thousand configurations
-        moves less (docs/methodology.md, "Choosing the estimate")."""
-        per_config = held[self.methods()].abs().median()
-        return None if per_config.isna().all() else str(per_config.idxmin())
+        """The simplest method of :data:`METHODS` (in their order) whose median |log error| over the held-out
+        configurations of one mode is within one standard error of the lowest (the one-standard-error rule; the
+        error's standard error from :data:`BOOTSTRAP` resamples of the held-out models); None: nothing of it was
+        estimated. Per configuration, not per held-out workload's sum: a choice by the sums of the fifteen to twenty
+        model workloads changed with the model left out of the database, mostly against that model. And within one
+        standard error, not by the lowest median: the trees with and without the context came out within a few
+        thousandths of each other on every study's database, and a choice that flipped between them with the data
+        was worse than either alone (docs/methodology.md, "Choosing the estimate")."""
+        err = held[self.methods()].abs()
+        per_config = err.median()
+        if per_config.isna().all():
+            return None
+        best = str(per_config.idxmin())
+        margin = _bootstrap_se(err[best], held["workload"].map(_model_of, na_action="ignore").fillna(held["config_id"]))
+        return next(m for m in self.methods() if per_config[m] <= per_config[best] + margin)
 
     # -- estimating --------------------------------------------------------------------------------------------
     def _matrix(self, data: pd.DataFrame, context: bool) -> np.ndarray:
@@ -383,6 +391,20 @@ class CostModel:
     def chosen(self) -> str:
         """The method chosen per mode: ``inference: law+trees+context, training: law+trees``."""
         return ", ".join(f"{mode}: {m}" for mode, m in sorted(self.chosen_by_mode.items())) or "law"
+
+
+def _bootstrap_se(values: pd.Series, groups: pd.Series) -> float:
+    """The standard error of the median of ``values`` over resamples of its ``groups`` with replacement (the
+    held-out models: a model's configurations err together); 0 with fewer than two groups."""
+    v = values.to_numpy(dtype=float)
+    ok = np.isfinite(v)
+    by = pd.Series(v[ok]).groupby(groups.to_numpy()[ok]).apply(lambda s: s.to_numpy()).tolist()
+    if len(by) < 2:
+        return 0.0
+    rng = np.random.default_rng(0)
+    meds = [np.median(np.concatenate([by[i] for i in rng.integers(0, len(by), len(by))]))
+            for _ in range(BOOTSTRAP)]
+    return float(np.std(meds, ddof=1))
 
 
 def _model_of(workload: str) -> str:
