@@ -236,9 +236,9 @@ class CostModel:
         error's standard error from :data:`BOOTSTRAP` resamples of the held-out models); None: nothing of it was
         estimated. Per configuration, not per held-out workload's sum: a choice by the sums of the fifteen to twenty
         model workloads changed with the model left out of the database, mostly against that model. And within one
-        standard error, not by the lowest median: the trees with and without the context came out within a few
-        thousandths of each other on every study's database, and a choice that flipped between them with the data
-        was worse than either alone (docs/methodology.md, "Choosing the estimate")."""
+        standard error, not by the lowest median: the trees with and without the context came out within about a
+        hundredth of each other on every inference study's database, and a choice that flipped between them with the
+        data was worse than either alone (docs/methodology.md, "The one-standard-error rule")."""
         err = held[self.methods()].abs()
         per_config = err.median()
         if per_config.isna().all():
