@@ -128,13 +128,26 @@ def test_configurations_rotate_with_their_own_workload_and_its_context():
     assert all(len(g) + len(c) <= 2 for g, c in small) and sum(len(g) for g, _ in small) == 4
 
 
+def _profile_spied(monkeypatch, configs, models, e2e_every):
+    """`profile_configs` in rotation with 40 rounds per configuration: (measurements, [(e2e row, samples)] it
+    reported, [(callables, keyword arguments)] of each rotation it timed)."""
+    from opcost.measure.profile import ProfileSettings, profile_configs
+    from opcost.measure.timing import TimingSettings
+
+    fast = TimingSettings(max_seconds=0.05, warmup_s=0.0, min_samples=40, max_samples=40, target_rel_ci=1e-9)
+    got, seen, real = [], [], rotation.measure_rotation
+    monkeypatch.setattr(rotation, "measure_rotation",
+                        lambda fns, *a, **kw: seen.append((fns, kw)) or real(fns, *a, **kw))
+    meas, _ = profile_configs(configs, models, "cpu", "float32", ProfileSettings(fast, e2e_every=e2e_every),
+                              on_e2e=lambda row, smp: got.append((row, smp)))
+    return meas, got, seen
+
+
 def test_rotation_times_the_whole_model_iteration_in_the_same_rounds(monkeypatch):
     """profile.e2e_every: two model iterations close every N-th round of the workload's rotation; the second (after
     an iteration, as in a run) comes back as an `e2e` row of method `rotation`, in the `e2e` schema, with its
     samples."""
     from opcost.database import catalog
-    from opcost.measure.profile import ProfileSettings, profile_configs
-    from opcost.measure.timing import TimingSettings
     from opcost.model.extract import extract
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
@@ -142,12 +155,7 @@ def test_rotation_times_the_whole_model_iteration_in_the_same_rounds(monkeypatch
 
     models = {"mlp": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 16}, "input_shapes": [[8]]}}
     configs = catalog(extract(make_workload(load_model("mlp", models["mlp"]), 2, "inference")))
-    fast = TimingSettings(max_seconds=0.05, warmup_s=0.0, min_samples=40, max_samples=40, target_rel_ci=1e-9)
-    got, seen, real = [], [], rotation.measure_rotation
-    monkeypatch.setattr(rotation, "measure_rotation",
-                        lambda fns, *a, **kw: seen.append((fns, kw)) or real(fns, *a, **kw))
-    meas, _ = profile_configs(configs, models, "cpu", "float32", ProfileSettings(fast, e2e_every=4),
-                              on_e2e=lambda row, smp: got.append((row, smp)))
+    meas, got, seen = _profile_spied(monkeypatch, configs, models, e2e_every=4)
     assert (meas["status"] == "ok").all() and meas["n"].min() >= 40
     (fns, kw), n = seen[0], len(configs)
     assert fns[n] is fns[n + 1] and kw["sequence"][-2:] == [n, n + 1] and kw["every"][-2:] == [4, 4]
@@ -165,9 +173,8 @@ def test_rotation_times_the_whole_model_iteration_in_the_same_rounds(monkeypatch
     assert r["median_s"] > meas["median_s"].max()
     calls = configs.set_index("config_id")["positions"].map(lambda p: len(json.loads(p)))
     assert r["timed_s"] == pytest.approx(float((meas.set_index("config_id")["median_s"] * calls).sum()))
-    untimed, _ = profile_configs(configs, models, "cpu", "float32", ProfileSettings(fast, e2e_every=0),
-                                 on_e2e=lambda row, smp: got.append((row, smp)))
-    assert len(got) == 1 and len(untimed) == len(meas)
+    untimed, none, _ = _profile_spied(monkeypatch, configs, models, e2e_every=0)
+    assert len(got) == 1 and not none and len(untimed) == len(meas)
 
 
 def test_a_workload_whose_configurations_all_rotate_elsewhere_is_timed_in_their_rotations(monkeypatch):
@@ -176,8 +183,7 @@ def test_a_workload_whose_configurations_all_rotate_elsewhere_is_timed_in_their_
     the owner's, so that its prediction is checked against its time in the same minutes, weighted by its own calls
     (`timed_s`); without that, only a dedicated run minutes apart was its reference."""
     from opcost.database import catalog
-    from opcost.measure.profile import ProfileSettings, guest_workloads, profile_configs
-    from opcost.measure.timing import TimingSettings
+    from opcost.measure.profile import guest_workloads
     from opcost.model.extract import extract
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
@@ -189,12 +195,7 @@ def test_a_workload_whose_configurations_all_rotate_elsewhere_is_timed_in_their_
     configs = catalog(layers)
     assert (configs["workload"] == "mlp/inference/b2").all()
     assert guest_workloads(configs) == {"mlp_too/inference/b2"}
-    fast = TimingSettings(max_seconds=0.05, warmup_s=0.0, min_samples=40, max_samples=40, target_rel_ci=1e-9)
-    got, seen, real = [], [], rotation.measure_rotation
-    monkeypatch.setattr(rotation, "measure_rotation",
-                        lambda fns, *a, **kw: seen.append((fns, kw)) or real(fns, *a, **kw))
-    meas, _ = profile_configs(configs, models, "cpu", "float32", ProfileSettings(fast, e2e_every=4),
-                              on_e2e=lambda row, smp: got.append((row, smp)))
+    meas, got, seen = _profile_spied(monkeypatch, configs, models, e2e_every=4)
     (fns, kw), n = seen[0], len(configs)
     assert len(fns) == n + 4 and fns[n] is fns[n + 1] and fns[n + 2] is fns[n + 3] and fns[n] is not fns[n + 2]
     assert kw["every"][-4:] == [4] * 4

@@ -203,8 +203,7 @@ class CostModel:
 
         from opcost.model.sweeps import PREFIX
 
-        # a model's workloads (its batch sizes) together, as for a model never profiled; missing: each its own group
-        group = data["workload"].map(_model_of, na_action="ignore").fillna(data["config_id"])
+        group = _model_groups(data)
         if data["config_id"].nunique() < 2 * folds or group.nunique() < folds:
             return pd.DataFrame(columns=["config_id", "op_type", "mode", "phase", "workload", "count", "measured",
                                          "method", *METHODS, "distance"])
@@ -244,7 +243,7 @@ class CostModel:
         if per_config.isna().all():
             return None
         best = str(per_config.idxmin())
-        margin = _bootstrap_se(err[best], held["workload"].map(_model_of, na_action="ignore").fillna(held["config_id"]))
+        margin = _bootstrap_se(err[best], _model_groups(held))
         return next(m for m in self.methods() if per_config[m] <= per_config[best] + margin)
 
     # -- estimating --------------------------------------------------------------------------------------------
@@ -405,6 +404,12 @@ def _bootstrap_se(values: pd.Series, groups: pd.Series) -> float:
     meds = [np.median(np.concatenate([by[i] for i in rng.integers(0, len(by), len(by))]))
             for _ in range(BOOTSTRAP)]
     return float(np.std(meds, ddof=1))
+
+
+def _model_groups(rows: pd.DataFrame) -> pd.Series:
+    """Per row, the model of the workload it was profiled among (column ``workload``): a model's workloads, its
+    batch sizes, together, as for a model never profiled; a row without a workload is a group of its own."""
+    return rows["workload"].map(_model_of, na_action="ignore").fillna(rows["config_id"])
 
 
 def _model_of(workload: str) -> str:
