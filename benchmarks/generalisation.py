@@ -17,9 +17,10 @@ whole database (its own K-fold cross-validation, whole profiling workloads held 
 workload sum, and the method it chose), and the study's wall time against the seconds the run spent timing the
 held-out configurations. Each held-out workload is predicted by the rule and by variants with one part replaced,
 side by side on the same database (:data:`VARIANTS`: each of the cost model's methods for every estimate, and the
-overhead from end-to-end residuals). Targets: held-out models
-median |error| <= 10% and 90% within ±15%; held-out batch sizes median <= 5%. Ends with one SUMMARY line (the
-rule's figures).
+overhead from end-to-end residuals), and how far each workload's end-to-end time moved between the rotations that
+timed it (``ref_spread``: the reference's own noise, a floor for estimates measured in other minutes). Targets:
+held-out models median |error| <= 10% and 90% within ±15%; held-out batch sizes median <= 5%. Ends with one
+SUMMARY line (the rule's figures).
 
     python benchmarks/generalisation.py [--db results/db] [--mode inference]
 """
@@ -44,6 +45,19 @@ def _without(db: dict, drop: pd.Series) -> dict:
     ov_kept = [k not in gone for k in zip(ov["model"], ov["batch"], ov["mode"])]
     return {**db, "layers": layers, "overheads": ov[ov_kept] if len(ov) else ov,
             "measurements": meas[meas["config_id"].isin(kept) | (meas["source"] != "isolated")]}
+
+
+def _reference_spread(e2e: pd.DataFrame, layers: pd.DataFrame, col: str) -> pd.Series:
+    """Per model workload of ``layers`` timed in two or more rotations (`e2e` rows of method `rotation`, one per
+    rotation that timed its iteration): its largest over its smallest end-to-end time, − 1. How far the reference
+    itself moves between the minutes of one run: an estimate from other minutes' measurements cannot be closer."""
+    from opcost.model.sweeps import PREFIX
+
+    mode = layers["mode"].iloc[0] if len(layers) else None
+    rot = e2e[(e2e["method"] == "rotation") & (e2e["mode"] == mode) & ~e2e["model"].str.startswith(PREFIX)]
+    g = rot.groupby(["model", "batch"])[col].agg(["min", "max", "size"])
+    g = g[(g["size"] >= 2) & (g["min"] > 0)]
+    return (g["max"] / g["min"] - 1).astype(float)
 
 
 VARIANTS = ("rule", "law", "law+trees", "law+trees+context", "overhead from e2e residuals")
@@ -120,6 +134,11 @@ def main() -> None:
     floor = (table.drop_duplicates(["model", "batch"]).eval("measured_db_ms / measured_ms") - 1).abs()
     print(f"  the whole database's prediction against the end-to-end time: median |error| {np.median(floor):.1%}, "
           f"{(floor <= 0.15).mean():.1%} within ±15%")
+    spread = _reference_spread(db["e2e"], layers, col)
+    if len(spread):
+        print(f"  the end-to-end time itself between the rotations that timed it (largest / smallest - 1): median "
+              f"{spread.median():.1%}, {(spread > 0.15).mean():.1%} of the workloads above 15% "
+              f"({', '.join(f'{m} b{b} {v:+.0%}' for (m, b), v in spread[spread > 0.15].items())})")
     cm = CostModel.fit(training_data(db["layers"], used, col, db["configs"]))
     held = cm.heldout_summary()
     chosen = cm.chosen_by_mode.get(args.mode, "law")
@@ -135,6 +154,7 @@ def main() -> None:
             in_interval=float(rule["in_interval"].mean()),
             vs_full_model=vs.get("model", float("nan")), vs_full_batch=vs.get("batch", float("nan")),
             full_vs_e2e=float(np.median(floor)) if len(floor) else float("nan"),
+            ref_spread=float(spread.median()) if len(spread) else float("nan"),
             config_median_abs_err=held.get(chosen, {}).get("median_abs_error", float("nan")), chosen=chosen,
             predict_s=float(rule["predict_s"].sum()), timed_s=float(rule["timed_s"].sum()),
             wall_s=time.perf_counter() - t0)
