@@ -18,7 +18,8 @@ workload sum, and the method it chose), and the study's wall time against the se
 held-out configurations. Each held-out workload is predicted by the rule and by variants with one part replaced,
 side by side on the same database (:data:`VARIANTS`: each of the cost model's methods for every estimate, and the
 overhead from end-to-end residuals), and how far each workload's end-to-end time moved between the rotations that
-timed it (``ref_spread``: the reference's own noise, a floor for estimates measured in other minutes). Targets:
+timed it (``ref_spread``, :func:`opcost.analysis.predict.reference_spread`: the reference's own noise, a floor
+for estimates measured in other minutes). Targets:
 held-out models median |error| <= 10% and 90% within ±15%; held-out batch sizes median <= 5%. Ends with one
 SUMMARY line (the rule's figures).
 
@@ -47,19 +48,6 @@ def _without(db: dict, drop: pd.Series) -> dict:
             "measurements": meas[meas["config_id"].isin(kept) | (meas["source"] != "isolated")]}
 
 
-def _reference_spread(e2e: pd.DataFrame, layers: pd.DataFrame, col: str) -> pd.Series:
-    """Per model workload of ``layers`` timed in two or more rotations (`e2e` rows of method `rotation`, one per
-    rotation that timed its iteration): its largest over its smallest end-to-end time, − 1. How far the reference
-    itself moves between the minutes of one run: an estimate from other minutes' measurements cannot be closer."""
-    from opcost.model.sweeps import PREFIX
-
-    mode = layers["mode"].iloc[0] if len(layers) else None
-    rot = e2e[(e2e["method"] == "rotation") & (e2e["mode"] == mode) & ~e2e["model"].str.startswith(PREFIX)]
-    g = rot.groupby(["model", "batch"])[col].agg(["min", "max", "size"])
-    g = g[(g["size"] >= 2) & (g["min"] > 0)]
-    return (g["max"] / g["min"] - 1).astype(float)
-
-
 VARIANTS = ("rule", "law", "law+trees", "law+trees+context", "overhead from e2e residuals")
 
 
@@ -83,7 +71,7 @@ def main() -> None:
     from opcost import database
     from opcost.analysis import estimate
     from opcost.analysis.costmodel import CostModel, training_data
-    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, reference_spread
     from opcost.model.sweeps import PREFIX
 
     t0 = time.perf_counter()
@@ -134,7 +122,8 @@ def main() -> None:
     floor = (table.drop_duplicates(["model", "batch"]).eval("measured_db_ms / measured_ms") - 1).abs()
     print(f"  the whole database's prediction against the end-to-end time: median |error| {np.median(floor):.1%}, "
           f"{(floor <= 0.15).mean():.1%} within ±15%")
-    spread = _reference_spread(db["e2e"], layers, col)
+    spread = pd.Series({(m, b): v for (m, b, mo), v in reference_spread(db["e2e"], str(used["device"].iloc[0])).items()
+                        if mo == args.mode and not m.startswith(PREFIX)}, dtype=float)
     if len(spread):
         print(f"  the end-to-end time itself between the rotations that timed it (largest / smallest - 1): median "
               f"{spread.median():.1%}, {(spread > 0.15).mean():.1%} of the workloads above 15% "

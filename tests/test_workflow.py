@@ -27,6 +27,34 @@ def test_tiny_config_runs_to_figures(tiny_run):
     assert (pred["reference"] == pred["source"].map(lambda s: "interleaved" if "insitu" in s else "rotation")).all()
 
 
+def test_each_prediction_says_how_far_its_reference_moved_between_rotations(tiny_run):
+    """`reference_spread`: for the rotation references, the workload's largest over its smallest end-to-end time
+    among the rotations that timed it, - 1 (the machine's noise over the run); missing for other references and for
+    the never-profiled model; shown in the run's summary."""
+    pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
+    e2e = pd.read_parquet(tiny_run / "results" / "db" / "e2e.parquet")
+    col = {"trimmed_mean": "trimmed_mean_s", "median": "median_s"}[pred["statistic"].iloc[0]]
+    rot = e2e[e2e["method"] == "rotation"]
+    spread = rot.groupby(["model", "batch", "mode"])[col].agg(lambda t: t.max() / t.min() - 1 if len(t) > 1 else None)
+    rotated = pred[pred["reference"] == "rotation"]
+    assert len(rotated) == 6 and pred.loc[pred["reference"] != "rotation", "reference_spread"].isna().all()
+    timed_twice = 0
+    for r in rotated.itertuples():
+        want = spread[(r.model, r.batch, r.mode)]
+        if pd.isna(want):
+            assert pd.isna(r.reference_spread)
+        else:
+            timed_twice += 1
+            assert r.reference_spread == pytest.approx(want) and r.reference_spread >= 0
+    assert timed_twice > 0  # the tiny config's two profiling chunks each time every workload
+    unseen = pd.read_parquet(tiny_run / "results" / "validation" / "unseen.parquet")
+    assert unseen["reference_spread"].isna().all()
+    text = (tiny_run / "results" / "summary.txt").read_text()
+    for r in rotated[rotated["source"] == "isolated+overhead"].dropna(subset=["reference_spread"]).itertuples():
+        line = next(x for x in text.splitlines() if x.strip().startswith(f"{r.model}/{r.mode}/b{r.batch} "))
+        assert f" {r.reference_spread * 100:.0f}% " in line, line
+
+
 def test_a_model_never_profiled_is_predicted_and_checked(tiny_run):
     """tiny.yaml's `predict_only` model: extracted and timed end to end, never profiled; predicted from the run's
     database (its Linear layers, of a width no workload has, estimated by the cost model)."""

@@ -281,6 +281,10 @@ PREDICTIONS = Table(
                                   "sources `rotation` (the model iterations timed inside the profiling jobs' "
                                   "rotations, pooled: averaged with weights `timed_s`), `dedicated`, "
                                   "`interleaved`; in-situ sources `interleaved`, `dedicated`, `rotation`"),
+        _c("reference_spread", "Float64", "`rotation` references: how far the workload's end-to-end time moved "
+                                          "between the rotations that timed it (largest / smallest - 1), the "
+                                          "machine's own noise over the run; missing for other references or a "
+                                          "single rotation"),
         _c("ratio", "Float64", "predicted_s / measured_s"),
         _c("error", "Float64", "ratio - 1 (signed relative error)"),
         _c("configs", "Int64", "operator configurations in the workload"),

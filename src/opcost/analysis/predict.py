@@ -145,6 +145,22 @@ def references(e2e: pd.DataFrame, device: str, source: str,
     return out
 
 
+def reference_spread(e2e: pd.DataFrame, device: str,
+                     statistic: str = DEFAULT_STATISTIC) -> dict[tuple, float]:
+    """(model, batch, mode) -> how far its end-to-end time moved between the rotations that timed it on ``device``
+    (its `rotation` rows, one per rotation): the largest over the smallest ``statistic`` − 1; workloads timed in
+    fewer than two rotations are left out. The pooled `rotation` reference sits between those times, so a
+    prediction from measurements of other minutes (an estimate) cannot be expected closer than about half of it."""
+    col = _column(statistic)
+    rows = e2e[(e2e["device"] == device) & (e2e["method"] == "rotation") & e2e[col].notna()]
+    out = {}
+    for (model, batch, mode), g in rows.groupby(["model", "batch", "mode"]):
+        t = g[col].astype(float)
+        if len(t) >= 2 and t.min() > 0:
+            out[(model, int(batch), mode)] = float(t.max() / t.min() - 1)
+    return out
+
+
 def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame, device: str,
             sources=SOURCES, overhead: dict[tuple, float] | None = None,
             statistic: str = DEFAULT_STATISTIC) -> pd.DataFrame:
@@ -156,6 +172,7 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
     # energy: the e2e runs that measure it (dedicated), newest first
     metered = latest(e2e[e2e["method"] == "dedicated"], ("model", "batch", "mode", "method", "device"))
     measured_j = {(r.model, int(r.batch), r.mode): r.energy_j for r in metered.itertuples()}
+    spread = reference_spread(e2e, device, statistic)
     for source in sources:
         if not (measurements["source"] == source).any():
             continue
@@ -170,7 +187,9 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
             row = {
                 "model": model, "batch": int(batch), "mode": mode, "device": device, "source": source,
                 "statistic": statistic, "placement": placement, "overhead_s": None,
-                "predicted_s": predicted, "measured_s": measured, "reference": reference, "ratio": ratio,
+                "predicted_s": predicted, "measured_s": measured, "reference": reference,
+                "reference_spread": spread.get((model, int(batch), mode)) if reference == "rotation" else None,
+                "ratio": ratio,
                 "error": ratio - 1 if ratio is not None else None,
                 "configs": len(g), "configs_measured": int(have.sum()),
                 "calls_covered": float(g.loc[have, "count"].sum() / g["count"].sum()),

@@ -34,15 +34,19 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
     if predictions.empty:
         lines.append("No workload was predicted (see the failures below).")
     else:
-        rows = [["workload", "source", "predicted ms", "measured ms", "reference", "error", "coverage"]]
+        rows = [["workload", "source", "predicted ms", "measured ms", "reference", "ref. spread", "error", "coverage"]]
         for (model, mode, batch), g in predictions.groupby(["model", "mode", "batch"], sort=False):
             g = g.set_index("source")
             source = next((s for s in SHOWN_SOURCES if s in g.index), g.index[0])
             r = g.loc[source]
             cov = coverage.get((model, mode, int(batch)))
+            spread = r.get("reference_spread")
             rows.append([f"{model}/{mode}/b{int(batch)}", source, _ms(r["predicted_s"]), _ms(r["measured_s"]),
-                         str(r["reference"]), _pct(r["error"]), "-" if cov is None else f"{cov:.2f}"])
-        lines += ["Predicted (Σ count x cost per call) against each workload's end-to-end reference:", *_table(rows)]
+                         str(r["reference"]), "-" if pd.isna(spread) else f"{float(spread) * 100:.0f}%",
+                         _pct(r["error"]), "-" if cov is None else f"{cov:.2f}"])
+        lines += ["Predicted (Σ count x cost per call) against each workload's end-to-end reference (ref. spread: how "
+                  "far that reference moved between the rotations that timed it, the machine's own noise):",
+                  *_table(rows)]
     if last:
         target = last.get("target")
         outcome = "target met" if not last.get("below_target") and not last.get("above_target") else "target NOT met"
