@@ -355,6 +355,15 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
     full = estimate.predict_workload(db, layers, db_dir)
     assert full.estimated_share == 0 and full.measured_s > 0
     assert full.predicted_s - full.overhead_s == pytest.approx(full.layers["total_s"].sum())
+    # a workload the database traced: the overhead of its own trace, so that `opcost predict` answers what its
+    # validation's isolated+overhead row holds
+    assert full.overhead_from == "trace"
+    assert full.overhead_s == pytest.approx(float(database.of_workload(db["overheads"], "mlp", 2, "inference")
+                                                  ["overhead_s"].iloc[0]))
+    pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
+    row = pred[(pred["model"] == "mlp") & (pred["source"] == "isolated+overhead")].iloc[0]
+    assert full.predicted_s == pytest.approx(row["predicted_s"]) and full.measured_s == pytest.approx(row["measured_s"])
+    assert p["overhead_from"] == "per call"  # an unseen batch size: the traced workloads' median per call
     code, text, err = _cli_predict(capsys, "tiny_dlrm", "--batch", "5", "--db", db_dir, "--config", TINY)
     assert code == 0 and "estimated" in text and "EmbeddingBag" in text, err
 
@@ -387,7 +396,7 @@ def test_the_overhead_per_call_comes_from_the_traces_in_the_database(tiny_run):
 
 def test_the_interval_holds_the_methods_own_error(tiny_run):
     """Where three or more fully measured workloads have an end-to-end time, the interval spans the 5-95% range of
-    how far their predictions (isolated costs + the overhead per call) are off it, so that a fully measured
+    how far their predictions (isolated costs + the modelled overhead) are off it, so that a fully measured
     workload's interval is not just its measurements' noise; with fewer, the overhead's range alone."""
     db = database.read_db(tiny_run / "results" / "db")
     used, _ = estimate.conditions(db["measurements"])
@@ -404,11 +413,14 @@ def test_the_interval_holds_the_methods_own_error(tiny_run):
     db4 = {**db, **{k: pd.concat(v, ignore_index=True) for k, v in more.items()}}
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
     plain = pred[(pred["source"] == "isolated") & (pred["mode"] == "inference")]
+    traced = pred[(pred["source"] == "isolated+overhead") & (pred["mode"] == "inference")].set_index("model")
     rel = []
     for r in plain.itertuples():
         calls = database.of_workload(db["layers"], r.model, r.batch, r.mode)["count"].sum()
-        for scale in ((1.0, 0.7, 1.4) if r.model == "mlp" else (1.0,)):
-            rel.append(scale * r.measured_s / (r.predicted_s + per_call * calls) - 1)
+        # the traced workloads with the overhead of their trace, the two copies (untraced) with the median per call
+        rel.append(r.measured_s / traced.loc[r.model, "predicted_s"] - 1)
+        if r.model == "mlp":
+            rel += [scale * r.measured_s / (r.predicted_s + per_call * calls) - 1 for scale in (0.7, 1.4)]
     assert len(rel) == 4
     off = estimate.method_error(db4, used, "inference", DEFAULT_STATISTIC, per_call)
     assert off == pytest.approx((np.quantile(rel, 0.05), np.quantile(rel, 0.95)))

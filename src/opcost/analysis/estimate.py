@@ -2,16 +2,17 @@
 model's estimates (:mod:`opcost.analysis.costmodel`) for the rest, plus the overhead between operators.
 
 The measurements used are one set of conditions (host, device, threads: :func:`conditions`); costs from
-different machines or thread counts are never mixed. The overhead between operators is modelled per call from the
-database's own workloads: the overhead their traces model per call (the `overheads` table; without it, (end-to-end
-time − Σ measured isolated costs) / calls of the workloads with an end-to-end time), the median over the models'
-workloads of the same mode (their 10–90% range is its interval), floored at 0.
+different machines or thread counts are never mixed. The overhead between operators of a workload the database
+traced is the one its own trace models (the `overheads` table, as in its validation's `+overhead` row); of any
+other, it is modelled per call from the database's workloads: the overhead their traces model per call (without
+traces, (end-to-end time − Σ measured isolated costs) / calls of the workloads with an end-to-end time), the median
+over the models' workloads of the same mode (their 10–90% range is its interval), floored at 0.
 
 Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
 contributes count × its interval (the 5–95% range of its op type's held-out errors). Within an op type and phase
 the ends add up (one law errs the same way on all its configurations); across them they combine in quadrature
 (different laws, independent errors), as does the method's own error: the 5–95% range of how far the database's
-fully measured workloads' predictions (isolated costs + overhead per call) are off their end-to-end times
+fully measured workloads' predictions (isolated costs + their modelled overhead) are off their end-to-end times
 (:func:`method_error`), which holds the overhead's spread between workloads; with fewer than three such
 workloads, the overhead's 10–90% range instead.
 """
@@ -77,6 +78,7 @@ class Prediction:
     high_s: float
     estimated_s: float
     overhead_s: float
+    overhead_from: str = "per call"  # `trace`: the workload's own; `per call`: the traced workloads' median per call
     measured_s: float | None = None
     predicted_j: float | None = None
     layers: pd.DataFrame = field(default_factory=pd.DataFrame)  # per configuration and phase: cost, method
@@ -97,6 +99,7 @@ class Prediction:
         return {"model": self.model, "batch": self.batch, "mode": self.mode, **self.conditions,
                 "predicted_s": self.predicted_s, "low_s": self.low_s, "high_s": self.high_s,
                 "estimated_share": self.estimated_share, "overhead_s": self.overhead_s,
+                "overhead_from": self.overhead_from,
                 "measured_s": self.measured_s, "predicted_j": self.predicted_j, "by_method_s": self.methods(),
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
 
@@ -119,18 +122,28 @@ def _on_conditions(table: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> tuple[float, float, float]:
-    """(median, 10th, 90th percentile) seconds of overhead per operator call on the conditions of ``used``, over
-    the database's model workloads of ``mode`` (not the sweep chains, whose few calls are not a model's glue): the
-    overhead their traces model (`overheads`) where the database holds it; else (end-to-end time − Σ measured
-    isolated costs) / calls of its fully measured workloads with an end-to-end time; 0 when neither."""
+def traced_overheads(db: dict, used: pd.DataFrame, mode: str) -> dict[tuple[str, int], tuple[float, float]]:
+    """(model, batch) -> (overhead seconds per iteration its trace models, its calls) for the database's model
+    workloads of ``mode`` on the conditions of ``used`` (the `overheads` table, the newest row of each; not the sweep
+    chains, whose few calls are not a model's glue)."""
     traced = _on_conditions(db.get("overheads", pd.DataFrame()), used)
     if len(traced):
         traced = traced[(traced["mode"] == mode) & ~traced["model"].str.startswith(SWEEP_PREFIX)
                         & (traced["calls"] > 0)]
-    if len(traced):
-        traced = latest(traced, ("model", "batch", "mode"))
-        gaps = (traced["overhead_s"].astype(float) / traced["calls"].astype(float)).to_numpy()
+    if not len(traced):
+        return {}
+    traced = latest(traced, ("model", "batch", "mode"))
+    return {(r.model, int(r.batch)): (float(r.overhead_s), float(r.calls)) for r in traced.itertuples()}
+
+
+def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> tuple[float, float, float]:
+    """(median, 10th, 90th percentile) seconds of overhead per operator call on the conditions of ``used``, over
+    the database's model workloads of ``mode``: the overhead their traces model (:func:`traced_overheads`) where the
+    database holds it; else (end-to-end time − Σ measured isolated costs) / calls of its fully measured workloads
+    with an end-to-end time; 0 when neither."""
+    traced = traced_overheads(db, used, mode)
+    if traced:
+        gaps = np.array([overhead / calls for overhead, calls in traced.values()])
     else:
         gaps = _residual_per_call(db, used, mode, statistic)
     if not len(gaps):
@@ -139,9 +152,11 @@ def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -
     return float(np.median(g)), float(np.quantile(g, 0.1)), float(np.quantile(g, 0.9))
 
 
-def _measured_workloads(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> list[tuple[float, float, float]]:
-    """(end-to-end time, Σ count × isolated cost + the autograd engine's call, calls) of each fully measured model
-    workload of ``mode`` with an end-to-end time on the conditions of ``used`` (not the sweep chains)."""
+def _measured_workloads(db: dict, used: pd.DataFrame, mode: str,
+                        statistic: str) -> list[tuple[tuple[str, int], float, float, float]]:
+    """((model, batch), end-to-end time, Σ count × isolated cost + the autograd engine's call, calls) of each fully
+    measured model workload of ``mode`` with an end-to-end time on the conditions of ``used`` (not the sweep
+    chains)."""
     col = STATISTICS[statistic]
     e2e = _on_conditions(db["e2e"], used)
     refs = references(e2e, str(used["device"].iloc[0]), "isolated", statistic) if len(used) else {}
@@ -157,23 +172,29 @@ def _measured_workloads(db: dict, used: pd.DataFrame, mode: str, statistic: str)
         c = cost.reindex(wl["config_id"])
         if wl.empty or c.isna().any():
             continue
-        out.append((ref, engine + float((wl["count"].to_numpy() * c.to_numpy()).sum()), float(wl["count"].sum())))
+        out.append(((model, int(batch)), ref, engine + float((wl["count"].to_numpy() * c.to_numpy()).sum()),
+                    float(wl["count"].sum())))
     return out
 
 
 def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> list[float]:
     """Per fully measured model workload of ``mode`` with an end-to-end time on the conditions of ``used``:
     (end-to-end time − Σ count × isolated cost − the autograd engine's call) / calls."""
-    return [(ref - ops) / calls for ref, ops, calls in _measured_workloads(db, used, mode, statistic)]
+    return [(ref - ops) / calls for _, ref, ops, calls in _measured_workloads(db, used, mode, statistic)]
 
 
 def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str,
                  per_call: float) -> tuple[float, float] | None:
     """(5th, 95th percentile) of end-to-end time / prediction − 1 over the database's fully measured model
-    workloads of ``mode`` with an end-to-end time (the prediction: Σ count × isolated cost + ``per_call`` × calls),
-    i.e. how far the method is off where nothing is estimated; None with fewer than 3 such workloads."""
-    rel = [ref / (ops + per_call * calls) - 1 for ref, ops, calls in _measured_workloads(db, used, mode, statistic)
-           if ops + per_call * calls > 0]
+    workloads of ``mode`` with an end-to-end time, each predicted as :func:`predict_workload` predicts it (Σ count ×
+    isolated cost + the overhead its trace models, else ``per_call`` × calls), i.e. how far the method is off where
+    nothing is estimated; None with fewer than 3 such workloads."""
+    traced = traced_overheads(db, used, mode)
+    rel = []
+    for key, ref, ops, calls in _measured_workloads(db, used, mode, statistic):
+        predicted = ops + traced.get(key, (per_call * calls,))[0]
+        if predicted > 0:
+            rel.append(ref / predicted - 1)
     if len(rel) < 3:
         return None
     return float(np.quantile(rel, 0.05)), float(np.quantile(rel, 0.95))
@@ -231,11 +252,15 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     per_call, lo_call, hi_call = overhead_per_call(db, used, mode, statistic)
     calls = float(layers["count"].sum())
     ops = float(rows["total_s"].sum())
+    # a workload the database traced: the overhead its own trace models (as its validation's `+overhead` row);
+    # any other: the median per call of the traced ones
+    own = traced_overheads(db, used, mode).get((model, batch))
+    overhead_s = own[0] if own is not None else per_call * calls
     est_rows = ~rows["method"].isin(["measured"])
     n = rows["count"].astype(float)
     down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
     up = (n * (rows["high_s"] - rows["cost_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
-    centre = ops + per_call * calls
+    centre = ops + overhead_s
     # the method's own error (isolated costs + modelled overhead against end-to-end times), which includes the
     # overhead's spread between workloads; the overhead's range alone where too few workloads show it
     off = method_error(db, used, mode, statistic, per_call)
@@ -249,7 +274,8 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     energy = rows["count"].astype(float) * rows["energy_j"]
     return Prediction(model=model, batch=batch, mode=mode, conditions=picked,
                       predicted_s=centre, low_s=max(low, 0.0), high_s=high,
-                      estimated_s=float(rows.loc[est_rows, "total_s"].sum()), overhead_s=per_call * calls,
+                      estimated_s=float(rows.loc[est_rows, "total_s"].sum()), overhead_s=overhead_s,
+                      overhead_from="trace" if own is not None else "per call",
                       measured_s=ref.get((model, batch, mode), (None,))[0],
                       predicted_j=float(energy.sum()) if energy.notna().all() and len(energy) else None,
                       layers=rows)
