@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from opcost import database
 from opcost.analysis import estimate
@@ -357,13 +358,19 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
     assert full.predicted_s - full.overhead_s == pytest.approx(full.layers["total_s"].sum())
     # a workload the database traced: the overhead of its own trace, so that `opcost predict` answers what its
     # validation's isolated+overhead row holds
-    assert full.overhead_from == "trace"
+    assert full.overhead_from == "own trace"
     assert full.overhead_s == pytest.approx(float(database.of_workload(db["overheads"], "mlp", 2, "inference")
                                                   ["overhead_s"].iloc[0]))
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
     row = pred[(pred["model"] == "mlp") & (pred["source"] == "isolated+overhead")].iloc[0]
     assert full.predicted_s == pytest.approx(row["predicted_s"]) and full.measured_s == pytest.approx(row["measured_s"])
-    assert p["overhead_from"] == "per call"  # an unseen batch size: the traced workloads' median per call
+    # an unseen batch size of a model traced at another: the median per call of its own traces
+    traced = database.of_workload(db["overheads"], "tiny_dlrm", 2, "inference")
+    spec = yaml.safe_load(TINY.read_text())["models"]["tiny_dlrm"]
+    calls = estimate.workload_layers(db, "tiny_dlrm", 5, "inference", spec)["count"].sum()
+    assert p["overhead_from"] == "same model"
+    assert p["overhead_s"] == pytest.approx(max(float(traced["overhead_s"].iloc[0] / traced["calls"].iloc[0]), 0)
+                                            * calls)
     code, text, err = _cli_predict(capsys, "tiny_dlrm", "--batch", "5", "--db", db_dir, "--config", TINY)
     assert code == 0 and "estimated" in text and "EmbeddingBag" in text, err
 

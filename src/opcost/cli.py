@@ -242,8 +242,8 @@ def _print_prediction(args) -> None:
           f"{p.estimated_share:.0%} estimated" +
           (f"; measured {p.measured_s * 1e3:.3f} ms (ratio {p.predicted_s / p.measured_s:.3f})"
            if p.measured_s else "; no end-to-end measurement"))
-    where = "its trace" if p.overhead_from == "trace" else "median per call of the traced workloads"
-    print(f"  {'overhead between operators':<32} {p.overhead_s * 1e3:10.3f} ms ({where})")
+    print(f"  {'overhead between operators':<32} {p.overhead_s * 1e3:10.3f} ms "
+          f"({estimate.OVERHEAD_FROM[p.overhead_from]})")
     for op_type, t in p.by_op_type().head(12).items():
         print(f"  {op_type:<32} {t * 1e3:10.3f} ms")
     methods = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in sorted(p.methods().items()))

@@ -3,10 +3,11 @@ model's estimates (:mod:`opcost.analysis.costmodel`) for the rest, plus the over
 
 The measurements used are one set of conditions (host, device, threads: :func:`conditions`); costs from
 different machines or thread counts are never mixed. The overhead between operators of a workload the database
-traced is the one its own trace models (the `overheads` table, as in its validation's `+overhead` row); of any
-other, it is modelled per call from the database's workloads: the overhead their traces model per call (without
-traces, (end-to-end time − Σ measured isolated costs) / calls of the workloads with an end-to-end time), the median
-over the models' workloads of the same mode (their 10–90% range is its interval), floored at 0.
+traced is the one its own trace models (the `overheads` table, as in its validation's `+overhead` row); of a model
+traced at other batch sizes, the median per call of those traces; of any other, it is modelled per call from the
+database's workloads: the overhead their traces model per call (without traces, (end-to-end time − Σ measured
+isolated costs) / calls of the workloads with an end-to-end time), the median over the models' workloads of the
+same mode (their 10–90% range is its interval), floored at 0.
 
 Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
 contributes count × its interval (the 5–95% range of its op type's held-out errors). Within an op type and phase
@@ -78,7 +79,7 @@ class Prediction:
     high_s: float
     estimated_s: float
     overhead_s: float
-    overhead_from: str = "per call"  # `trace`: the workload's own; `per call`: the traced workloads' median per call
+    overhead_from: str = "all models"  # where overhead_s comes from: one of OVERHEAD_FROM
     measured_s: float | None = None
     predicted_j: float | None = None
     layers: pd.DataFrame = field(default_factory=pd.DataFrame)  # per configuration and phase: cost, method
@@ -200,6 +201,24 @@ def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str,
     return float(np.quantile(rel, 0.05)), float(np.quantile(rel, 0.95))
 
 
+OVERHEAD_FROM = {"own trace": "its trace", "same model": "per call, its model's traces at other batch sizes",
+                 "all models": "median per call of the traced workloads"}  # Prediction.overhead_from -> its meaning
+
+
+def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: float) -> tuple[float, str]:
+    """(overhead seconds per iteration, where from: a key of :data:`OVERHEAD_FROM`) of a workload of ``calls``
+    calls, the nearest evidence first, as for operator costs: the workload's own trace (:func:`traced_overheads`,
+    as its validation's `+overhead` row); else the median per call of its model's traced workloads at other batch
+    sizes (the same Python glue between the same calls); else ``per_call``, the median per call of all."""
+    own = traced.get((model, batch))
+    if own is not None:
+        return own[0], "own trace"
+    sibling = [max(o / c, 0.0) for (m, _), (o, c) in traced.items() if m == model]
+    if sibling:
+        return float(np.median(sibling)) * calls, "same model"
+    return per_call * calls, "all models"
+
+
 def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None,
                      method: str | None = None, **chosen) -> Prediction:
     """The prediction for the workload whose `layers` rows are given (from the database or freshly extracted),
@@ -252,10 +271,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     per_call, lo_call, hi_call = overhead_per_call(db, used, mode, statistic)
     calls = float(layers["count"].sum())
     ops = float(rows["total_s"].sum())
-    # a workload the database traced: the overhead its own trace models (as its validation's `+overhead` row);
-    # any other: the median per call of the traced ones
-    own = traced_overheads(db, used, mode).get((model, batch))
-    overhead_s = own[0] if own is not None else per_call * calls
+    overhead_s, overhead_from = _overhead_of(traced_overheads(db, used, mode), model, batch, calls, per_call)
     est_rows = ~rows["method"].isin(["measured"])
     n = rows["count"].astype(float)
     down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
@@ -275,7 +291,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     return Prediction(model=model, batch=batch, mode=mode, conditions=picked,
                       predicted_s=centre, low_s=max(low, 0.0), high_s=high,
                       estimated_s=float(rows.loc[est_rows, "total_s"].sum()), overhead_s=overhead_s,
-                      overhead_from="trace" if own is not None else "per call",
+                      overhead_from=overhead_from,
                       measured_s=ref.get((model, batch, mode), (None,))[0],
                       predicted_j=float(energy.sum()) if energy.notna().all() and len(energy) else None,
                       layers=rows)
