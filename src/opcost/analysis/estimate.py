@@ -188,12 +188,12 @@ def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str,
                  per_call: float) -> tuple[float, float] | None:
     """(5th, 95th percentile) of end-to-end time / prediction − 1 over the database's fully measured model
     workloads of ``mode`` with an end-to-end time, each predicted as :func:`predict_workload` predicts it (Σ count ×
-    isolated cost + the overhead its trace models, else ``per_call`` × calls), i.e. how far the method is off where
-    nothing is estimated; None with fewer than 3 such workloads."""
+    isolated cost + its overhead by :func:`_overhead_of`, ``per_call`` the median per call of all), i.e. how far the
+    method is off where nothing is estimated; None with fewer than 3 such workloads."""
     traced = traced_overheads(db, used, mode)
     rel = []
-    for key, ref, ops, calls in _measured_workloads(db, used, mode, statistic):
-        predicted = ops + traced.get(key, (per_call * calls,))[0]
+    for (model, batch), ref, ops, calls in _measured_workloads(db, used, mode, statistic):
+        predicted = ops + _overhead_of(traced, model, batch, calls, per_call)[0]
         if predicted > 0:
             rel.append(ref / predicted - 1)
     if len(rel) < 3:
