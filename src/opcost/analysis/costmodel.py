@@ -59,7 +59,7 @@ MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error t
 FOLDS = 5
 BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
 FILE = "costmodel.pkl"
-FIT_VERSION = 10  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 11  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
@@ -73,6 +73,12 @@ class Law:
     compute_rate: float
     memory_rate: float
     configs: int
+    worked: int = 0  # of them, those that do work (FLOPs or bytes): without any, the rates are not measured
+
+    def answers(self, flops, nbytes) -> bool:
+        """Whether the law can estimate a call of this work: a law fitted to calls without work (views) knows their
+        cost per call, not the rate at which a call that moves data moves it."""
+        return self.worked > 0 or (flops < 1 and nbytes < 1)
 
     def __call__(self, flops, nbytes):  # work below 1 FLOP or byte counts as 1, as in the fit (a view: no work)
         return self.floor_s + np.maximum(np.maximum(np.asarray(flops, float), 1.0) / self.compute_rate,
@@ -84,6 +90,7 @@ def fit_law(flops, nbytes, seconds) -> Law:
     from scipy.optimize import least_squares
 
     f, b, t = (np.asarray(v, float) for v in (flops, nbytes, seconds))
+    worked = int(((f >= 1) | (b >= 1)).sum())
     f, b = np.maximum(f, 1.0), np.maximum(b, 1.0)
     logt = np.log(t)
 
@@ -98,7 +105,7 @@ def fit_law(flops, nbytes, seconds) -> Law:
     res = least_squares(lambda th: np.log(model(th)) - logt, x0, loss="soft_l1", f_scale=0.2,
                         bounds=(np.log([1e-10, 1e3, 1e3]), np.log([floor_max, 1e17, 1e15])))
     floor, crate, mrate = np.exp(res.x)
-    return Law(float(floor), float(crate), float(mrate), len(t))
+    return Law(float(floor), float(crate), float(mrate), len(t), worked)
 
 
 @dataclass
@@ -259,20 +266,24 @@ class CostModel:
         est = np.full(len(data), np.nan)
         method = np.array(["none"] * len(data), dtype=object)
         for i, r in enumerate(data.itertuples(index=False)):
+            answers = lambda law: law is not None and law.answers(r.flops, r.bytes)  # noqa: E731
             law = self.laws.get((r.op_type, r.mode, r.phase))
-            if law is not None:
+            if answers(law):
                 est[i], method[i] = float(law(r.flops, r.bytes)), "law"
                 continue
             same = (self.points["mode"] == r.mode) & (self.points["phase"] == r.phase)
+            if r.flops >= 1 or r.bytes >= 1:  # calls without work (views) say nothing of the cost of a call that has
+                same &= (self.points["flops"] >= 1) | (self.points["bytes"] >= 1)
             pts = self.points[same & (self.points["op_type"] == r.op_type)]
             if pts.empty:
                 twin = next((law for t in optypes.twins(r.op_type)
-                             if (law := self.laws.get((t, r.mode, r.phase))) is not None), None)
+                             if answers(law := self.laws.get((t, r.mode, r.phase)))), None)
                 if twin is not None:
                     est[i], method[i] = float(twin(r.flops, r.bytes)), "twin"
                     continue
             fam = optypes.family(r.op_type)
             law = self.family_laws.get((fam, r.mode, r.phase))
+            law = law if answers(law) else None
             call = self.family_calls.get((fam, r.mode, r.phase))
             if pts.empty and call is not None and r.flops < 1 and r.bytes < 1:
                 est[i], method[i] = call, "family"
@@ -286,7 +297,7 @@ class CostModel:
                 d = (pts["log_flops"] - r.log_flops) ** 2 + (pts["log_bytes"] - r.log_bytes) ** 2
                 near = pts.loc[d.idxmin()]
                 g = law or self.global_laws.get((r.mode, r.phase))
-                if g is not None:  # scaled along the family's or the phase's law: its floor keeps small calls from 0
+                if answers(g):  # scaled along the family's or the phase's law: its floor keeps small calls from 0
                     scale = float(g(r.flops, r.bytes)) / float(g(near["flops"], near["bytes"]))
                 else:
                     by = "flops" if fam in optypes.COMPUTE_FAMILIES else "bytes"
@@ -295,7 +306,7 @@ class CostModel:
                 method[i] = "nearest" if near["op_type"] == r.op_type else "family"
                 continue
             law = self.global_laws.get((r.mode, r.phase))
-            if law is not None:
+            if answers(law):
                 est[i], method[i] = float(law(r.flops, r.bytes)), "global"
         return est, method
 

@@ -17,7 +17,8 @@ work rule is a line of :data:`opcost.analysis.optypes.TABLE`; in short:
   other modules' parameters are not counted.
 * No work, 0 FLOPs and 0 bytes, for calls that only make a view (``view``, ``permute``, ``unsqueeze``...; and
   ``select``, ``split``, ``expand``... in forward: their backward writes or reduces a gradient of the input's
-  size), for ``contiguous``, ``reshape`` and ``flatten`` of contiguous inputs (else they copy: bytes), and for
+  size), for ``contiguous``, ``reshape`` and ``flatten`` that return a view (a contiguous input, or a strided
+  output: else they copy, bytes), and for
   dropout in inference or at ``p = 0`` (an identity): their cost is a per-call constant whatever the tensor's size.
 
 The numbers are hand-checkable (``tests/test_costmodel.py``); :data:`NUMERIC` are the columns a learned model uses.
@@ -149,8 +150,11 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
             param_bytes = 2 * (int(p.get("num_features") or p.get("num_channels") or channels or 1)) * elt
     nbytes = io_bytes + param_bytes
     contiguous = all(_contiguous(s) for s in ins)
+    # a reshape, flatten or contiguous() copies only where no view can serve: its input strided and its output
+    # contiguous (a view of a strided input keeps its strides: GPT-2's reshape of a transposed tensor to its own shape)
+    viewed = contiguous or not all(_contiguous(s) for s in outs)
     if (work == "view" or (work in ("slice", "expand") and not backward)
-            or (work == "copy_if_strided" and contiguous)
+            or (work == "copy_if_strided" and viewed)
             or (work == "dropout" and (mode == "inference" or _dropout_p(p) == 0))):
         flops = nbytes = 0
     log = lambda v: math.log10(max(float(v), 1.0))  # noqa: E731

@@ -24,7 +24,8 @@ work                 FLOPs and bytes
 ``slice``            no work forward (a view); backward writes a zero gradient of the input's size and
                      copies the output's gradient in: the input's and the output's bytes
 ``expand``           no work forward; backward sums the gradient back to the input's shape
-``copy_if_strided``  a copy of a strided input (bytes), no work on a contiguous one (a view)
+``copy_if_strided``  a copy of a strided input to a contiguous output (bytes); no work where it returns a
+                     view (a contiguous input, or an output with the input's strides)
 ``dropout``          an identity in inference and at ``p = 0``; elementwise in training
 ``elementwise``      (any other op type) the larger of the largest input's and the outputs' element counts
 ===================  ====================================================================================
