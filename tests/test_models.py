@@ -84,6 +84,21 @@ def test_bad_models_fail_with_one_line(name, spec, needle):
     assert msg.startswith(f"model {name}:") and needle in msg and "\n" not in msg
 
 
+def test_a_model_larger_than_the_free_memory_is_refused_before_it_is_built(monkeypatch):
+    """A transformers model type's defaults are the full-size model (hf:llama: 26 GB in float32, more than this
+    VM has): it is sized on the meta device and refused in one line, not built until the host runs out of memory.
+    The free memory is the OS's answer, set here to 200 MB."""
+    from opcost.model import sources
+
+    monkeypatch.setattr(sources, "available_memory", lambda device="cpu": 200 * 2 ** 20)
+    assert load_model("gpt2", SMALL_GPT2).module is not None  # a few MB: built
+    with pytest.raises(OpcostError) as e:
+        load_model("gpt2full", {"model": "hf:gpt2"})  # 124 M parameters, 0.5 GB
+    msg = str(e.value)
+    assert msg.startswith("model gpt2full: hf:gpt2 has 0.12 billion parameters") and "0.2 GB free on cpu" in msg
+    assert "\n" not in msg
+
+
 def test_input_shape_the_model_rejects():
     m = load_model("mlp", {"model": "tests.tiny_models:make_mlp", "input_shapes": [[5]]})
     with pytest.raises(OpcostError) as e:

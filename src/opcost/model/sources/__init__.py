@@ -40,14 +40,54 @@ class LoadedModel:
     make_inputs: Callable[[int, int], tuple]  # (batch, seed) -> inputs on the model's device
 
 
-def _build(name: str, spec: dict) -> tuple[nn.Module, Callable | None]:
-    """The module and, where its source knows them, its example inputs ``(batch, generator) -> tuple``."""
+def available_memory(device: str = "cpu") -> int | None:
+    """Bytes of memory free for a model on ``device``: the host's available memory (``MemAvailable``), a CUDA
+    device's free memory; None where unknown."""
+    if device.startswith("cuda"):
+        try:
+            return int(torch.cuda.mem_get_info(torch.device(device))[0])
+        except Exception:  # no driver, no such device: the build itself will say so
+            return None
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+
+
+def _check_size(name: str, target: str, build: Callable, device: str) -> None:
+    """Refuse, in one line, a model whose parameters and buffers alone exceed the memory free on ``device``
+    (a transformers model type's default configuration is the full-size model: ``hf:llama`` is 6.6 billion
+    parameters, 26 GB in float32), before building it for real would exhaust the host's memory. The model is first
+    built on the meta device, which allocates nothing; one that cannot be is left to its real build."""
+    try:
+        with torch.device("meta"):
+            module = build()[0]
+    except Exception:
+        return
+    tensors = [*module.parameters(), *module.buffers()]
+    need = sum(t.numel() * t.element_size() for t in tensors)
+    free = available_memory(device)
+    if free is not None and need > free:
+        params = sum(p.numel() for p in module.parameters())
+        raise OpcostError(f"model {name}", f"{target} has {params / 1e9:.2f} billion parameters, {need / 1e9:.1f} GB "
+                                           f"as built, more than the {free / 1e9:.1f} GB free on {device}; make it "
+                                           f"smaller with its kwargs (transformers: num_hidden_layers, hidden_size...)")
+
+
+def _build(name: str, spec: dict, device: str = "cpu") -> tuple[nn.Module, Callable | None]:
+    """The module and, where its source knows them, its example inputs ``(batch, generator) -> tuple``. A timm or
+    transformers model too large for the memory free on ``device`` is refused before it is built."""
     target = spec.get("model") or name
     kwargs = dict(spec.get("kwargs") or {})
     for prefix, source in ((timm_models.PREFIX, timm_models), (hf_models.PREFIX, hf_models)):
         if target.startswith(prefix):
-            try:
+            def build(source=source):
                 return source.build(target.removeprefix(prefix), spec)
+
+            _check_size(name, target, build, device)
+            try:
+                return build()
             except ImportError as e:
                 raise OpcostError(f"model {name}", f"{target}: {e.name or e} is not installed") from None
             except Exception as e:  # a model constructor may raise anything
@@ -89,7 +129,7 @@ def _build(name: str, spec: dict) -> tuple[nn.Module, Callable | None]:
 def load_model(name: str, spec: dict, device: str = "cpu", dtype: str = "float32") -> LoadedModel:
     """Build model ``name`` from its config entry, with random weights, on ``device`` in ``dtype``."""
     torch.manual_seed(0)
-    module, example = _build(name, spec)
+    module, example = _build(name, spec, device)
     float_dtype = dtype_from_name(dtype)
     module = module.to(device=device, dtype=float_dtype)
     dev = torch.device(device)
