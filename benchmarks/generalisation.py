@@ -23,12 +23,18 @@ for estimates measured in other minutes). Targets:
 held-out models median |error| <= 10% and 90% within ±15%; held-out batch sizes median <= 5%. Ends with one
 SUMMARY line (the rule's figures).
 
-    python benchmarks/generalisation.py [--db results/db] [--mode inference]
+Models the run never profiled (its config's `predict_only`: the study's config lists nine of torchvision, timm and
+transformers beside the eleven) were predicted by the run from its whole database and timed end to end in it
+(`results/validation/unseen.parquet`, beside the database): the benchmark reports their errors as well, the test
+of a user's model that no leave-one-out stands in for (``unseen_*`` in the SUMMARY line).
+
+    python benchmarks/generalisation.py [--db results/db] [--mode inference] [--unseen PATH]
 """
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -66,6 +72,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", default="results/db")
     ap.add_argument("--mode", default="inference")
+    ap.add_argument("--unseen", help="the run's predict_only predictions (default: validation/unseen.parquet beside "
+                                     "the database's folder)")
     args = ap.parse_args()
 
     from opcost import database
@@ -128,6 +136,9 @@ def main() -> None:
         print(f"  the end-to-end time itself between the rotations that timed it (largest / smallest - 1): median "
               f"{spread.median():.1%}, {(spread > 0.15).mean():.1%} of the workloads above 15% "
               f"({', '.join(f'{m} b{b} {v:+.0%}' for (m, b), v in spread[spread > 0.15].items())})")
+    full = table.drop_duplicates(["model", "batch"]).set_index(["model", "batch"])["measured_db_ms"] / 1e3
+    unseen = _unseen(args.unseen or Path(args.db).resolve().parent / "validation" / "unseen.parquet", args.mode,
+                     _versus_dedicated(full, db["e2e"], args.mode))
     cm = CostModel.fit(training_data(db["layers"], used, col, db["configs"]))
     held = cm.heldout_summary()
     chosen = cm.chosen_by_mode.get(args.mode, "law")
@@ -146,7 +157,50 @@ def main() -> None:
             ref_spread=float(spread.median()) if len(spread) else float("nan"),
             config_median_abs_err=held.get(chosen, {}).get("median_abs_error", float("nan")), chosen=chosen,
             predict_s=float(rule["predict_s"].sum()), timed_s=float(rule["timed_s"].sum()),
-            wall_s=time.perf_counter() - t0)
+            **unseen, wall_s=time.perf_counter() - t0)
+
+
+def _versus_dedicated(full: pd.Series, e2e: pd.DataFrame, mode: str) -> pd.Series:
+    """Per profiled workload (model, batch): its prediction from the whole database (``full``, seconds) against its
+    dedicated end-to-end run, − 1: how far the reference of a model never profiled, which has no rotation to be timed
+    in, is off a prediction with nothing estimated."""
+    ded = e2e[(e2e["method"] == "dedicated") & (e2e["mode"] == mode)]
+    ref = ded.groupby(["model", "batch"])["trimmed_mean_s"].median().astype(float)
+    both = pd.concat([full.rename("full"), ref.rename("ref")], axis=1).dropna()
+    return both["full"] / both["ref"] - 1
+
+
+def _unseen(path, mode: str, versus_dedicated: pd.Series) -> dict:
+    """Prints the run's `predict_only` workloads of ``mode`` (models never profiled, predicted from the whole
+    database) against their end-to-end times, and beside them how far the profiled workloads' whole-database
+    predictions are off the same kind of reference (``versus_dedicated``); their SUMMARY figures (none where the run
+    had none)."""
+    from opcost import io, tables
+
+    if not Path(path).exists():
+        return {}
+    u = io.read_parquet(path, tables.PREDICTIONS)
+    u = u[(u["mode"] == mode) & u["measured_s"].notna()].copy()
+    if u.empty:
+        return {}
+    u["in_interval"] = (u["low_s"] <= u["measured_s"]) & (u["measured_s"] <= u["high_s"])
+    print("\nnever profiled (the run's predict_only models, predicted from its whole database):")
+    ms = {f"{k}_ms": u[f"{k}_s"].astype(float) * 1e3 for k in ("measured", "predicted", "low", "high")}
+    shown = pd.DataFrame({"model": u["model"], "batch": u["batch"], **ms,
+                          "estimated_share": u["estimated_share"].astype(float), "error": u["error"].astype(float),
+                          "in_interval": u["in_interval"]})
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    e = u["error"].astype(float).abs()
+    print(f"  median |error| {e.median():.1%}, {(e <= 0.15).mean():.1%} within ±15%, "
+          f"{u['in_interval'].mean():.1%} inside the interval")
+    v = versus_dedicated.abs()
+    if len(v):
+        print(f"  their reference is a dedicated end-to-end run (no rotation times them): the profiled workloads' "
+              f"whole-database predictions against their own dedicated runs, median |error| {v.median():.1%}, "
+              f"{(v <= 0.15).mean():.1%} within ±15%")
+    return {"unseen_workloads": len(u), "median_abs_err_unseen": float(e.median()),
+            "within_15pct_unseen": float((e <= 0.15).mean()), "unseen_in_interval": float(u["in_interval"].mean()),
+            "full_vs_dedicated": float(v.median()) if len(v) else float("nan")}
 
 
 if __name__ == "__main__":
