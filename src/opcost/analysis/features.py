@@ -18,8 +18,8 @@ work rule is a line of :data:`opcost.analysis.optypes.TABLE`; in short:
 * No work, 0 FLOPs and 0 bytes, for calls that only make a view (``view``, ``permute``, ``unsqueeze``...; and
   ``select``, ``split``, ``expand``... in forward: their backward writes or reduces a gradient of the input's
   size), for ``contiguous``, ``reshape`` and ``flatten`` that return a view (a contiguous input, or a strided
-  output: else they copy, bytes), and for
-  dropout in inference or at ``p = 0`` (an identity): their cost is a per-call constant whatever the tensor's size.
+  output: else they copy, bytes), and for dropout in inference or at ``p = 0`` (an identity): their cost is a
+  per-call constant whatever the tensor's size.
 
 The numbers are hand-checkable (``tests/test_costmodel.py``); :data:`NUMERIC` are the columns a learned model uses.
 """
