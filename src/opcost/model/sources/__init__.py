@@ -59,20 +59,23 @@ def _check_size(name: str, target: str, build: Callable, device: str) -> None:
     """Refuse, in one line, a model whose parameters and buffers alone exceed the memory free on ``device``
     (a transformers model type's default configuration is the full-size model: ``hf:llama`` is 6.6 billion
     parameters, 26 GB in float32), before building it for real would exhaust the host's memory. The model is first
-    built on the meta device, which allocates nothing; one that cannot be is left to its real build."""
+    built on the meta device, which allocates nothing (the random generators left as they were); one that cannot be
+    is left to its real build. Every model is built in the host's memory first, then moved to ``device``."""
     try:
-        with torch.device("meta"):
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
             module = build()[0]
     except Exception:
         return
     tensors = [*module.parameters(), *module.buffers()]
     need = sum(t.numel() * t.element_size() for t in tensors)
-    free = available_memory(device)
-    if free is not None and need > free:
-        params = sum(p.numel() for p in module.parameters())
-        raise OpcostError(f"model {name}", f"{target} has {params / 1e9:.2f} billion parameters, {need / 1e9:.1f} GB "
-                                           f"as built, more than the {free / 1e9:.1f} GB free on {device}; make it "
-                                           f"smaller with its kwargs (transformers: num_hidden_layers, hidden_size...)")
+    for where in dict.fromkeys(("cpu", device)):
+        free = available_memory(where)
+        if free is not None and need > free:
+            params = sum(p.numel() for p in module.parameters())
+            raise OpcostError(f"model {name}", f"{target} has {params / 1e9:.2f} billion parameters, "
+                                               f"{need / 1e9:.1f} GB as built, more than the {free / 1e9:.1f} GB free "
+                                               f"on {where}; make it smaller with its kwargs (transformers: "
+                                               f"num_hidden_layers, hidden_size...)")
 
 
 def _build(name: str, spec: dict, device: str = "cpu") -> tuple[nn.Module, Callable | None]:
