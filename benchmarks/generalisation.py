@@ -138,7 +138,7 @@ def main() -> None:
               f"({', '.join(f'{m} b{b} {v:+.0%}' for (m, b), v in spread[spread > 0.15].items())})")
     full = table.drop_duplicates(["model", "batch"]).set_index(["model", "batch"])["measured_db_ms"] / 1e3
     unseen = _unseen(args.unseen or Path(args.db).resolve().parent / "validation" / "unseen.parquet", args.mode,
-                     _versus_dedicated(full, db["e2e"], args.mode))
+                     _versus_dedicated(full, db["e2e"], str(used["device"].iloc[0]), args.mode))
     cm = CostModel.fit(training_data(db["layers"], used, col, db["configs"]))
     held = cm.heldout_summary()
     chosen = cm.chosen_by_mode.get(args.mode, "law")
@@ -160,12 +160,15 @@ def main() -> None:
             **unseen, wall_s=time.perf_counter() - t0)
 
 
-def _versus_dedicated(full: pd.Series, e2e: pd.DataFrame, mode: str) -> pd.Series:
+def _versus_dedicated(full: pd.Series, e2e: pd.DataFrame, device: str, mode: str) -> pd.Series:
     """Per profiled workload (model, batch): its prediction from the whole database (``full``, seconds) against its
     dedicated end-to-end run, − 1: how far the reference of a model never profiled, which has no rotation to be timed
-    in, is off a prediction with nothing estimated."""
-    ded = e2e[(e2e["method"] == "dedicated") & (e2e["mode"] == mode)]
-    ref = ded.groupby(["model", "batch"])["trimmed_mean_s"].median().astype(float)
+    in, is off a prediction with nothing estimated. The dedicated run is taken as the run takes a `predict_only`
+    model's (:func:`opcost.analysis.predict.references` of the dedicated rows alone)."""
+    from opcost.analysis.predict import DEFAULT_STATISTIC, references
+
+    refs = references(e2e[e2e["method"] == "dedicated"], device, "isolated", DEFAULT_STATISTIC)
+    ref = pd.Series({(m, b): v for (m, b, mo), (v, _) in refs.items() if mo == mode}, dtype=float)
     both = pd.concat([full.rename("full"), ref.rename("ref")], axis=1).dropna()
     return both["full"] / both["ref"] - 1
 
