@@ -4,6 +4,7 @@ This machine has one NUMA node: a second CPU tier is exercised by giving node 0 
 (PMEM/CXL) and the GPU tiers cannot be exercised here and their tests say so when skipped.
 """
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -205,3 +206,26 @@ def test_a_failing_placement_keeps_the_others(monkeypatch):
     assert moved_in["median_s"].isna().all()
     out_only = meas[meas["placement"] == "in:dram;w:dram;out:near"]  # outputs are bound, not copied: measured
     assert len(out_only) and (out_only["status"] == "ok").all()
+
+
+def test_the_whole_model_on_gpu_tiers_from_a_real_h200_database():
+    """tests/data/h200: the isolated measurements and workloads of a real H200 run (2026-11-27, `gpu_check.sh`),
+    inputs placed in device, pinned host and managed memory, outputs in device memory."""
+    from opcost.analysis.predict import costed_layers
+    from opcost.analysis.tiers import whole_model
+
+    data = Path(__file__).parent / "data" / "h200"
+    meas, layers = pd.read_parquet(data / "measurements.parquet"), pd.read_parquet(data / "layers.parquet")
+    placed = whole_model(layers, meas, "cuda").set_index(["model", "mode", "tier"])
+    workloads = set(zip(layers["model"], layers["mode"]))
+    assert set(placed.index) == {(m, mo, t) for m, mo in workloads for t in ("host", "managed")}
+    assert set(placed["placement"]) == {"in:host out:hbm", "in:managed out:hbm"}  # the GPU allocator keeps outputs
+    assert (placed["measured_share"] == 1).all()  # backward slowdowns too, verified by their forward rows
+    costed = costed_layers(layers, meas, "cuda")
+    for (model, mode, _), r in placed.iterrows():
+        assert r["baseline_s"] == pytest.approx(costed.loc[(costed["model"] == model) & (costed["mode"] == mode),
+                                                           "total_s"].sum(), rel=1e-9)
+    # resnet18's convolutions read their activations over the interconnect: several times slower, as measured
+    assert placed.loc[("resnet18", "inference", "host"), "slowdown"] > 2
+    assert placed.loc[("resnet18", "inference", "host"), "predicted_s"] > placed.loc[
+        ("resnet18", "inference", "managed"), "predicted_s"]

@@ -3,6 +3,7 @@ import gzip
 import json
 import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -13,8 +14,8 @@ from tests.helpers import ROOT, TINY, snakemake
 def test_tiny_config_runs_to_figures(tiny_run):
     figs = sorted(p.name for p in (tiny_run / "results" / "figures").glob("*.png"))
     assert figs == ["breakdown.png", "consistency.png", "convergence.png", "coplace.png", "energy.png",
-                    "placement.png", "predicted_vs_measured.png", "spread.png", "trace_breakdown.png",
-                    "trace_overheads.png", "unseen.png"]
+                    "placement.png", "predicted_vs_measured.png", "spread.png", "tiers.png",
+                    "trace_breakdown.png", "trace_overheads.png", "unseen.png"]
     assert all((tiny_run / "results" / "figures" / f).stat().st_size > 10_000 for f in figs)
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
     workloads = {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"), ("mlp", "inference")}
@@ -141,6 +142,48 @@ def test_placements_are_measured_verified_and_a_missing_tier_skipped(tiny_run):
     assert (iso.groupby(["config_id", "phase"])["baseline"].sum() == 1).all()
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
     assert set(pred["placement"]) == {"baseline"}
+
+
+def test_the_whole_model_on_each_tier_adds_up_the_measured_slowdowns(tiny_run):
+    from opcost.analysis.tiers import verified, whole_model
+
+    res = tiny_run / "results"
+    placed = pd.read_parquet(res / "validation" / "tiers.parquet")
+    pred = pd.read_parquet(res / "validation" / "predictions.parquet")
+    iso = pred[pred["source"] == "isolated"].set_index(["model", "mode", "batch"])
+    # one row per validated workload on the one slower usable tier, forward and backward slowdowns all measured
+    assert sorted(zip(placed["model"], placed["mode"])) == sorted(iso.index.droplevel("batch"))
+    assert set(placed["tier"]) == {"dram_b"} and (placed["measured_share"] == 1).all()
+    assert set(placed["placement"]) == {"in:dram_b out:dram_b"}  # params fixed: weights stay on the fast tier
+    for r in placed.itertuples():  # the all-fast-tier time is the validated isolated prediction's operator sum
+        assert r.baseline_s == pytest.approx(iso.loc[(r.model, r.mode, r.batch), "predicted_s"], rel=1e-9)
+    # mlp by hand: Σ count x cost in rotation x (median all on dram_b / median all on dram, back to back)
+    meas = pd.read_parquet(res / "db" / "measurements.parquet")
+    layers = pd.read_parquet(res / "layers" / "mlp" / "inference_b2.parquet")
+    m = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward")].set_index(["config_id", "placement"])
+    want = 0.0
+    for cid, count, ins, outs in zip(layers["config_id"], layers["count"], layers["inputs"], layers["outputs"]):
+        rows = m.loc[cid]
+        slow = rows[rows.index.str.contains("dram_b")]
+        fast = rows[rows["baseline"].astype(bool) & (rows.index != "default")]
+        assert len(slow) == 1 and len(fast) == 1
+        want += count * rows.loc["default", "trimmed_mean_s"] * slow["median_s"].iloc[0] / fast["median_s"].iloc[0]
+    got = placed.set_index("model").loc["mlp"]
+    assert got["predicted_s"] == pytest.approx(want, rel=1e-9)
+    # a configuration whose placement failed its check takes its op type's median slowdown, and says so
+    linear = meas[(meas["op_type"] == "Linear") & meas["placement"].str.contains("dram_b")]["config_id"].iloc[0]
+    broken = meas.copy()
+    broken.loc[(broken["config_id"] == linear) & broken["placement"].str.contains("dram_b"), "placement_ok"] = False
+    assert not verified(broken[(broken["config_id"] == linear) & (broken["placement"] != "default")
+                               & broken["placement"].str.contains("dram_b")]).any()  # backward rows too
+    layer_rows = pd.concat([pd.read_parquet(p) for p in (res / "layers").glob("*/*.parquet")])
+    layer_rows = layer_rows[layer_rows["model"].isin(set(iso.index.get_level_values("model")))]
+    again = whole_model(layer_rows, broken, "cpu").set_index(["model", "mode"])
+    hit = {(mo, mode) for mo, mode in zip(layer_rows["model"], layer_rows["mode"])
+           if linear in set(layer_rows[(layer_rows["model"] == mo) & (layer_rows["mode"] == mode)]["config_id"])}
+    for key, r in again.iterrows():
+        assert (r["measured_share"] < 1) == (key in hit) and np.isfinite(r["predicted_s"])
+    assert "The whole model on each slower memory tier" in (res / "summary.txt").read_text()
 
 
 def test_simultaneous_placement_profiling_covers_every_placement(tiny_run):

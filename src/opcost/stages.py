@@ -361,8 +361,11 @@ def _overhead(overhead_paths, op_type_paths) -> dict | None:
 
 
 def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_tsv, out_consistency,
-             overhead_paths=(), op_type_paths=()) -> pd.DataFrame:
+             overhead_paths=(), op_type_paths=(), out_tiers=None, out_tiers_tsv=None) -> pd.DataFrame:
+    """The `predictions` of every workload against its end-to-end time, the isolated/in-situ `consistency`, and
+    (``out_tiers``) the whole model on each slower memory tier (`tier_costs`, :mod:`opcost.analysis.tiers`)."""
     from opcost.analysis.predict import consistency, predict
+    from opcost.analysis.tiers import whole_model
 
     layers = io.read_many(layer_paths, tables.LAYERS)
     meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
@@ -371,6 +374,14 @@ def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_ts
     io.write_parquet(pred, out, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
     io.write_parquet(consistency(layers, meas, config["device"]), out_consistency, tables.CONSISTENCY)
+    if out_tiers is not None:
+        placed = whole_model(layers, meas, config["device"], config["statistic"])
+        io.write_parquet(placed, out_tiers, tables.TIER_COSTS)
+        if out_tiers_tsv is not None:
+            io.write_text(placed.to_csv(sep="\t", index=False, float_format="%.6g"), out_tiers_tsv)
+        for r in placed.itertuples():
+            log.info("%s %s b%d on %s: predicted %.3f ms, %.2fx all on the fast tier (%.0f%% of it measured)", r.model,
+                     r.mode, r.batch, r.tier, r.predicted_s * 1e3, r.slowdown, 100 * r.measured_share)
     for r in pred.itertuples():
         log.info("%s %s b%d %s: predicted %.3f ms, measured %.3f ms, ratio %.3f", r.model, r.mode, r.batch,
                  r.source, r.predicted_s * 1e3, r.measured_s * 1e3, r.ratio)
@@ -472,11 +483,11 @@ def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
 
 
 def make_figures(config: dict, *, layers, measurements, e2e, predictions, consistency, loop, outdir, tiers=None,
-                 traces=None, coplace=(), unseen=(), failures=None, summary=None) -> None:
+                 traces=None, coplace=(), unseen=(), failures=None, summary=None, tier_costs=None) -> None:
     """All figures into ``outdir``, and the run's summary (:mod:`opcost.report.summary`) into ``summary`` when given.
     Each input is a path (``layers``, ``coplace``, ``unseen``: lists of paths); ``traces``: part name (`op_types`,
     `iterations`, `overhead_samples`) -> per-workload trace tables; ``unseen``: the `predict_only` predictions
-    (none: the figure says so); ``failures``: results/failures.tsv."""
+    (none: the figure says so); ``failures``: results/failures.tsv; ``tier_costs``: the whole model on each tier."""
     from opcost.analysis.predict import costed_layers
     from opcost.failures import read_tsv
     from opcost.report.summary import run_summary
@@ -492,13 +503,14 @@ def make_figures(config: dict, *, layers, measurements, e2e, predictions, consis
                   for part, paths in (traces or {}).items()}
     coplace_info = [io.read_json(p) for p in coplace]
     unseen_rows = io.read_many(unseen, tables.PREDICTIONS) if unseen else None
+    placed = io.read_parquet(tier_costs, tables.TIER_COSTS) if tier_costs else None
     loop_info = io.read_json(loop)
     for p in figures.make_all(costed, pred, meas, e2e_df, cons, loop_info, outdir, tier_info, trace_rows,
-                              coplace_info, unseen_rows):
+                              coplace_info, unseen_rows, placed):
         log.info("wrote %s", p)
     if summary is not None:
         fail = read_tsv(failures) if failures else tables.frame(tables.FAILURES, [])
-        io.write_text(run_summary(pred, loop_info, fail, unseen_rows, str(outdir)), summary)
+        io.write_text(run_summary(pred, loop_info, fail, unseen_rows, str(outdir), placed), summary)
         log.info("wrote %s", summary)
 
 

@@ -301,6 +301,30 @@ PREDICTIONS = Table(
     ),
 )
 
+TIER_COSTS = Table(
+    "tier_costs", "results/validation/tiers.parquet",
+    "The whole model on each slower memory tier, predicted from the isolated placement measurements "
+    "(`opcost.analysis.tiers`): Σ count x cost per call x the configuration's slowdown with its tensors on the "
+    "tier. Predictions only: no end-to-end run is timed with the model's tensors on a tier.",
+    _MODEL_KEY + (
+        _c("device", "string", "as in `predictions`"),
+        _c("tier", "string", "the slower tier (a name of config `placement.tiers` other than the first)"),
+        _c("placement", "string", "the placement class of the configurations' all-on-tier placements (as in "
+                                  "figures/placement.png): `in:<tier> out:<tier>`, with `w:<tier>` where "
+                                  "parameters are placed too (`placement.params: vary`); on GPUs outputs stay "
+                                  "on the fast tier"),
+        _c("statistic", "string", "as in `predictions`"),
+        _c("baseline_s", "Float64", "Σ count x cost per call with every tensor on the fast tier: the `isolated` "
+                                    "prediction's operator sum, seconds"),
+        _c("predicted_s", "Float64", "Σ count x cost per call x slowdown on the tier, seconds"),
+        _c("slowdown", "Float64", "predicted_s / baseline_s"),
+        _c("measured_share", "Float64", "share of baseline_s whose configurations' slowdowns on the tier were "
+                                        "measured (the rest take their op type's median slowdown on the tier)"),
+        _c("configs", "Int64", "operator configurations with a cost in the workload"),
+        _c("configs_measured", "Int64", "of them, those with every phase's slowdown on the tier measured"),
+    ),
+)
+
 FAILURES = Table(
     "failures", "results/failures/{stage}/{model}/{mode}_b{batch}.parquet, results/failures.tsv",
     "What could not be done, one row per failure: a workload that could not be built or run in a stage, or one "
@@ -316,7 +340,7 @@ FAILURES = Table(
     ),
 )
 
-ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, OVERHEADS, CONSISTENCY, PREDICTIONS, FAILURES)
+ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, OVERHEADS, CONSISTENCY, PREDICTIONS, TIER_COSTS, FAILURES)
 
 
 def frame(table: Table, rows) -> pd.DataFrame:

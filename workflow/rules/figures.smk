@@ -6,6 +6,7 @@ rule figures:
         e2e="results/db/e2e.parquet",
         predictions="results/validation/predictions.parquet",
         consistency="results/validation/consistency.parquet",
+        tier_costs="results/validation/tiers.parquet",
         loop="results/loop/summary.json",
         tiers="results/placement/tiers.json",
         failures="results/failures.tsv",

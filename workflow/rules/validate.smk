@@ -1,6 +1,6 @@
 rule validate:
     """Prediction (sum of count x operator time, and with the trace's modelled overheads) against the measured
-    end-to-end time, per workload."""
+    end-to-end time, per workload; and the whole model on each slower memory tier, from the placements measured."""
     input:
         layers=get_layer_tables,
         measurements="results/db/measurements.parquet",
@@ -15,6 +15,12 @@ rule validate:
             category="Validation",
         ),
         consistency="results/validation/consistency.parquet",
+        tiers="results/validation/tiers.parquet",
+        tiers_tsv=report(
+            "results/validation/tiers.tsv",
+            caption="../report/tiers.rst",
+            category="Validation",
+        ),
     params:
         settings=settings_of("validate"),
     log:

@@ -228,39 +228,13 @@ def energy(costed: pd.DataFrame, predictions: pd.DataFrame, measurements: pd.Dat
     _save(fig, path)
 
 
-def placement_class(placement: str, fast: str | None = None) -> str:
-    """A placement reduced to which tier each tensor role is on (inputs: one tier, or `mixed`), so that
-    configurations with different input counts share a column: ``in:pmem w:dram out:dram``; parameters on the
-    ``fast`` tier are left out, so configurations with and without parameters share columns too."""
-    from opcost.measure.placement import Placement
-
-    p = Placement.parse(placement)
-    ins = sorted(set(p.inputs))
-    parts = [f"in:{ins[0] if len(ins) == 1 else 'mixed'}"] if ins else []
-    return " ".join(parts + ([f"w:{p.params}"] if p.params and p.params != fast else []) + [f"out:{p.out}"])
-
-
-def placement_slowdowns(measurements: pd.DataFrame) -> pd.DataFrame:
-    """Per isolated configuration, phase and placement: median time / the all-fast-tier median of the same
-    configuration and phase (rows with a placement mismatch are left out)."""
-    from opcost.measure.placement import Placement
-
-    m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
-                     & (measurements["placement"] != "default") & measurements["placement_ok"].fillna(False)]
-    if m.empty:
-        return pd.DataFrame(columns=["config_id", "op_type", "phase", "placement", "cls", "slowdown"])
-    base = m[m["baseline"].fillna(False)].set_index(["config_id", "phase"])["median_s"]
-    keys = list(zip(m["config_id"], m["phase"]))
-    ref = pd.Series([base.get(k, np.nan) for k in keys], index=m.index, dtype=float)
-    fast = Placement.parse(m.loc[m["baseline"].fillna(False), "placement"].iloc[0]).out if len(base) else None
-    out = m.assign(slowdown=m["median_s"].astype(float) / ref,
-                   cls=m["placement"].map(lambda p: placement_class(p, fast)))
-    return out.dropna(subset=["slowdown"])[["config_id", "op_type", "phase", "placement", "cls", "slowdown"]]
-
-
 def placement(measurements: pd.DataFrame, tiers: dict | None, path: Path) -> None:
-    """Placement sensitivity: median slowdown of each placement class relative to all-fast-tier, per op type."""
+    """Placement sensitivity: median forward slowdown of each placement class relative to all-fast-tier, per op
+    type."""
+    from opcost.analysis.tiers import placement_slowdowns
+
     s = placement_slowdowns(measurements)
+    s = s[s["phase"] == "forward"]
     pivot = s.pivot_table(index="op_type", columns="cls", values="slowdown", aggfunc="median")
     usable = (tiers or {}).get("usable", [])
     if pivot.shape[1] < 2:
@@ -286,6 +260,38 @@ def placement(measurements: pd.DataFrame, tiers: dict | None, path: Path) -> Non
     _save(fig, path)
 
 
+def whole_model_tiers(costs: pd.DataFrame | None, tiers: dict | None, path: Path) -> None:
+    """The whole model on each slower tier (`tier_costs`): predicted iteration time over the all-fast-tier one, per
+    workload and tier, labelled with the share of the time whose slowdown was measured."""
+    if costs is None or costs.empty:
+        usable = (tiers or {}).get("usable", [])
+        _message(path, "The whole model on each memory tier",
+                 f"{len(usable)} usable memory tier(s) ({', '.join(usable) or 'none'}): the whole model on a slower "
+                 "tier needs two,\nwith placements measured (config placement.tiers)")
+        return
+    pivot = costs.assign(workload=costs.apply(_label, axis=1)).pivot_table(
+        index="workload", columns="tier", values="slowdown", aggfunc="first", sort=False)
+    share = costs.assign(workload=costs.apply(_label, axis=1)).pivot_table(
+        index="workload", columns="tier", values="measured_share", aggfunc="first", sort=False)
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(pivot) * max(1, pivot.shape[1]) + 1.8))
+    height = 0.8 / pivot.shape[1]
+    y = np.arange(len(pivot))
+    for j, tier in enumerate(pivot.columns):
+        vals = pivot[tier].to_numpy(dtype=float)
+        ax.barh(y + j * height, vals, height=height, label=tier)
+        for yi, v, m in zip(y + j * height, vals, share[tier].to_numpy(dtype=float)):
+            if np.isfinite(v):
+                ax.text(v, yi, f" {v:.2f}x ({m:.0%} measured)", va="center", fontsize=7)
+    ax.axvline(1.0, color="k", ls="--", lw=0.8)
+    ax.set_yticks(y + 0.4 - height / 2, pivot.index, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(1.2, float(np.nanmax(pivot.to_numpy(dtype=float)))) * 1.45)
+    ax.set_xlabel("predicted iteration time / all on the fast tier (Σ count x cost x measured slowdown)")
+    ax.set_title("The whole model on each slower memory tier (predicted, not timed end to end)", fontsize=10)
+    ax.legend(title="tier", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _save(fig, path)
+
+
 def _message(path: Path, title: str, text: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 2.5))
     ax.axis("off")
@@ -295,18 +301,18 @@ def _message(path: Path, title: str, text: str) -> None:
 
 
 def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, tiers=None, traces=None,
-             coplace=None, unseen=None) -> list[Path]:
+             coplace=None, unseen=None, tier_costs=None) -> list[Path]:
     """Every figure; ``traces``: the `trace_op_types`, `trace_iterations` and `trace_overhead_samples` frames
     (keys ``op_types``, ``iterations``, ``overhead_samples``); ``coplace``: simultaneous placement profiling
     summaries (JSON dicts), None or [] when it is not enabled; ``unseen``: `predict_only` predictions (source
-    `estimated`), None when the config has none."""
+    `estimated`), None when the config has none; ``tier_costs``: the `tier_costs` table, None without placements."""
     from opcost.analysis.predict import baseline
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = [outdir / f"{n}.png" for n in ("breakdown", "predicted_vs_measured", "spread", "consistency",
                                            "convergence", "energy", "placement", "trace_breakdown",
-                                           "trace_overheads", "coplace", "unseen")]
+                                           "trace_overheads", "coplace", "unseen", "tiers")]
     breakdown(costed, predictions[predictions["source"] == "isolated"], paths[0])
     predicted_vs_measured(predictions, paths[1])
     spread(measurements[(measurements["source"] == "isolated") & baseline(measurements)], e2e, paths[2])
@@ -320,6 +326,7 @@ def make_all(costed, predictions, measurements, e2e, cons, evaluations, outdir, 
     trace_overheads(traces.get("overhead_samples", empty), paths[8])
     _coplace(measurements, coplace, paths[9])
     unseen_models(unseen, paths[10])
+    whole_model_tiers(tier_costs, tiers, paths[11])
     return paths
 
 

@@ -25,9 +25,11 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFrame,
-                unseen: pd.DataFrame | None = None, figures_dir: str = "results/figures") -> str:
+                unseen: pd.DataFrame | None = None, figures_dir: str = "results/figures",
+                tier_costs: pd.DataFrame | None = None) -> str:
     """The summary text. ``predictions``: the `predictions` table; ``loop``: results/loop/summary.json (one entry
-    per iteration); ``failures``: the `failures` table; ``unseen``: the `predict_only` predictions, if any."""
+    per iteration); ``failures``: the `failures` table; ``unseen``: the `predict_only` predictions, if any;
+    ``tier_costs``: the whole model on each slower memory tier, if placements were measured."""
     lines = ["opcost run summary", ""]
     last = loop[-1] if loop else {}
     coverage = {(w["model"], w["mode"], int(w["batch"])): w.get("coverage") for w in last.get("workloads", [])}
@@ -63,6 +65,13 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
                          f"{_ms(r.low_s)}..{_ms(r.high_s)}", _ms(r.measured_s), _pct(r.error),
                          "-" if pd.isna(r.estimated_share) else f"{float(r.estimated_share) * 100:.0f}%"])
         lines += ["", "Never profiled (predict_only), predicted from the database:", *_table(rows)]
+    if tier_costs is not None and not tier_costs.empty:
+        rows = [["workload", "tier", "placement", "fast tier ms", "on the tier ms", "slowdown", "measured"]]
+        for r in tier_costs.itertuples():
+            rows.append([f"{r.model}/{r.mode}/b{int(r.batch)}", r.tier, r.placement, _ms(r.baseline_s),
+                         _ms(r.predicted_s), f"{float(r.slowdown):.2f}x", f"{float(r.measured_share) * 100:.0f}%"])
+        lines += ["", "The whole model on each slower memory tier (Σ count x cost x the configuration's measured "
+                      "slowdown; predicted, not timed end to end):", *_table(rows)]
     lines += ["", "Failures: " + failure_text(failures)]
     lines += ["", f"Figures: {figures_dir}/ (open breakdown.png first); tables: results/validation/, database: "
                   "results/db/; HTML report: snakemake --report report.html"]
