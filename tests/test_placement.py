@@ -229,3 +229,34 @@ def test_the_whole_model_on_gpu_tiers_from_a_real_h200_database():
     assert placed.loc[("resnet18", "inference", "host"), "slowdown"] > 2
     assert placed.loc[("resnet18", "inference", "host"), "predicted_s"] > placed.loc[
         ("resnet18", "inference", "managed"), "predicted_s"]
+
+
+def test_a_process_bound_to_a_tier_keeps_its_threads_memory_there(tmp_path):
+    """The e2e_tier job's binding: the process and the torch threads it starts afterwards allocate on the node."""
+    import subprocess
+    import sys
+
+    from opcost.measure.numa import bind_to_tier
+
+    script = """
+import ctypes, sys
+from opcost.measure.numa import bind_to_tier
+assert bind_to_tier({"tiers": {"dram": {"numa": 0}, "far": {"numa": 0}}}, "far") is None
+import torch
+from opcost.measure.placement import page_nodes
+torch.set_num_threads(2)
+x = torch.randn(1 << 20) @ torch.ones(1 << 20, 1)  # threads started after the binding
+y = torch.empty(1 << 22).fill_(1.0)  # pages first touched by the intra-op threads
+libc = ctypes.CDLL(None, use_errno=True)
+mode, mask = ctypes.c_int(-1), ctypes.c_ulong(0)
+assert libc.syscall(239, ctypes.byref(mode), ctypes.byref(mask), ctypes.c_ulong(64), None, 0) == 0
+print(mode.value, sorted(set(page_nodes(y.data_ptr(), y.numel() * 4))))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == "2" and out.stdout.strip().endswith("[0]")  # MPOL_BIND, every page on node 0
+    # a tier this host lacks, or one that is not a NUMA node, is not bound, and says why in one line
+    fake = tmp_path / "node"
+    (fake / "node0").mkdir(parents=True)
+    assert "NUMA node 1 not present" in bind_to_tier({"tiers": {"far": {"numa": 1}}}, "far", fake)
+    assert "not a NUMA tier" in bind_to_tier({"tiers": {"host": {"cuda": "host"}}}, "host", fake)

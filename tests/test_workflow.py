@@ -120,7 +120,8 @@ def test_database_holds_every_configuration_once(tiny_run):
     assert meas["cpu_model"].notna().all() and (meas["threads"] == 1).all()
     assert meas["cpus"].str.fullmatch(r"\d+").all()  # affinity: pin, threads 1: one CPU
     e2e = pd.read_parquet(db / "e2e.parquet")
-    assert sorted(e2e.loc[e2e["method"] != "rotation", "method"]) == ["dedicated"] * 3 + ["interleaved"] * 3
+    assert sorted(e2e.loc[e2e["method"] != "rotation", "method"]) == ["dedicated"] * 3 + ["interleaved"] * 3 + [
+        "tier"] * 3  # tier: each workload with its memory on dram_b (tests/data/tiny.yaml)
     rot = e2e[e2e["method"] == "rotation"]  # one row per workload and profiling job that rotated it
     assert set(zip(rot["model"], rot["mode"])) == {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"),
                                                    ("mlp", "inference")} | {
@@ -183,6 +184,17 @@ def test_the_whole_model_on_each_tier_adds_up_the_measured_slowdowns(tiny_run):
            if linear in set(layer_rows[(layer_rows["model"] == mo) & (layer_rows["mode"] == mode)]["config_id"])}
     for key, r in again.iterrows():
         assert (r["measured_share"] < 1) == (key in hit) and np.isfinite(r["predicted_s"])
+    # timed end to end with the job's memory on dram_b, weights on dram, every tensor found where it was asked to be
+    e2e = pd.read_parquet(res / "db" / "e2e.parquet")
+    runs = e2e[e2e["method"] == "tier"].set_index(["model", "mode"])
+    assert runs.loc[("mlp", "inference"), "placement"] == "in:dram_b;w:dram;out:dram_b"
+    assert runs.loc[("tiny_dlrm", "training"), "placement"].endswith(";w:dram;out:dram_b")
+    assert runs["placement_verified"].str.contains("dram_b").all()  # node 0 answers to both of its tier names
+    assert placed["measured_slowdown"].notna().all() and placed["placement_ok"].all()
+    assert (placed["error"] == placed["slowdown"] / placed["measured_slowdown"] - 1).all()
+    absent = pd.read_parquet(res / "e2e" / "mlp" / "inference_b2.on_absent.parquet")
+    assert absent.empty  # a tier this host lacks: no run, the reason in its log
+    assert "NUMA node 63 not present" in (tiny_run / "logs" / "e2e" / "mlp" / "inference_b2.on_absent.log").read_text()
     assert "The whole model on each slower memory tier" in (res / "summary.txt").read_text()
 
 

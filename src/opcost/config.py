@@ -122,6 +122,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "placement_tiers": ("device", "placement"),
     "profile": (*_HOST, "models", "profile", "placement", "loop", "energy"),
     "e2e": (*_HOST, "e2e", "energy"),
+    "e2e_tier": (*_HOST, "e2e", "placement"),
     "insitu": (*_HOST, "insitu"),
     "trace": (*_HOST, "trace"),
     "coplace": (*_HOST, "placement", "insitu"),

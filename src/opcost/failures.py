@@ -12,7 +12,7 @@ import pandas as pd
 
 from opcost.tables import FAILURES, frame
 
-STAGE_ORDER = ("extract", "e2e", "insitu", "trace", "coplace", "profile")
+STAGE_ORDER = ("extract", "e2e", "e2e_tier", "insitu", "trace", "coplace", "profile")
 
 
 def read_tsv(path) -> pd.DataFrame:

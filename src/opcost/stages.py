@@ -279,6 +279,47 @@ def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples, out_f
     _guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
 
 
+def e2e_tier(config: dict, model: str, mode: str, batch: int, tier: str, unbound: str | None, out, out_samples,
+             out_failures=None) -> None:
+    """End-to-end timing of one workload with its memory on the slower NUMA tier ``tier`` (`e2e` method `tier`,
+    :func:`opcost.measure.e2e.measure_on_tier`), the check of its placements against the whole model on that tier
+    predicted from isolated placements. The caller bound the process to the tier before torch started
+    (:func:`opcost.measure.numa.bind_to_tier`); ``unbound``: why it could not (a tier this host lacks, a GPU tier),
+    which writes empty tables and logs the reason."""
+    from opcost.measure.e2e import measure_on_tier
+    from opcost.measure.placement import Placer, usable_tiers
+    from opcost.measure.placement import Settings as PlacementSettings
+    from opcost.measure.profile import matches_all
+    from opcost.measure.timing import TimingSettings
+
+    empty = {out: tables.E2E, out_samples: tables.SAMPLES}
+    if unbound is not None:
+        log.warning("%s %s b%s not timed on tier %s: %s", model, mode, batch, tier, unbound)
+        for path, table in empty.items():
+            io.write_parquet(tables.frame(table, []), path, table)
+        if out_failures is not None:
+            io.write_parquet(tables.frame(tables.FAILURES, []), out_failures, tables.FAILURES)
+        return
+
+    def body():
+        placement = PlacementSettings.from_config(config["placement"])
+        tiers, _ = usable_tiers(placement, config["device"])
+        wl = _workload(config, model, mode, batch)
+        row, samples = measure_on_tier(wl, TimingSettings.from_config(config["e2e"]["timing"]), config["device"],
+                                       Placer(tiers, config["device"]), tier, placement.tiers[0].name,
+                                       placement.params)
+        io.write_parquet(samples, out_samples, tables.SAMPLES)
+        io.write_parquet(row, out, tables.E2E)
+        r = row.iloc[0]
+        ok = matches_all(r["placement"], r["placement_verified"])
+        (log.info if ok else log.warning)("%s %s b%s on %s: %.3f ms per iteration (n=%d); placement %s, found %s%s",
+                                          model, mode, batch, tier, r["median_s"] * 1e3, r["n"], r["placement"],
+                                          r["placement_verified"], "" if ok else " (MISMATCH)")
+
+    prepare_process(config)
+    _guarded("e2e_tier", model, mode, batch, out_failures, empty, body)
+
+
 def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, out_e2e, out_failures=None) -> None:
     from opcost.measure.insitu import profile_insitu
     from opcost.measure.timing import TimingSettings
@@ -369,19 +410,21 @@ def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_ts
 
     layers = io.read_many(layer_paths, tables.LAYERS)
     meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
-    pred = predict(layers, meas, io.read_parquet(e2e_path, tables.E2E), config["device"],
+    e2e = io.read_parquet(e2e_path, tables.E2E)
+    pred = predict(layers, meas, e2e, config["device"],
                    overhead=_overhead(overhead_paths, op_type_paths), statistic=config["statistic"])
     io.write_parquet(pred, out, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
     io.write_parquet(consistency(layers, meas, config["device"]), out_consistency, tables.CONSISTENCY)
     if out_tiers is not None:
-        placed = whole_model(layers, meas, config["device"], config["statistic"])
+        placed = whole_model(layers, meas, config["device"], config["statistic"], e2e)
         io.write_parquet(placed, out_tiers, tables.TIER_COSTS)
         if out_tiers_tsv is not None:
             io.write_text(placed.to_csv(sep="\t", index=False, float_format="%.6g"), out_tiers_tsv)
         for r in placed.itertuples():
-            log.info("%s %s b%d on %s: predicted %.3f ms, %.2fx all on the fast tier (%.0f%% of it measured)", r.model,
-                     r.mode, r.batch, r.tier, r.predicted_s * 1e3, r.slowdown, 100 * r.measured_share)
+            log.info("%s %s b%d on %s: predicted %.3f ms, %.2fx all on the fast tier (%.0f%% of it measured); "
+                     "measured %s", r.model, r.mode, r.batch, r.tier, r.predicted_s * 1e3, r.slowdown,
+                     100 * r.measured_share, "-" if pd.isna(r.measured_slowdown) else f"{r.measured_slowdown:.2f}x")
     for r in pred.itertuples():
         log.info("%s %s b%d %s: predicted %.3f ms, measured %.3f ms, ratio %.3f", r.model, r.mode, r.batch,
                  r.source, r.predicted_s * 1e3, r.measured_s * 1e3, r.ratio)

@@ -205,19 +205,24 @@ SAMPLES = Table(
 )
 
 E2E = Table(
-    "e2e", "results/e2e/{model}/{mode}_b{batch}.parquet, results/insitu/{model}/{mode}_b{batch}.e2e.parquet, "
-    "results/profile/iter{n}_e2e_{chunk}.parquet",
+    "e2e", "results/e2e/{model}/{mode}_b{batch}.parquet, results/e2e/{model}/{mode}_b{batch}.on_{tier}.parquet, "
+    "results/insitu/{model}/{mode}_b{batch}.e2e.parquet, results/profile/iter{n}_e2e_{chunk}.parquet",
     "End-to-end timings of whole model iterations.",
     _MODEL_KEY + (
         _c("method", "string", "`dedicated`: the e2e job, adaptive timing core; `interleaved`: unobserved "
                                "iterations alternating with the in-situ job's timed iterations, so that both see "
                                "the same machine state; `rotation`: the second of two model iterations that end "
                                "every `profile.e2e_every`-th round of a profiling job's rotation (one row per "
-                               "rotation), in the same minutes as the isolated operator costs"),
+                               "rotation), in the same minutes as the isolated operator costs; `tier`: as "
+                               "`dedicated`, with the job's memory bound to a slower NUMA tier (`placement`)"),
     ) + _HOST + _STATS + _ENERGY + (
         _c("timed_s", "Float64", "`rotation` rows: sum over the configurations the rotation timed of calls per "
                                  "iteration x median, seconds: the part of the isolated prediction measured in "
                                  "these minutes, the row's weight in the pooled reference; missing otherwise"),
+        _c("placement_verified", "string", "`tier` rows: where the inputs, the parameters and buffers, and the "
+                                           "leaf modules' outputs of one more iteration were found, in the form of "
+                                           "`placement` (`+` joins several places found in one group); missing "
+                                           "otherwise"),
     ),
 )
 
@@ -305,7 +310,7 @@ TIER_COSTS = Table(
     "tier_costs", "results/validation/tiers.parquet",
     "The whole model on each slower memory tier, predicted from the isolated placement measurements "
     "(`opcost.analysis.tiers`): Σ count x cost per call x the configuration's slowdown with its tensors on the "
-    "tier. Predictions only: no end-to-end run is timed with the model's tensors on a tier.",
+    "tier, and on CPU NUMA tiers the same workload timed end to end with its memory on the tier.",
     _MODEL_KEY + (
         _c("device", "string", "as in `predictions`"),
         _c("tier", "string", "the slower tier (a name of config `placement.tiers` other than the first)"),
@@ -322,6 +327,14 @@ TIER_COSTS = Table(
                                         "measured (the rest take their op type's median slowdown on the tier)"),
         _c("configs", "Int64", "operator configurations with a cost in the workload"),
         _c("configs_measured", "Int64", "of them, those with every phase's slowdown on the tier measured"),
+        _c("measured_s", "Float64", "end-to-end `statistic` of the iteration with the job's memory on the tier "
+                                    "(the newest `e2e` row of method `tier`), seconds; missing where none ran (GPU "
+                                    "tiers, a tier this host lacks)"),
+        _c("measured_slowdown", "Float64", "measured_s / the newest `dedicated` end-to-end time on the fast tier"),
+        _c("error", "Float64", "slowdown / measured_slowdown - 1: how far the predicted slowdown is off the one "
+                               "measured end to end"),
+        _c("placement_ok", "boolean", "the tier run found its inputs, activations and parameters where they were "
+                                      "asked to be (`e2e` `placement_verified`); missing without a run"),
     ),
 )
 
@@ -332,7 +345,8 @@ FAILURES = Table(
     "`results/failures.tsv` lists every failure of the run (profiling failures come from `measurements` rows "
     "whose status is `failed: ...`).",
     (
-        _c("stage", "string", "the stage that failed: `extract`, `e2e`, `insitu`, `trace`, `coplace`, `profile`"),
+        _c("stage", "string", "the stage that failed: `extract`, `e2e`, `e2e_tier` (timed on a slower tier), "
+                              "`insitu`, `trace`, `coplace`, `profile`"),
         _c("workload", "string", "`model/mode/b{batch}`"),
         _c("config_id", "string", "the operator configuration that failed; missing when the whole workload failed"),
         _c("op_type", "string", "its operator type; missing when the whole workload failed"),

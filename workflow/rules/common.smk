@@ -28,6 +28,7 @@ wildcard_constraints:
     batch="[0-9]+",
     chunk="[0-9]+",
     n="[0-9]+",
+    tier="[^/.]+",
 
 
 def get_tier_check(wildcards=None):
@@ -74,6 +75,16 @@ def get_sweep_layers(wildcards=None):
 
 def get_e2e_tables(wildcards=None):
     return per_workload("results/e2e/{model}/{mode}_b{batch}.parquet")
+
+
+# The slower NUMA tiers a whole model is timed on (CPU runs; a tier this host lacks gives an empty table)
+SLOW_NUMA_TIERS = [name for name, spec in list((config["placement"].get("tiers") or {}).items())[1:]
+                   if "numa" in spec] if config["device"] == "cpu" else []
+
+
+def get_tier_e2e_tables(wildcards=None):
+    return [p for tier in SLOW_NUMA_TIERS
+            for p in per_workload("results/e2e/{model}/{mode}_b{batch}.on_%s.parquet" % tier)]
 
 
 def get_previous_evaluation(wildcards):
@@ -154,7 +165,9 @@ def get_failure_tables(wildcards=None):
     sweeps = ["results/failures/extract/sweeps.parquet"] if SWEEP_POINTS else []
     unseen = [p for s in ("extract", "e2e") for p in
               per_workload(f"results/failures/{s}/{{model}}/{{mode}}_b{{batch}}.parquet", UNSEEN)]
-    return [p for s in stages for p in per_workload(f"results/failures/{s}/{{model}}/{{mode}}_b{{batch}}.parquet")] + sweeps + unseen
+    tiers = [p for tier in SLOW_NUMA_TIERS
+             for p in per_workload("results/failures/e2e/{model}/{mode}_b{batch}.on_%s.parquet" % tier)]
+    return [p for s in stages for p in per_workload(f"results/failures/{s}/{{model}}/{{mode}}_b{{batch}}.parquet")] + sweeps + unseen + tiers
 
 
 def get_coplace(kind):

@@ -7,6 +7,7 @@ rule database:
         coplace=get_coplace("table"),
         insitu_e2e=get_insitu_e2e_tables,
         e2e=get_e2e_tables,
+        tier_e2e=get_tier_e2e_tables,
         profile_e2e=get_profile_e2e,
         layers=lambda w: get_layer_tables() + get_sweep_layers(),
         overheads=get_trace_tables("overheads"),

@@ -16,7 +16,10 @@ median slowdown of its op type and phase on T, else of every configuration of th
 is the share of the all-fast time whose slowdown was measured. The model's Python between operators is left out,
 as in the `isolated` prediction: it does not touch the placed tensors.
 
-These are predictions: no end-to-end run is timed with the model's tensors on T.
+On a CPU NUMA tier the prediction is checked end to end (the `e2e` rows of method `tier`: the workload timed with
+its job's memory bound to T, parameters on the fast tier unless ``placement.params: vary``): ``error`` compares the
+predicted slowdown with the measured one, the tier run over the workload's `dedicated` run on the fast tier. GPU
+tiers have no such check: the device allocator puts a model's activations in device memory.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import pandas as pd
 from opcost.analysis.predict import costed_layers
 from opcost.measure.engine import ENGINE_OP_TYPE
 from opcost.measure.placement import Placement
-from opcost.tables import DEFAULT_STATISTIC, TIER_COSTS, frame
+from opcost.tables import DEFAULT_STATISTIC, STATISTICS, TIER_COSTS, frame
 
 
 def placement_class(placement: str, fast: str | None = None) -> str:
@@ -94,10 +97,36 @@ def all_on(measurements: pd.DataFrame) -> pd.DataFrame:
     return s[cols].reset_index(drop=True)
 
 
+def tier_runs(e2e: pd.DataFrame, device: str, statistic: str = DEFAULT_STATISTIC) -> dict[tuple, dict]:
+    """(model, batch, mode, tier) -> the newest end-to-end run with the job's memory on the tier (`e2e` method
+    `tier`) on ``device``: ``measured_s`` (its ``statistic``), ``measured_slowdown`` (over the workload's newest
+    `dedicated` run on the fast tier) and ``placement_ok``."""
+    from opcost.database import latest
+    from opcost.measure.profile import matches_all
+
+    col = STATISTICS[statistic]
+    e2e = e2e[(e2e["device"] == device) & e2e[col].notna()]
+    base = latest(e2e[(e2e["method"] == "dedicated") & (e2e["placement"] == "default")],
+                  ("model", "batch", "mode"))
+    fast = {(r.model, int(r.batch), r.mode): float(v) for r, v in zip(base.itertuples(), base[col])}
+    runs = e2e[e2e["method"] == "tier"]
+    runs = runs.assign(tier=runs["placement"].map(lambda p: Placement.parse(p).out))
+    out = {}
+    for r, v in zip(latest(runs, ("model", "batch", "mode", "tier")).itertuples(),
+                    latest(runs, ("model", "batch", "mode", "tier"))[col]):
+        key = (r.model, int(r.batch), r.mode)
+        ok = isinstance(r.placement_verified, str) and matches_all(r.placement, r.placement_verified)
+        out[(*key, r.tier)] = {"measured_s": float(v), "placement_ok": ok,
+                               "measured_slowdown": float(v) / fast[key] if fast.get(key) else None}
+    return out
+
+
 def whole_model(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
-                statistic: str = DEFAULT_STATISTIC) -> pd.DataFrame:
+                statistic: str = DEFAULT_STATISTIC, e2e: pd.DataFrame | None = None) -> pd.DataFrame:
     """One `tier_costs` row per workload of ``layers`` and slower tier that its placement measurements on
-    ``device`` cover (see the module docstring); empty without placement measurements."""
+    ``device`` cover (see the module docstring), with its end-to-end check where ``e2e`` holds a `tier` run; empty
+    without placement measurements."""
+    runs = tier_runs(e2e, device, statistic) if e2e is not None and len(e2e) else {}
     dev = measurements[measurements["device"] == device]
     slow = all_on(dev)
     if slow.empty:
@@ -128,10 +157,16 @@ def whole_model(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
             base = float(g["total"].sum())
             predicted = float((g["total"] * g["factor"]).sum())
             configs = g[g["op_type"] != ENGINE_OP_TYPE]
+            slowdown = predicted / base if base > 0 else None
+            run = runs.get((model, int(batch), mode, tier), {})
+            measured = run.get("measured_slowdown")
             rows.append({"model": model, "batch": int(batch), "mode": mode, "device": device, "tier": tier,
                          "placement": cls, "statistic": statistic, "baseline_s": base, "predicted_s": predicted,
-                         "slowdown": predicted / base if base > 0 else None,
+                         "slowdown": slowdown,
                          "measured_share": float(g.loc[g["own"], "total"].sum() / base) if base > 0 else None,
                          "configs": int(configs["config_id"].nunique()),
-                         "configs_measured": int(configs.groupby("config_id")["own"].all().sum())})
+                         "configs_measured": int(configs.groupby("config_id")["own"].all().sum()),
+                         "measured_s": run.get("measured_s"), "measured_slowdown": measured,
+                         "error": slowdown / measured - 1 if measured and slowdown is not None else None,
+                         "placement_ok": run.get("placement_ok")})
     return frame(TIER_COSTS, rows)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import functools
 import glob
 import itertools
 import mmap
@@ -34,14 +33,10 @@ from pathlib import Path
 import torch
 
 from opcost.errors import OpcostError
+from opcost.measure.numa import MPOL_BIND, MPOL_DEFAULT, MPOL_MF_MOVE, NODE_SYSFS, SYSCALLS, libc, nodemask, syscall
 
 DEFAULT = "default"
 PAGE = mmap.PAGESIZE
-NODE_SYSFS = "/sys/devices/system/node"
-MPOL_DEFAULT, MPOL_BIND = 0, 2
-MPOL_MF_MOVE = 2
-# (mbind, move_pages) syscall numbers; Python's os module exposes neither
-_SYSCALLS = {"x86_64": (237, 279), "aarch64": (235, 239), "ppc64le": (259, 301)}
 CUDA_KINDS = ("device", "host", "managed")
 _VERIFY_PAGES = 64  # pages sampled per tensor when checking where it lives
 
@@ -103,7 +98,7 @@ def discover(sysfs: str | Path = NODE_SYSFS) -> dict:
                     mem_kb = int(line.split()[-2])
         nodes.append({"node": int(d.name[4:]), "cpus": cpus, "mem_kb": mem_kb, "cpu_less": not cpus})
     gpus = [f"cuda:{i}" for i in range(torch.cuda.device_count())]  # no CUDA context started here
-    return {"numa_nodes": nodes, "gpus": gpus, "numa_syscalls": platform.machine() in _SYSCALLS}
+    return {"numa_nodes": nodes, "gpus": gpus, "numa_syscalls": platform.machine() in SYSCALLS}
 
 
 def missing_reason(tier: Tier, device: str, found: dict) -> str | None:
@@ -233,30 +228,16 @@ def aliased_input(inputs, outputs) -> int | None:
 # --- the OS and CUDA boundary --------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1)
-def _libc():
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-
-
-def _nodemask(node: int):
-    words = node // 64 + 1
-    mask = (ctypes.c_ulong * words)()
-    mask[node // 64] = 1 << (node % 64)
-    return mask, words * 64
-
-
 def mbind(addr: int, length: int, node: int | None, move: bool = False) -> None:
     """Bind [addr, addr+length) (page-aligned outward) to NUMA node ``node`` (None: back to the default policy);
     ``move`` migrates resident pages."""
-    nr_mbind, _ = _SYSCALLS[platform.machine()]
     start = addr - addr % PAGE
     length = (addr + length - start + PAGE - 1) // PAGE * PAGE
-    mask, maxnode = _nodemask(node) if node is not None else (None, 0)
+    mask, maxnode = nodemask(node) if node is not None else (None, 0)
     flags = MPOL_MF_MOVE if move else 0  # pages that cannot move are left; the check after measuring sees them
-    libc = _libc()
-    if libc.syscall(nr_mbind, ctypes.c_void_p(start), ctypes.c_ulong(length),
-                    MPOL_BIND if node is not None else MPOL_DEFAULT, mask, ctypes.c_ulong(maxnode + 1 if mask else 0),
-                    ctypes.c_uint(flags)) != 0:
+    if libc().syscall(syscall(0), ctypes.c_void_p(start), ctypes.c_ulong(length),
+                      MPOL_BIND if node is not None else MPOL_DEFAULT, mask,
+                      ctypes.c_ulong(maxnode + 1 if mask else 0), ctypes.c_uint(flags)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mbind to NUMA node {node} failed: {os.strerror(err)}")
 
@@ -264,15 +245,13 @@ def mbind(addr: int, length: int, node: int | None, move: bool = False) -> None:
 def page_nodes(addr: int, length: int, max_pages: int = _VERIFY_PAGES) -> list[int]:
     """NUMA node of pages of [addr, addr+length) (up to ``max_pages`` evenly spaced); negative: -errno (e.g. -2 =
     not yet faulted in)."""
-    _, nr_move = _SYSCALLS[platform.machine()]
     first, last = addr // PAGE, (addr + max(length, 1) - 1) // PAGE
     count = last - first + 1
     step = max(1, count // max_pages)
     pages = [(first + i) * PAGE for i in range(0, count, step)][:max_pages]
     arr = (ctypes.c_void_p * len(pages))(*pages)
     status = (ctypes.c_int * len(pages))()
-    libc = _libc()
-    if libc.syscall(nr_move, 0, ctypes.c_ulong(len(pages)), arr, None, status, 0) != 0:
+    if libc().syscall(syscall(1), 0, ctypes.c_ulong(len(pages)), arr, None, status, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"move_pages query failed: {os.strerror(err)}")
     return list(status)

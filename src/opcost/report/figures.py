@@ -262,7 +262,8 @@ def placement(measurements: pd.DataFrame, tiers: dict | None, path: Path) -> Non
 
 def whole_model_tiers(costs: pd.DataFrame | None, tiers: dict | None, path: Path) -> None:
     """The whole model on each slower tier (`tier_costs`): predicted iteration time over the all-fast-tier one, per
-    workload and tier, labelled with the share of the time whose slowdown was measured."""
+    workload and tier (bars, labelled with the share of the time whose slowdown was measured), and the slowdown timed
+    end to end with the job's memory on the tier where it ran (diamonds)."""
     if costs is None or costs.empty:
         usable = (tiers or {}).get("usable", [])
         _message(path, "The whole model on each memory tier",
@@ -273,21 +274,30 @@ def whole_model_tiers(costs: pd.DataFrame | None, tiers: dict | None, path: Path
         index="workload", columns="tier", values="slowdown", aggfunc="first", sort=False)
     share = costs.assign(workload=costs.apply(_label, axis=1)).pivot_table(
         index="workload", columns="tier", values="measured_share", aggfunc="first", sort=False)
+    timed = costs.assign(workload=costs.apply(_label, axis=1)).pivot_table(
+        index="workload", columns="tier", values="measured_slowdown", aggfunc="first", sort=False, dropna=False)
+    timed = timed.reindex(index=pivot.index, columns=pivot.columns)
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(pivot) * max(1, pivot.shape[1]) + 1.8))
     height = 0.8 / pivot.shape[1]
     y = np.arange(len(pivot))
     for j, tier in enumerate(pivot.columns):
         vals = pivot[tier].to_numpy(dtype=float)
         ax.barh(y + j * height, vals, height=height, label=tier)
-        for yi, v, m in zip(y + j * height, vals, share[tier].to_numpy(dtype=float)):
+        ends = timed[tier].to_numpy(dtype=float)
+        ax.scatter(ends, y + j * height, marker="D", color="k", s=18, zorder=3,
+                   label="timed end to end" if j == 0 and np.isfinite(ends).any() else None)
+        for yi, v, m, e in zip(y + j * height, vals, share[tier].to_numpy(dtype=float), ends):
             if np.isfinite(v):
-                ax.text(v, yi, f" {v:.2f}x ({m:.0%} measured)", va="center", fontsize=7)
+                timed_text = f", timed {e:.2f}x" if np.isfinite(e) else ""
+                ax.text(max(v, e if np.isfinite(e) else v), yi, f" {v:.2f}x ({m:.0%} measured{timed_text})",
+                        va="center", fontsize=7)
     ax.axvline(1.0, color="k", ls="--", lw=0.8)
     ax.set_yticks(y + 0.4 - height / 2, pivot.index, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(0, max(1.2, float(np.nanmax(pivot.to_numpy(dtype=float)))) * 1.45)
-    ax.set_xlabel("predicted iteration time / all on the fast tier (Σ count x cost x measured slowdown)")
-    ax.set_title("The whole model on each slower memory tier (predicted, not timed end to end)", fontsize=10)
+    ax.set_xlim(0, max(1.2, float(np.nanmax(pivot.to_numpy(dtype=float))),
+                       float(np.nanmax(timed.to_numpy(dtype=float), initial=0.0))) * 1.6)
+    ax.set_xlabel("iteration time / all on the fast tier (bars: Σ count x cost x each configuration's slowdown)")
+    ax.set_title("The whole model on each slower memory tier: bars predicted, diamonds timed", fontsize=10)
     ax.legend(title="tier", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _save(fig, path)
 

@@ -66,12 +66,18 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
                          "-" if pd.isna(r.estimated_share) else f"{float(r.estimated_share) * 100:.0f}%"])
         lines += ["", "Never profiled (predict_only), predicted from the database:", *_table(rows)]
     if tier_costs is not None and not tier_costs.empty:
-        rows = [["workload", "tier", "placement", "fast tier ms", "on the tier ms", "slowdown", "measured"]]
+        rows = [["workload", "tier", "placement", "fast tier ms", "on the tier ms", "slowdown", "slowdowns measured",
+                 "timed end to end", "error"]]
         for r in tier_costs.itertuples():
+            timed = "-" if pd.isna(r.measured_slowdown) else (
+                f"{float(r.measured_slowdown):.2f}x" + ("" if pd.notna(r.placement_ok) and r.placement_ok
+                                                        else " (placement mismatch)"))
             rows.append([f"{r.model}/{r.mode}/b{int(r.batch)}", r.tier, r.placement, _ms(r.baseline_s),
-                         _ms(r.predicted_s), f"{float(r.slowdown):.2f}x", f"{float(r.measured_share) * 100:.0f}%"])
-        lines += ["", "The whole model on each slower memory tier (Σ count x cost x the configuration's measured "
-                      "slowdown; predicted, not timed end to end):", *_table(rows)]
+                         _ms(r.predicted_s), f"{float(r.slowdown):.2f}x", f"{float(r.measured_share) * 100:.0f}%",
+                         timed, _pct(r.error)])
+        lines += ["", "The whole model on each slower memory tier, predicted (Σ count x cost x the configuration's "
+                      "slowdown there) and, on NUMA tiers, timed end to end with the job's memory on the tier:",
+                  *_table(rows)]
     lines += ["", "Failures: " + failure_text(failures)]
     lines += ["", f"Figures: {figures_dir}/ (open breakdown.png first); tables: results/validation/, database: "
                   "results/db/; HTML report: snakemake --report report.html"]
