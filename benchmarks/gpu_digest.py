@@ -1,6 +1,6 @@
 """Digest of a workflow run's results for the GPU check (benchmarks/gpu_check.sh): tiers found, measurements per
-placement with their median slowdown against the fast tier, energy coverage, predictions against end-to-end runs,
-trace breakdowns, failures. Usage: python benchmarks/gpu_digest.py [RESULTS_DIR]"""
+placement with their median slowdown against the fast tier, the whole model on each slower tier, energy coverage,
+predictions against end-to-end runs, trace breakdowns, failures. Usage: python benchmarks/gpu_digest.py [RESULTS_DIR]"""
 import json
 import sys
 from pathlib import Path
@@ -58,6 +58,13 @@ def predictions(p):
     print(v[cols].to_string(index=False))
 
 
+def tier_costs(p):
+    v = pd.read_parquet(p)
+    cols = [c for c in ("model", "mode", "batch", "tier", "placement", "baseline_s", "predicted_s", "slowdown",
+                        "measured_share", "measured_slowdown", "error") if c in v]
+    print(v[cols].to_string(index=False))
+
+
 def overheads(p):
     for f in sorted(Path(p).glob("*/*.op_types.parquet")):
         t = pd.read_parquet(f)
@@ -74,6 +81,7 @@ def failures(p):
 show("tiers", root / "placement/tiers.json", tiers)
 show("measurements", root / "db/measurements.parquet", measurements)
 show("placements", root / "db/measurements.parquet", slowdowns)
+show("whole model per tier", root / "validation/tiers.parquet", tier_costs)
 show("predictions", root / "validation/predictions.parquet", predictions)
 show("unseen", root / "validation/unseen.parquet", predictions)
 show("consistency", root / "validation/consistency.parquet",

@@ -384,6 +384,35 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
     assert code == 0 and "estimated" in text and "EmbeddingBag" in text, err
 
 
+def test_predict_with_the_tensors_on_a_slower_tier(tiny_run, tmp_path, capsys):
+    """`--tier`: each operator's cost scaled by its slowdown on the tier, as the run's whole-model row on that tier
+    has it; a configuration without its own slowdown takes its op type's; a tier without placements is refused."""
+    from tests.helpers import TINY
+
+    db_dir = tmp_path / "db"
+    db_dir.mkdir()
+    for f in (tiny_run / "results" / "db").iterdir():
+        (db_dir / f.name).write_bytes(f.read_bytes())
+    code, out, err = _cli_predict(capsys, "mlp", "--batch", "2", "--db", db_dir, "--tier", "dram_b", "--json")
+    assert code == 0, err
+    p = json.loads(out)
+    placed = pd.read_parquet(tiny_run / "results" / "validation" / "tiers.parquet").set_index("model").loc["mlp"]
+    assert p["tier"] == "dram_b" and p["tier_measured_share"] == 1 and p["estimated_share"] == 0
+    assert p["predicted_s"] - p["overhead_s"] == pytest.approx(placed["predicted_s"], rel=1e-9)
+    assert p["measured_s"] == pytest.approx(placed["measured_s"], rel=1e-9)  # the run on the tier, not the fast one
+    fast = json.loads(_cli_predict(capsys, "mlp", "--batch", "2", "--db", db_dir, "--json")[1])
+    assert p["tier_slowdown"] == pytest.approx(p["predicted_s"] / fast["predicted_s"], rel=1e-9)
+    # a batch size never profiled: estimated, and every slowdown its op type's median on the tier
+    code, out, err = _cli_predict(capsys, "mlp", "--batch", "5", "--db", db_dir, "--config", TINY, "--tier", "dram_b",
+                                  "--json")
+    assert code == 0, err
+    p = json.loads(out)
+    assert p["tier_measured_share"] == 0 and math.isfinite(p["predicted_s"]) and p["measured_s"] is None
+    code, out, err = _cli_predict(capsys, "mlp", "--batch", "2", "--db", db_dir, "--tier", "absent")
+    assert code == 1 and out == "" and "--tier absent: the database holds no placement measured with tensors on " \
+        "absent on these conditions (slower tiers: dram_b)" in err
+
+
 def test_the_overhead_per_call_comes_from_the_traces_in_the_database(tiny_run):
     """The database's `overheads` rows are the validation's trace-modelled overheads, and an unseen workload's
     overhead per call is their median per call (without them: the end-to-end residuals)."""

@@ -75,7 +75,7 @@ def test_a_broken_model_is_named_and_the_others_complete(tiny_run):
     # completes for the others (figures and predictions above) and ends with the list of failures
     fail = pd.read_csv(tiny_run / "results" / "failures.tsv", sep="\t")
     why = "model broken: tests.tiny_models:explode raised RuntimeError: this factory always fails"
-    assert sorted(fail["stage"]) == sorted(["extract", "e2e", "insitu", "trace", "coplace"])
+    assert sorted(fail["stage"]) == sorted(["extract", "e2e", "e2e_tier", "insitu", "trace", "coplace"])
     assert (fail["workload"] == "broken/inference/b2").all() and (fail["reason"] == why).all()
     assert fail["config_id"].isna().all()
     assert pd.read_parquet(tiny_run / "results" / "layers" / "broken" / "inference_b2.parquet").empty

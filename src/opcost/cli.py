@@ -76,6 +76,8 @@ def main(argv=None) -> int:
     pr.add_argument("--threads", type=_positive, help="only measurements taken with this many threads")
     pr.add_argument("--statistic", choices=["trimmed_mean", "median"], default="trimmed_mean",
                     help="per-call statistic summed (and of the end-to-end time; default: %(default)s)")
+    pr.add_argument("--tier", help="with the operators' tensors on this slower memory tier (config placement.tiers): "
+                                   "each cost scaled by its slowdown measured there")
     pr.add_argument("--json", action="store_true", help="print one JSON object")
 
     sw = sub.add_parser("sweep", help="operator sweeps").add_subparsers(dest="sweepcmd", required=True)
@@ -232,12 +234,14 @@ def _print_prediction(args) -> None:
         spec = (_config(args).get("models") or {}).get(args.model) or {}
     layers = estimate.workload_layers(db, args.model, args.batch, args.mode, spec)
     p = estimate.predict_workload(db, layers, args.db, args.statistic, host=args.host, device=args.device,
-                                  threads=args.threads)
+                                  threads=args.threads, tier=args.tier)
     if args.json:
         print(json.dumps(p.as_dict()))
         return
     cond = ", ".join(f"{k} {v}" for k, v in p.conditions.items())
-    print(f"{args.model} {args.mode} b{args.batch} ({cond}; isolated costs, {args.statistic}): "
+    on = "" if p.tier is None else (f" on tier {p.tier}, {p.tier_slowdown:.2f}x the fast tier, "
+                                    f"{p.tier_measured_share:.0%} of it from measured slowdowns")
+    print(f"{args.model} {args.mode} b{args.batch} ({cond}; isolated costs, {args.statistic}){on}: "
           f"predicted {p.predicted_s * 1e3:.3f} ms [{p.low_s * 1e3:.3f}, {p.high_s * 1e3:.3f}], "
           f"{p.estimated_share:.0%} estimated" +
           (f"; measured {p.measured_s * 1e3:.3f} ms (ratio {p.predicted_s / p.measured_s:.3f})"

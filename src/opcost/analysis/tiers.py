@@ -14,7 +14,8 @@ all-fast-tier costs measured in rotation) and the autograd engine's fixed cost u
 A configuration and phase without its own slowdown on T (its placement failed or was not measured) takes the
 median slowdown of its op type and phase on T, else of every configuration of the phase on T; ``measured_share``
 is the share of the all-fast time whose slowdown was measured. The model's Python between operators is left out,
-as in the `isolated` prediction: it does not touch the placed tensors.
+as in the `isolated` prediction: it does not touch the placed tensors. ``opcost predict --tier`` applies the same
+factors (:func:`slowdown_factors`) to any model's prediction (:func:`opcost.analysis.estimate.predict_workload`).
 
 On a CPU NUMA tier the prediction is checked end to end (the `e2e` rows of method `tier`: the workload timed with
 its job's memory bound to T, parameters on the fast tier unless ``placement.params: vary``): ``error`` compares the
@@ -97,6 +98,23 @@ def all_on(measurements: pd.DataFrame) -> pd.DataFrame:
     return s[cols].reset_index(drop=True)
 
 
+def slowdown_factors(rows: pd.DataFrame, on_tier: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(slowdown, whether measured) per row of ``rows`` (columns config_id, phase, op_type) on one tier, from that
+    tier's :func:`all_on` rows ``on_tier``: the configuration and phase's own slowdown, else the median of its op type
+    and phase, else of its phase (NaN where the phase was never measured on the tier); 1, measured, for the autograd
+    engine's row (CPU work, no tensor)."""
+    own = on_tier.set_index(["config_id", "phase"])["slowdown"]
+    own = own[~own.index.duplicated(keep="last")]
+    by_type = on_tier.groupby(["op_type", "phase"])["slowdown"].median()
+    by_phase = on_tier.groupby("phase")["slowdown"].median()
+    mine = own.reindex(pd.MultiIndex.from_arrays([rows["config_id"], rows["phase"]])).to_numpy(dtype=float)
+    typed = by_type.reindex(pd.MultiIndex.from_arrays([rows["op_type"], rows["phase"]])).to_numpy(dtype=float)
+    phased = by_phase.reindex(rows["phase"]).to_numpy(dtype=float)
+    engine = (rows["op_type"] == ENGINE_OP_TYPE).to_numpy()
+    factor = np.where(engine, 1.0, np.where(np.isfinite(mine), mine, np.where(np.isfinite(typed), typed, phased)))
+    return factor, np.isfinite(mine) | engine
+
+
 def tier_runs(e2e: pd.DataFrame, device: str, statistic: str = DEFAULT_STATISTIC) -> dict[tuple, dict]:
     """(model, batch, mode, tier) -> the newest end-to-end run with the job's memory on the tier (`e2e` method
     `tier`) on ``device``: ``measured_s`` (its ``statistic``), ``measured_slowdown`` (over the workload's newest
@@ -139,18 +157,9 @@ def whole_model(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     parts = parts[parts["base_s"] > 0]
     rows = []
     for tier, on_t in slow.groupby("tier", sort=True):
-        own = on_t.set_index(["config_id", "phase"])["slowdown"]
-        by_type = on_t.groupby(["op_type", "phase"])["slowdown"].median()
-        by_phase = on_t.groupby("phase")["slowdown"].median()
         cls = on_t["cls"].mode().iloc[0]
-        key = pd.MultiIndex.from_arrays([parts["config_id"], parts["phase"]])
-        mine = own.reindex(key).to_numpy(dtype=float)
-        typed = by_type.reindex(pd.MultiIndex.from_arrays([parts["op_type"], parts["phase"]])).to_numpy(dtype=float)
-        phased = by_phase.reindex(parts["phase"]).to_numpy(dtype=float)
-        engine = (parts["op_type"] == ENGINE_OP_TYPE).to_numpy()
-        factor = np.where(engine, 1.0, np.where(np.isfinite(mine), mine, np.where(np.isfinite(typed), typed, phased)))
-        t = parts.assign(factor=factor, own=np.isfinite(mine) | engine,
-                         total=parts["count"].astype(float) * parts["base_s"])
+        factor, own = slowdown_factors(parts, on_t)
+        t = parts.assign(factor=factor, own=own, total=parts["count"].astype(float) * parts["base_s"])
         for (model, batch, mode), g in t.groupby(["model", "batch", "mode"], sort=True):
             if not np.isfinite(g["factor"]).all():  # a phase never measured on this tier
                 continue
