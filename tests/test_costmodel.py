@@ -397,7 +397,8 @@ def test_predict_with_the_tensors_on_a_slower_tier(tiny_run, tmp_path, capsys):
     assert code == 0, err
     p = json.loads(out)
     placed = pd.read_parquet(tiny_run / "results" / "validation" / "tiers.parquet").set_index("model").loc["mlp"]
-    assert p["tier"] == "dram_b" and p["tier_measured_share"] == 1 and p["estimated_share"] == 0
+    assert p["tier"] == "dram_b" and p["scenario"] == "activations" and p["tier_measured_share"] == 1
+    assert p["estimated_share"] == 0
     assert p["predicted_s"] - p["overhead_s"] == pytest.approx(placed["predicted_s"], rel=1e-9)
     assert p["measured_s"] == pytest.approx(placed["measured_s"], rel=1e-9)  # the run on the tier, not the fast one
     fast = json.loads(_cli_predict(capsys, "mlp", "--batch", "2", "--db", db_dir, "--json")[1])
@@ -408,6 +409,9 @@ def test_predict_with_the_tensors_on_a_slower_tier(tiny_run, tmp_path, capsys):
     assert code == 0, err
     p = json.loads(out)
     assert p["tier_measured_share"] == 0 and math.isfinite(p["predicted_s"]) and p["measured_s"] is None
+    code, out, err = _cli_predict(capsys, "mlp", "--batch", "2", "--db", db_dir, "--tier", "dram_b", "--scenario",
+                                  "weights")
+    assert code == 1 and "--scenario weights: no parameters were placed on dram_b" in err  # tiny.yaml: params fixed
     code, out, err = _cli_predict(capsys, "mlp", "--batch", "2", "--db", db_dir, "--tier", "absent")
     assert code == 1 and out == "" and "--tier absent: the database holds no placement measured with tensors on " \
         "absent on these conditions (slower tiers: dram_b)" in err

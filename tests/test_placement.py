@@ -216,7 +216,9 @@ def test_the_whole_model_on_gpu_tiers_from_a_real_h200_database():
 
     data = Path(__file__).parent / "data" / "h200"
     meas, layers = pd.read_parquet(data / "measurements.parquet"), pd.read_parquet(data / "layers.parquet")
-    placed = whole_model(layers, meas, "cuda").set_index(["model", "mode", "tier"])
+    placed = whole_model(layers, meas, "cuda")
+    assert set(placed["scenario"]) == {"activations"}  # parameters fixed on the device: the activations moved
+    placed = placed.set_index(["model", "mode", "tier"])
     workloads = set(zip(layers["model"], layers["mode"]))
     assert set(placed.index) == {(m, mo, t) for m, mo in workloads for t in ("host", "managed")}
     assert set(placed["placement"]) == {"in:host out:hbm", "in:managed out:hbm"}  # the GPU allocator keeps outputs
@@ -260,3 +262,37 @@ print(mode.value, sorted(set(page_nodes(y.data_ptr(), y.numel() * 4))))
     (fake / "node0").mkdir(parents=True)
     assert "NUMA node 1 not present" in bind_to_tier({"tiers": {"far": {"numa": 1}}}, "far", fake)
     assert "not a NUMA tier" in bind_to_tier({"tiers": {"host": {"cuda": "host"}}}, "host", fake)
+
+
+def test_with_parameters_placed_the_whole_model_has_its_weights_and_all_scenarios():
+    """placement.params: vary, 4 placements per configuration: a Linear layer is measured all on `near` and with
+    only its weights there; relu has no weights. Each scenario adds up its own placements' slowdowns."""
+    from opcost.analysis.predict import costed_layers
+    from opcost.analysis.tiers import scenarios, whole_model
+
+    wl = make_workload(load_model("mlp", MLP["mlp"]), 4, "inference")
+    layers = extract(wl)
+    cfg = validate({"models": MLP, "placement": {**TWO_NAMES_NODE0, "params": "vary", "max_per_config": 4}})
+    meas, _ = profile_configs(catalog(layers), cfg["models"], "cpu", "float32",
+                              ProfileSettings(FAST, placement=Settings.from_config(cfg["placement"])))
+    assert (meas["status"] == "ok").all() and meas["placement_ok"].dropna().all()
+    got = scenarios(meas).set_index(["config_id", "scenario"])
+    linear = layers.loc[layers["op_type"] == "Linear", "config_id"].iloc[0]
+    relu = layers.loc[layers["op_type"] != "Linear", "config_id"].iloc[0]
+    placed = meas[meas["config_id"] == linear].set_index("placement")["median_s"]
+    fast = placed["in:dram;w:dram;out:dram"]
+    assert got.loc[(linear, "all"), "slowdown"] == pytest.approx(placed["in:near;w:near;out:near"] / fast)
+    assert got.loc[(linear, "weights"), "slowdown"] == pytest.approx(placed["in:dram;w:near;out:dram"] / fast)
+    assert (linear, "activations") not in got.index  # in:near;w:dram;out:near was beyond max_per_config
+    assert got.loc[(relu, "all"), "slowdown"] == got.loc[(relu, "activations"), "slowdown"]  # nothing else to move
+    rows = whole_model(layers, meas, "cpu").set_index("scenario")
+    assert set(rows.index) == {"activations", "weights", "all"}
+    assert rows.loc["weights", "measured_share"] == 1 and rows.loc["all", "measured_share"] == 1
+    assert rows.loc["activations", "measured_share"] < 1  # the Linear layers take a median of the others
+    # weights on `near`: each Linear's cost x its own slowdown; relu and the other weightless calls unchanged
+    costed = costed_layers(layers, meas, "cpu")
+    want = 0.0
+    for cid, total in zip(costed["config_id"], costed["total_s"]):
+        key = (cid, "weights")
+        want += total * (got.loc[key, "slowdown"] if key in got.index else 1.0)
+    assert rows.loc["weights", "predicted_s"] == pytest.approx(want, rel=1e-9)

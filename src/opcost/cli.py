@@ -78,6 +78,9 @@ def main(argv=None) -> int:
                     help="per-call statistic summed (and of the end-to-end time; default: %(default)s)")
     pr.add_argument("--tier", help="with the operators' tensors on this slower memory tier (config placement.tiers): "
                                    "each cost scaled by its slowdown measured there")
+    pr.add_argument("--scenario", choices=["activations", "weights", "all"],
+                    help="with --tier, which tensors are on it: the operators' inputs and outputs, the parameters, "
+                         "or all (default: all where parameters were placed, else activations)")
     pr.add_argument("--json", action="store_true", help="print one JSON object")
 
     sw = sub.add_parser("sweep", help="operator sweeps").add_subparsers(dest="sweepcmd", required=True)
@@ -232,14 +235,16 @@ def _print_prediction(args) -> None:
     spec = {}
     if args.config:
         spec = (_config(args).get("models") or {}).get(args.model) or {}
+    if args.scenario and not args.tier:
+        raise OpcostError("--scenario", "says which tensors are on a slower tier: give the tier with --tier")
     layers = estimate.workload_layers(db, args.model, args.batch, args.mode, spec)
     p = estimate.predict_workload(db, layers, args.db, args.statistic, host=args.host, device=args.device,
-                                  threads=args.threads, tier=args.tier)
+                                  threads=args.threads, tier=args.tier, scenario=args.scenario)
     if args.json:
         print(json.dumps(p.as_dict()))
         return
     cond = ", ".join(f"{k} {v}" for k, v in p.conditions.items())
-    on = "" if p.tier is None else (f" on tier {p.tier}, {p.tier_slowdown:.2f}x the fast tier, "
+    on = "" if p.tier is None else (f" with {p.scenario} on tier {p.tier}, {p.tier_slowdown:.2f}x the fast tier, "
                                     f"{p.tier_measured_share:.0%} of it from measured slowdowns")
     print(f"{args.model} {args.mode} b{args.batch} ({cond}; isolated costs, {args.statistic}){on}: "
           f"predicted {p.predicted_s * 1e3:.3f} ms [{p.low_s * 1e3:.3f}, {p.high_s * 1e3:.3f}], "

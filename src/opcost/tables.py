@@ -314,17 +314,21 @@ TIER_COSTS = Table(
     _MODEL_KEY + (
         _c("device", "string", "as in `predictions`"),
         _c("tier", "string", "the slower tier (a name of config `placement.tiers` other than the first)"),
-        _c("placement", "string", "the placement class of the configurations' all-on-tier placements (as in "
-                                  "figures/placement.png): `in:<tier> out:<tier>`, with `w:<tier>` where "
-                                  "parameters are placed too (`placement.params: vary`); on GPUs outputs stay "
-                                  "on the fast tier"),
+        _c("scenario", "string", "what is on the tier: `activations` (the operators' inputs and outputs; "
+                                 "parameters and buffers on the fast tier), `weights` (parameters and buffers only) "
+                                 "or `all` (every tensor); `weights` and `all` where parameters were placed "
+                                 "(config `placement.params: vary`)"),
+        _c("placement", "string", "the placement class (as in figures/placement.png) of the scenario's "
+                                  "placements of the configurations with parameters, e.g. `in:<tier> out:<tier>`; "
+                                  "on GPUs outputs stay on the fast tier"),
         _c("statistic", "string", "as in `predictions`"),
         _c("baseline_s", "Float64", "Σ count x cost per call with every tensor on the fast tier: the `isolated` "
                                     "prediction's operator sum, seconds"),
         _c("predicted_s", "Float64", "Σ count x cost per call x slowdown on the tier, seconds"),
         _c("slowdown", "Float64", "predicted_s / baseline_s"),
-        _c("measured_share", "Float64", "share of baseline_s whose configurations' slowdowns on the tier were "
-                                        "measured (the rest take their op type's median slowdown on the tier)"),
+        _c("measured_share", "Float64", "share of baseline_s whose configurations' slowdowns in the scenario "
+                                        "were measured, or that the scenario does not move (the rest take their "
+                                        "op type's median slowdown)"),
         _c("configs", "Int64", "operator configurations with a cost in the workload"),
         _c("configs_measured", "Int64", "of them, those with every phase's slowdown on the tier measured"),
         _c("measured_s", "Float64", "end-to-end `statistic` of the iteration with the job's memory on the tier "

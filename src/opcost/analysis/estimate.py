@@ -84,6 +84,7 @@ class Prediction:
     predicted_j: float | None = None
     layers: pd.DataFrame = field(default_factory=pd.DataFrame)  # per configuration and phase: cost, method
     tier: str | None = None  # the slower memory tier the operators' tensors are on (None: the fast tier)
+    scenario: str | None = None  # which tensors are on it: a key of opcost.analysis.tiers.SCENARIOS
     tier_slowdown: float | None = None  # predicted_s / the same prediction on the fast tier
     tier_measured_share: float | None = None  # share of the fast-tier operator time with a measured slowdown
 
@@ -105,6 +106,7 @@ class Prediction:
                 "estimated_share": self.estimated_share, "overhead_s": self.overhead_s,
                 "overhead_from": self.overhead_from,
                 "measured_s": self.measured_s, "predicted_j": self.predicted_j, "tier": self.tier,
+                "scenario": self.scenario,
                 "tier_slowdown": self.tier_slowdown, "tier_measured_share": self.tier_measured_share,
                 "by_method_s": self.methods(),
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
@@ -224,23 +226,30 @@ def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: f
     return per_call * calls, "all models"
 
 
-def _on_tier(db: dict, rows: pd.DataFrame, picked: dict, tier: str, statistic: str) -> tuple[float, float | None]:
-    """Scale the operator costs of ``rows`` (in place: cost_s, low_s, high_s) by their slowdowns on ``tier``
-    (:func:`opcost.analysis.tiers.slowdown_factors`, from the placement measurements on the conditions ``picked``);
-    (the share of the fast-tier operator time whose slowdown was measured, the workload's end-to-end time on the
-    tier where the database holds a `tier` run)."""
-    from opcost.analysis.tiers import all_on, slowdown_factors, tier_runs
+def _on_tier(db: dict, rows: pd.DataFrame, picked: dict, tier: str, scenario: str | None,
+             statistic: str) -> tuple[str, float, float | None]:
+    """Scale the operator costs of ``rows`` (in place: cost_s, low_s, high_s) by their slowdowns in ``scenario``
+    on ``tier`` (:func:`opcost.analysis.tiers.slowdown_factors`, from the placement measurements on the conditions
+    ``picked``; None: the scenario those measurements answer best, :func:`opcost.analysis.tiers.default_scenario`);
+    (the scenario, the share of the fast-tier operator time whose slowdown was measured, the workload's end-to-end
+    time in that scenario where the database holds a `tier` run)."""
+    from opcost.analysis.tiers import default_scenario, scenarios, slowdown_factors, tier_runs, unmoved
 
     m = db["measurements"]
     for col, _ in CONDITIONS:
         m = m[m[col].astype(str) == str(picked[col])]
-    slow = all_on(m)
+    slow = scenarios(m)
     on_t = slow[slow["tier"] == tier]
     if on_t.empty:
         held = ", ".join(sorted(set(slow["tier"]))) or "none"
         raise OpcostError(f"--tier {tier}", f"the database holds no placement measured with tensors on {tier} on "
                                             f"these conditions (slower tiers: {held})")
-    factor, own = slowdown_factors(rows, on_t)
+    scenario = scenario or default_scenario(on_t)
+    in_scenario = on_t[on_t["scenario"] == scenario]
+    if scenario != "activations" and not in_scenario["params"].any():
+        raise OpcostError(f"--scenario {scenario}", f"no parameters were placed on {tier} (config placement.params: "
+                                                    "vary places them); the database answers --scenario activations")
+    factor, own = slowdown_factors(rows, in_scenario, unmoved(slow, scenario))
     if not np.isfinite(factor).all():
         phases = ", ".join(sorted(set(rows.loc[~np.isfinite(factor), "phase"])))
         raise OpcostError(f"--tier {tier}", f"the database holds no {phases} placement on {tier}: profile a "
@@ -250,18 +259,20 @@ def _on_tier(db: dict, rows: pd.DataFrame, picked: dict, tier: str, statistic: s
     for col in ("cost_s", "low_s", "high_s"):
         rows[col] = rows[col] * factor
     model, batch, mode = rows["model"].iloc[0], int(rows["batch"].iloc[0]), rows["mode"].iloc[0]
-    run = tier_runs(db["e2e"], picked["device"], statistic).get((model, batch, mode, tier), {})
-    return share, run.get("measured_s")
+    run = tier_runs(db["e2e"], picked["device"], statistic).get((model, batch, mode, tier, scenario), {})
+    return scenario, share, run.get("measured_s")
 
 
 def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None,
-                     method: str | None = None, tier: str | None = None, **chosen) -> Prediction:
+                     method: str | None = None, tier: str | None = None, scenario: str | None = None,
+                     **chosen) -> Prediction:
     """The prediction for the workload whose `layers` rows are given (from the database or freshly extracted),
     on the conditions ``chosen`` (``host``, ``device``, ``threads``; see :func:`conditions`). ``method``: the cost
     model's estimate for every unmeasured configuration with a law (one of
     :data:`opcost.analysis.costmodel.METHODS`, to compare them); default: the one its cross-validation chose.
-    ``tier``: with the operators' tensors on that slower memory tier, each operator's cost scaled by its slowdown
-    there (:mod:`opcost.analysis.tiers`; the overhead between operators unchanged)."""
+    ``tier``: with the operators' tensors on that slower memory tier (``scenario``: which of them, a key of
+    :data:`opcost.analysis.tiers.SCENARIOS`; default: the one the database answers best), each operator's cost
+    scaled by its slowdown there (:mod:`opcost.analysis.tiers`; the overhead between operators unchanged)."""
     statistic = statistic or DEFAULT_STATISTIC
     col = STATISTICS[statistic]
     used, picked = conditions(db["measurements"], **chosen)
@@ -307,7 +318,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     fast_ops = float((rows["count"].astype(float) * rows["cost_s"]).sum())
     tier_share = tier_measured = None
     if tier is not None:
-        tier_share, tier_measured = _on_tier(db, rows, picked, tier, statistic)
+        scenario, tier_share, tier_measured = _on_tier(db, rows, picked, tier, scenario, statistic)
     rows["total_s"] = rows["count"].astype(float) * rows["cost_s"]
     per_call, lo_call, hi_call = overhead_per_call(db, used, mode, statistic)
     calls = float(layers["count"].sum())
@@ -336,7 +347,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                       measured_s=ref.get((model, batch, mode), (None,))[0] if tier is None else tier_measured,
                       predicted_j=(float(energy.sum()) if energy.notna().all() and len(energy) and tier is None
                                    else None),
-                      layers=rows, tier=tier,
+                      layers=rows, tier=tier, scenario=scenario if tier is not None else None,
                       tier_slowdown=centre / (fast_ops + overhead_s) if tier is not None else None,
                       tier_measured_share=tier_share)
 

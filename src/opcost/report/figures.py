@@ -270,12 +270,11 @@ def whole_model_tiers(costs: pd.DataFrame | None, tiers: dict | None, path: Path
                  f"{len(usable)} usable memory tier(s) ({', '.join(usable) or 'none'}): the whole model on a slower "
                  "tier needs two,\nwith placements measured (config placement.tiers)")
         return
-    pivot = costs.assign(workload=costs.apply(_label, axis=1)).pivot_table(
-        index="workload", columns="tier", values="slowdown", aggfunc="first", sort=False)
-    share = costs.assign(workload=costs.apply(_label, axis=1)).pivot_table(
-        index="workload", columns="tier", values="measured_share", aggfunc="first", sort=False)
-    timed = costs.assign(workload=costs.apply(_label, axis=1)).pivot_table(
-        index="workload", columns="tier", values="measured_slowdown", aggfunc="first", sort=False, dropna=False)
+    costs = costs.assign(workload=costs.apply(_label, axis=1), tier=costs["tier"] + ": " + costs["scenario"])
+    pivot = costs.pivot_table(index="workload", columns="tier", values="slowdown", aggfunc="first", sort=False)
+    share = costs.pivot_table(index="workload", columns="tier", values="measured_share", aggfunc="first", sort=False)
+    timed = costs.pivot_table(index="workload", columns="tier", values="measured_slowdown", aggfunc="first",
+                              sort=False, dropna=False)
     timed = timed.reindex(index=pivot.index, columns=pivot.columns)
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(pivot) * max(1, pivot.shape[1]) + 1.8))
     height = 0.8 / pivot.shape[1]
@@ -298,7 +297,7 @@ def whole_model_tiers(costs: pd.DataFrame | None, tiers: dict | None, path: Path
                        float(np.nanmax(timed.to_numpy(dtype=float), initial=0.0))) * 1.6)
     ax.set_xlabel("iteration time / all on the fast tier (bars: Σ count x cost x each configuration's slowdown)")
     ax.set_title("The whole model on each slower memory tier: bars predicted, diamonds timed", fontsize=10)
-    ax.legend(title="tier", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(title="tier: what is on it", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _save(fig, path)
 
 

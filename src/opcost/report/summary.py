@@ -66,13 +66,13 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
                          "-" if pd.isna(r.estimated_share) else f"{float(r.estimated_share) * 100:.0f}%"])
         lines += ["", "Never profiled (predict_only), predicted from the database:", *_table(rows)]
     if tier_costs is not None and not tier_costs.empty:
-        rows = [["workload", "tier", "placement", "fast tier ms", "on the tier ms", "slowdown", "slowdowns measured",
+        rows = [["workload", "tier", "on the tier", "fast tier ms", "predicted ms", "slowdown", "slowdowns measured",
                  "timed end to end", "error"]]
         for r in tier_costs.itertuples():
             timed = "-" if pd.isna(r.measured_slowdown) else (
                 f"{float(r.measured_slowdown):.2f}x" + ("" if pd.notna(r.placement_ok) and r.placement_ok
                                                         else " (placement mismatch)"))
-            rows.append([f"{r.model}/{r.mode}/b{int(r.batch)}", r.tier, r.placement, _ms(r.baseline_s),
+            rows.append([f"{r.model}/{r.mode}/b{int(r.batch)}", r.tier, r.scenario, _ms(r.baseline_s),
                          _ms(r.predicted_s), f"{float(r.slowdown):.2f}x", f"{float(r.measured_share) * 100:.0f}%",
                          timed, _pct(r.error)])
         lines += ["", "The whole model on each slower memory tier, predicted (Σ count x cost x the configuration's "
