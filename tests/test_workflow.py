@@ -154,7 +154,10 @@ def test_the_whole_model_on_each_tier_adds_up_the_measured_slowdowns(tiny_run):
     iso = pred[pred["source"] == "isolated"].set_index(["model", "mode", "batch"])
     # one row per validated workload on the one slower usable tier, forward and backward slowdowns all measured
     assert sorted(zip(placed["model"], placed["mode"])) == sorted(iso.index.droplevel("batch"))
-    assert set(placed["tier"]) == {"dram_b"} and (placed["measured_share"] == 1).all()
+    assert set(placed["tier"]) == {"dram_b"} and set(placed["scenario"]) == {"activations"}
+    # every slowdown measured, but for a backward cost netted to 0 of the autograd engine's on the fast tier alone
+    assert (placed.loc[placed["mode"] == "inference", "measured_share"] == 1).all()
+    assert (placed["measured_share"] > 0.5).all()
     assert set(placed["placement"]) == {"in:dram_b out:dram_b"}  # params fixed: weights stay on the fast tier
     for r in placed.itertuples():  # the all-fast-tier time is the validated isolated prediction's operator sum
         assert r.baseline_s == pytest.approx(iso.loc[(r.model, r.mode, r.batch), "predicted_s"], rel=1e-9)
