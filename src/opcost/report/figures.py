@@ -296,7 +296,9 @@ def whole_model_tiers(costs: pd.DataFrame | None, tiers: dict | None, path: Path
     ax.set_xlim(0, max(1.2, float(np.nanmax(pivot.to_numpy(dtype=float))),
                        float(np.nanmax(timed.to_numpy(dtype=float), initial=0.0))) * 1.6)
     ax.set_xlabel("iteration time / all on the fast tier (bars: Σ count x cost x each configuration's slowdown)")
-    ax.set_title("The whole model on each slower memory tier: bars predicted, diamonds timed", fontsize=10)
+    ran = bool(np.isfinite(timed.to_numpy(dtype=float)).any())
+    ax.set_title("The whole model on each slower memory tier: " + ("bars predicted, diamonds timed" if ran else
+                 "predicted (no end-to-end run on these tiers)"), fontsize=10)
     ax.legend(title="tier: what is on it", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _save(fig, path)
 
