@@ -293,15 +293,13 @@ def e2e_tier(config: dict, model: str, mode: str, batch: int, tier: str, unbound
     from opcost.measure.timing import TimingSettings
 
     empty = {out: tables.E2E, out_samples: tables.SAMPLES}
-    if unbound is not None:
-        log.warning("%s %s b%s not timed on tier %s: %s", model, mode, batch, tier, unbound)
-        for path, table in empty.items():
-            io.write_parquet(tables.frame(table, []), path, table)
-        if out_failures is not None:
-            io.write_parquet(tables.frame(tables.FAILURES, []), out_failures, tables.FAILURES)
-        return
 
     def body():
+        if unbound is not None:
+            log.warning("%s %s b%s not timed on tier %s: %s", model, mode, batch, tier, unbound)
+            for path, table in empty.items():
+                io.write_parquet(tables.frame(table, []), path, table)
+            return
         placement = PlacementSettings.from_config(config["placement"])
         tiers, _ = usable_tiers(placement, config["device"])
         wl = _workload(config, model, mode, batch)

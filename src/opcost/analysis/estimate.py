@@ -226,19 +226,16 @@ def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: f
     return per_call * calls, "all models"
 
 
-def _on_tier(db: dict, rows: pd.DataFrame, picked: dict, tier: str, scenario: str | None,
+def _on_tier(db: dict, rows: pd.DataFrame, used: pd.DataFrame, tier: str, scenario: str | None,
              statistic: str) -> tuple[str, float, float | None]:
     """Scale the operator costs of ``rows`` (in place: cost_s, low_s, high_s) by their slowdowns in ``scenario``
     on ``tier`` (:func:`opcost.analysis.tiers.slowdown_factors`, from the placement measurements on the conditions
-    ``picked``; None: the scenario those measurements answer best, :func:`opcost.analysis.tiers.default_scenario`);
+    of ``used``; None: the scenario those measurements answer best, :func:`opcost.analysis.tiers.default_scenario`);
     (the scenario, the share of the fast-tier operator time whose slowdown was measured, the workload's end-to-end
     time in that scenario where the database holds a `tier` run)."""
     from opcost.analysis.tiers import default_scenario, scenarios, slowdown_factors, tier_runs, unmoved
 
-    m = db["measurements"]
-    for col, _ in CONDITIONS:
-        m = m[m[col].astype(str) == str(picked[col])]
-    slow = scenarios(m)
+    slow = scenarios(_on_conditions(db["measurements"], used))
     on_t = slow[slow["tier"] == tier]
     if on_t.empty:
         held = ", ".join(sorted(set(slow["tier"]))) or "none"
@@ -259,7 +256,7 @@ def _on_tier(db: dict, rows: pd.DataFrame, picked: dict, tier: str, scenario: st
     for col in ("cost_s", "low_s", "high_s"):
         rows[col] = rows[col] * factor
     model, batch, mode = rows["model"].iloc[0], int(rows["batch"].iloc[0]), rows["mode"].iloc[0]
-    run = tier_runs(db["e2e"], picked["device"], statistic).get((model, batch, mode, tier, scenario), {})
+    run = tier_runs(db["e2e"], str(used["device"].iloc[0]), statistic).get((model, batch, mode, tier, scenario), {})
     return scenario, share, run.get("measured_s")
 
 
@@ -318,7 +315,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     fast_ops = float((rows["count"].astype(float) * rows["cost_s"]).sum())
     tier_share = tier_measured = None
     if tier is not None:
-        scenario, tier_share, tier_measured = _on_tier(db, rows, picked, tier, scenario, statistic)
+        scenario, tier_share, tier_measured = _on_tier(db, rows, used, tier, scenario, statistic)
     rows["total_s"] = rows["count"].astype(float) * rows["cost_s"]
     per_call, lo_call, hi_call = overhead_per_call(db, used, mode, statistic)
     calls = float(layers["count"].sum())

@@ -53,7 +53,7 @@ from opcost.measure.placement import Placement, Placer, aliased_input, mbind, ou
 from opcost.measure.placement import Settings as PlacementSettings
 from opcost.measure.profile import matches_all
 from opcost.measure.timing import Measurement, TimingSettings, clock_for
-from opcost.model.extract import Capture, record_calls
+from opcost.model.extract import Capture, leaf_modules, record_calls
 from opcost.model.replay import map_tensors, place_params, tensor_inputs, tensors_of
 from opcost.model.workload import Workload, workload_key
 from opcost.tables import MEASUREMENTS, frame
@@ -137,10 +137,6 @@ def schedule(placements: list[list[Placement]], fast: str, gap: int = 2, owners:
 # --- layers of a workload -----------------------------------------------------------------------------------------
 
 
-def _leaves(module: torch.nn.Module) -> list[torch.nn.Module]:
-    return [m for m in module.modules() if next(m.children(), None) is None]
-
-
 def _map_inputs(args, kwargs, fn):
     """(args, kwargs) with tensor k (in :func:`opcost.model.replay.tensor_inputs` order) replaced by ``fn(k,
     tensor)``."""
@@ -165,7 +161,7 @@ def _probe(wl: Workload, count: int) -> list[tuple[int, bool, int | None]]:
             found.append((len(inputs[0]), bool(list(mod.parameters()) + list(mod.buffers())), alias))
 
     handles = []
-    for m in _leaves(wl.model.module):
+    for m in leaf_modules(wl.model.module):
         handles.append(m.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(m.register_forward_hook(post, always_call=True))
     try:
@@ -213,7 +209,7 @@ class _Round:
         self.held: dict[int, list[torch.Tensor]] = {}  # call -> last outputs, alive until its next call
         self.bound: set[tuple[int, int, str]] = set()  # (address, bytes, tier) ranges bound to an output tier
         self.handles = []
-        for m in _leaves(wl.model.module):
+        for m in leaf_modules(wl.model.module):
             self.handles.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
             self.handles.append(m.register_forward_hook(self._post, always_call=True))
 

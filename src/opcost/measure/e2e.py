@@ -42,7 +42,8 @@ def measure_on_tier(wl: Workload, settings: TimingSettings, device: str, placer,
     After timing, one more forward pass locates the inputs, the parameters and every leaf module's output
     (`placement_verified`)."""
     from opcost.measure.placement import Placement
-    from opcost.model.replay import place_params
+    from opcost.model.extract import leaf_modules
+    from opcost.model.replay import place_params, tensors_of
 
     module = wl.model.module
     weights = tier if params == "vary" else fast
@@ -53,9 +54,8 @@ def measure_on_tier(wl: Workload, settings: TimingSettings, device: str, placer,
     requested = Placement(tuple(tier for _ in inputs), weights if has_params else None, tier)
     m = measure(wl.step, settings, device)
     outputs = []
-    hooks = [mod.register_forward_hook(lambda _m, _a, out: outputs.extend(
-        t for t in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(t, torch.Tensor)))
-        for mod in module.modules() if not any(True for _ in mod.children())]
+    hooks = [mod.register_forward_hook(lambda _m, _a, out: outputs.extend(tensors_of(out)))
+             for mod in leaf_modules(module)]
     try:
         with wl.grad_context():
             wl.forward()

@@ -55,6 +55,16 @@ class Call:
     feeds: list = field(default_factory=list)
 
 
+def is_leaf(m: torch.nn.Module) -> bool:
+    """A module without children: its calls are the workload's leaf-module calls."""
+    return next(m.children(), None) is None
+
+
+def leaf_modules(module: torch.nn.Module) -> list[torch.nn.Module]:
+    """The leaf modules of ``module`` (:func:`is_leaf`), in ``modules()`` order."""
+    return [m for m in module.modules() if is_leaf(m)]
+
+
 def module_params(m: torch.nn.Module) -> dict:
     """Constructor parameters read back from a module's attributes (tensors become 'present' flags)."""
     out = {}
@@ -95,7 +105,7 @@ class _Recorder:
         self.producer: dict[int, tuple[int, int]] = {}  # id(live output tensor) -> (record index, output index)
         self.handles = []
         for path, m in module.named_modules():
-            leaf = next(m.children(), None) is None
+            leaf = is_leaf(m)
             self.handles.append(m.register_forward_pre_hook(self._pre(path, m, leaf), with_kwargs=True))
             self.handles.append(m.register_forward_hook(self._post(leaf), with_kwargs=True, always_call=True))
 
