@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from opcost import io, stages, tables
+from opcost import io, preflight, rerun, stages, tables
 from opcost.config import validate
 from opcost.errors import OpcostError, from_os_error
 from opcost.model.sources import load_model
@@ -132,11 +132,90 @@ def test_outputs_follow_the_umask_so_a_shared_database_is_readable(tmp_path):
     assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o666 & ~mask
 
 
-def test_check_config_names_the_first_model_that_fails(tmp_path):
+def test_check_config_names_every_model_that_fails(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"batch_sizes": [2], "models": {
-        "mlp": MLP, "gone": {"model": "nowhere:make"}}}))
+        "mlp": MLP, "gone": {"model": "nowhere:make"}, "broken": {"model": "tests.tiny_models:explode"}}}))
     code, out, err = _cli("check-config", tmp_path / "c.yaml")
-    assert code == 1 and _one_line(err).startswith("opcost: model gone: cannot import 'nowhere:make'")
+    lines = [ln for ln in err.splitlines() if ln.startswith("opcost:")]
+    assert code == 1 and "Traceback" not in err and len(lines) == 2, err
+    assert lines[0].startswith("opcost: model gone: cannot import 'nowhere:make'")  # found before building
+    assert lines[1] == ("opcost: model broken: tests.tiny_models:explode raised RuntimeError: this factory always "
+                        "fails")  # found by building it
+
+
+# One model entry each: what the check before the first job says of it (opcost.preflight), or None: nothing.
+PREFLIGHT = [
+    ({"model": "hf:NoSuchModel"}, "model m: hf:NoSuchModel: 'NoSuchModel' is neither a transformers model class"),
+    ({"model": "hf:bert", "kwargs": {"no_such_setting": 3}}, "model m: hf:bert: BertConfig has no setting "
+                                                            "'no_such_setting'"),
+    ({"model": "hf:llama"}, "model m: hf:llama has 6.61 billion parameters"),  # the full-size default, 26 GB
+    ({"model": "timm:resnet9999"}, "model m: timm:resnet9999: timm has no model 'resnet9999'"),
+    ({"model": "nowhere:make"}, "model m: cannot import 'nowhere:make'"),
+    ({"model": "tests.tiny_models:no_such_factory"}, "model m: cannot import 'tests.tiny_models:no_such_factory'"),
+    ({"model": "resnet1800"}, "model m: unknown model 'resnet1800'"),
+    ({**MLP, "batch_sizes": [10 ** 12]}, "model m: batch 1000000000000 needs 3.2e+04 GB for its inputs alone"),
+    ({**MLP, "input_dtype": "int64", "input_range": [5, 2]}, "config: models.m.input_range: [5, 2] draws integers "
+                                                            "from [low, high): low must be below high"),
+    ({"model": "tests.tiny_models:explode"}, None),  # a factory that raises: only running it shows it
+    ({"model": "resnet18"}, None),
+    ({"model": "hf:bert", "kwargs": {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
+                                     "intermediate_size": 64}}, None),
+]
+
+
+@pytest.mark.parametrize("entry, problem", PREFLIGHT, ids=[str(e.get("model")) for e, _ in PREFLIGHT])
+def test_a_model_that_cannot_be_built_is_named_before_the_first_job(entry, problem):
+    found = preflight.problems(validate({"models": {"m": entry}, "batch_sizes": [2]}))
+    if problem is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].startswith(problem) and "\n" not in found[0], found
+
+
+def test_config_mistakes_are_named_each_in_one_line():
+    long_name = "m" * 300
+    found = preflight.problems(validate({"models": {long_name: MLP}}))
+    assert found == [f"config: models.{'m' * 40}...: a model name of 300 bytes names directories of results/, "
+                     f"longer than this file system's {preflight.name_max()}-byte limit: shorten it"]
+    with pytest.raises(OpcostError, match=r"^config: predict_only.mlp: also under `models`: a model is either "
+                                          r"profiled or predicted only"):
+        validate({"models": {"mlp": MLP}, "predict_only": {"mlp": dict(MLP)}})
+    cfg = validate({"models": {"mlp": MLP}, "predict_only": {"wide": dict(MLP)}})
+    assert validate(cfg) == cfg  # a validated config validates again unchanged
+    with pytest.raises(OpcostError, match=r"^config: sweeps\[0\].grid: \{\} should be non-empty"):
+        validate({"models": {"mlp": MLP}, "sweeps": [{"op": "Linear", "grid": {}}]})
+    with pytest.raises(preflight.Problems) as e:  # every bad key at once, one line each
+        validate({"models": {"mlp": {**MLP, "batch_sizes": [0]}}, "threads": "two", "colour": "red"})
+    assert str(e.value).splitlines() == ["config: colour: unknown key",
+                                         "config: threads: 'two' is not of type 'integer'",
+                                         "config: models.mlp.batch_sizes[0]: 0 is less than the minimum of 1"]
+
+
+def test_numbers_yaml_reads_as_strings_are_numbers():
+    raw = yaml.safe_load("models: {mlp: {input_shapes: [[8]]}}\nprofile: {timing: {abs_ci_s: 2e-7, max_seconds: 1e-1}}")
+    assert raw["profile"]["timing"]["abs_ci_s"] == "2e-7"  # YAML 1.1 wants a dot: PyYAML reads a string
+    timing = validate(raw)["profile"]["timing"]
+    assert timing["abs_ci_s"] == 2e-7 and timing["max_seconds"] == 0.1
+    with pytest.raises(OpcostError, match=r"^config: profile.timing.max_seconds: 'fast' is not of type 'number'$"):
+        validate({"models": {"mlp": MLP}, "profile": {"timing": {"max_seconds": "fast"}}})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this host has a CUDA device")
+def test_a_cuda_device_the_host_lacks_is_named_before_the_first_job():
+    found = preflight.problems(validate({"models": {"mlp": MLP}, "device": "cuda"}))
+    assert len(found) == 1 and found[0].startswith("config: device: 'cuda' requested but torch finds no CUDA device")
+
+
+def test_every_problem_of_a_config_is_named_before_the_first_job(tmp_path):
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["models"] = {"mlp": cfg["models"]["mlp"], "resnet1800": {}, "gone": {"model": "nowhere:make"},
+                     "llm": {"model": "hf:NoSuchModel"}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    proc = snakemake("--configfile", "c.yaml", "--cores", "1", cwd=tmp_path, check=False)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("opcost: model")]
+    assert proc.returncode != 0 and [ln.split(":")[1] for ln in lines] == [" model resnet1800", " model gone",
+                                                                          " model llm"], proc.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()  # no job ran
 
 
 def _scheduled(work, cfg: dict) -> dict:
@@ -177,21 +256,48 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     # an unchanged config reruns nothing: test_workflow.test_completed_run_has_nothing_left_to_do
 
 
-def test_a_deleted_result_is_named_with_the_command_that_rebuilds_it(tiny_run):
+def test_a_deleted_result_is_rebuilt_by_rerunning_the_same_command(tiny_run):
     table = tiny_run / "results" / "db" / "measurements.parquet"
     kept = tiny_run / "measurements.kept"
     shutil.copy2(table, kept)
     try:
         table.unlink()
         proc = snakemake("--configfile", str(TINY), "-n", cwd=tiny_run)
-        assert ("opcost: 1 result file(s) of the last run are missing (results/db/measurements.parquet): the "
-                "figures are stale; rebuild them with: snakemake --cores 1 -R results/db/measurements.parquet -- "
-                "results/figures") in proc.stderr
-        proc = snakemake("--configfile", str(TINY), "-n", "-R", "results/db/measurements.parquet", "--",
-                         "results/figures", cwd=tiny_run)
+        assert ("opcost: 1 result file(s) of the last run are missing (results/db/measurements.parquet): rebuilding "
+                "them and what is made from them") in proc.stderr
         assert all(f"\n{rule} " in proc.stdout for rule in ("database", "validate", "figures"))
     finally:
         shutil.copy2(kept, table)
+
+
+def test_a_repair_command_repeats_the_users_own_command(tmp_path, monkeypatch):
+    argv = ["--cores", "2", "--configfile", "my study.yaml", "--directory", "/data/run", "results/figures"]
+    assert rerun.from_argv(argv) == {"base": ["snakemake", "--cores", "2", "--directory", "/data/run", "--configfile",
+                                              "my study.yaml"], "targets": ["results/figures"]}
+    monkeypatch.setenv(rerun.ENV, "")  # none remembered; restored after the test
+    assert rerun.command(["x.parquet"]) == "snakemake --cores 1 -R x.parquet -- results/figures"
+    rerun.remember(argv)  # as the workflow's main process does; its jobs inherit the environment
+    bad = tmp_path / "measurements.parquet"
+    bad.write_bytes(b"not parquet at all")
+    with pytest.raises(OpcostError) as e:
+        io.read_parquet(bad, tables.MEASUREMENTS)
+    assert str(e.value).endswith(f"snakemake --cores 2 --directory /data/run --configfile 'my study.yaml' -R {bad} "
+                                 "-- results/figures)")
+
+
+def test_a_run_whose_every_workload_fails_ends_with_its_summary(tmp_path):
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg.update(models={"broken": cfg["models"]["broken"]}, predict_only={}, sweeps=[],
+               placement={"tiers": {"dram": {"numa": 0}}}, profile={**cfg["profile"], "chunks": 1})
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    proc = snakemake("--configfile", "c.yaml", "--cores", "1", cwd=tmp_path)  # rc 0: the run itself went well
+    summary = (tmp_path / "results" / "summary.txt").read_text()
+    assert "No workload was predicted (see the failures below)." in summary
+    assert "Coverage loop: no workload to cover (none was extracted; see the failures below)." in summary
+    assert ("FAILED broken/inference/b2 (extract, e2e, insitu, trace): model broken: tests.tiny_models:"
+            "explode raised RuntimeError: this factory always fails") in summary
+    assert summary in proc.stderr and "a bug in opcost" not in proc.stderr
+    assert "gpuGetDeviceCount" not in proc.stderr  # no CUDA probing noise on a CPU run
 
 
 def test_a_strict_placement_tier_the_host_lacks_stops_the_run_before_any_measurement(tmp_path):

@@ -91,3 +91,51 @@ def make_timed(layers: int = 3, forward_ms: float = 0.5, backward_ms: float = 2.
 def make_activations(width: int = 256) -> nn.Module:
     """Two ReLUs on inputs of the same shape, one in place (as torchvision's models use them) and one not."""
     return nn.Sequential(nn.Linear(width, width), nn.ReLU(inplace=True), nn.Linear(width, width), nn.ReLU())
+
+
+class _NaNOut(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.fc(x) / 0.0 * 0.0  # 0 / 0 and inf * 0: NaN everywhere
+
+
+def make_nan() -> nn.Module:
+    """A model whose every output is NaN."""
+    return _NaNOut()
+
+
+class _Mutating(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        x.mul_(0.5)  # writes into its own input: the next iteration sees other values
+        return self.fc(x)
+
+
+def make_mutating() -> nn.Module:
+    """A model that scales its input in place."""
+    return _Mutating()
+
+
+class _EarlyExit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(8, 8) for _ in range(4))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = torch.tanh(block(x))
+            if float(x.detach().mean()) > 0:  # data-dependent: how many blocks run depends on the input
+                break
+        return x
+
+
+def make_early_exit() -> nn.Module:
+    """A model whose number of blocks run depends on its input (data-dependent control flow)."""
+    torch.manual_seed(3)
+    return _EarlyExit()

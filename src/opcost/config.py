@@ -50,24 +50,59 @@ def _where(path) -> str:
     return out or "(top level)"
 
 
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _coerce_floats(config: dict, errors) -> bool:
+    """Numbers YAML 1.1 reads as strings (``2e-7``, without the ``.0`` YAML 1.1 wants) taken as the numbers they
+    are, where the schema expects a number; True when one was."""
+    changed = False
+    for e in errors:
+        wanted = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
+        if (e.validator == "type" and "number" in wanted and isinstance(e.instance, str)
+                and _FLOAT.fullmatch(e.instance.strip())):
+            parent = config
+            for p in list(e.path)[:-1]:
+                parent = parent[p]
+            parent[list(e.path)[-1]] = float(e.instance)
+            changed = True
+    return changed
+
+
+def _line(e) -> str:
+    """One schema error as one line naming the key."""
+    if e.validator == "additionalProperties":
+        extra = sorted(set(e.instance) - set(e.schema.get("properties", {})))
+        return str(OpcostError(f"config: {_where(list(e.path) + [extra[0]]) if extra else _where(e.path)}",
+                               "unknown key"))
+    return str(OpcostError(f"config: {_where(e.path)}", e.message))
+
+
 def validate(config: dict) -> dict:
-    """Validate ``config`` in place, filling defaults; raise :class:`OpcostError` naming the first bad key."""
-    errors = sorted(_Validator(schema()).iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
+    """Validate ``config`` in place, filling defaults; raise :class:`OpcostError` naming every bad key (one line
+    each: :class:`opcost.preflight.Problems` when there are several)."""
+    from opcost.preflight import Problems
+
+    while True:
+        errors = sorted(_Validator(schema()).iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
+        if not (errors and _coerce_floats(config, errors)):
+            break
     if errors:
-        e = errors[0]
-        if e.validator == "additionalProperties":
-            extra = sorted(set(e.instance) - set(e.schema.get("properties", {})))
-            where = _where(list(e.path) + [extra[0]]) if extra else _where(e.path)
-            raise OpcostError(f"config: {where}", "unknown key")
-        raise OpcostError(f"config: {_where(e.path)}", e.message)
+        lines = list(dict.fromkeys(_line(e) for e in errors))
+        if len(lines) == 1:
+            culprit, _, cause = lines[0].partition(": ")
+            raise OpcostError(culprit, cause)
+        raise Problems(lines)
     from opcost.model.sweeps import model_entries
 
     for name, entry in model_entries(config["sweeps"], config["batch_sizes"], config["modes"]).items():
         config["models"].setdefault(name, entry)  # idempotent: a validated config validates again unchanged
     for name, entry in config["predict_only"].items():  # built like any model; `workloads` tells them apart
-        if name in config["models"] and config["models"][name] != entry:
+        # a validated config holds the predict_only entry itself under `models` (the same object, kept so by
+        # pickling a config whole): any other entry of that name is the user's, profiled and predicted only at once
+        if name in config["models"] and config["models"][name] is not entry:
             raise OpcostError(f"config: predict_only.{name}", "also under `models`: a model is either profiled or "
-                                                              "predicted only")
+                                                              "predicted only (remove one of the two)")
         config["models"][name] = entry
     for name in config["models"]:
         if not MODEL_NAME.fullmatch(name):

@@ -40,19 +40,33 @@ def collect(stage_failures: pd.DataFrame, measurements: pd.DataFrame, layers: pd
         "stage": "profile",
         "workload": prof["model"] + "/" + prof["mode"] + "/b" + prof["batch"].astype("string"),
         "config_id": prof["config_id"], "op_type": prof["op_type"],
-        "reason": prof["status"].str.removeprefix("failed: "),
+        "reason": prof["status"].str.removeprefix("failed: "), "kind": "failed",
     }) if len(prof) else frame(FAILURES, [])
-    out = pd.concat([frame(FAILURES, stage_failures), frame(FAILURES, prof_rows)], ignore_index=True)
+    stage_failures = frame(FAILURES, stage_failures)
+    stage_failures["kind"] = stage_failures["kind"].fillna("failed")  # files of older versions: failures only
+    out = pd.concat([stage_failures, frame(FAILURES, prof_rows)], ignore_index=True)
     order = {s: i for i, s in enumerate(STAGE_ORDER)}
     out = out.assign(_o=out["stage"].map(order).fillna(len(order)))
     return frame(FAILURES, out.sort_values(["workload", "_o", "config_id"], kind="stable").drop(columns="_o"))
 
 
+def is_warning(failures: pd.DataFrame) -> pd.Series:
+    """Which rows of a `failures` table are warnings (the workload ran and was measured) rather than failures."""
+    if "kind" not in failures:
+        return pd.Series(False, index=failures.index)
+    return (failures["kind"] == "warning").fillna(False).astype(bool)
+
+
 def text(failures: pd.DataFrame, limit: int = 20) -> str:
     """The short list: one line per failed workload (the stages that failed, the first reason) and per failed
-    configuration (workload, stage, operator, reason), at most ``limit`` lines."""
+    configuration (workload, stage, operator, reason), at most ``limit`` lines; then the warnings, one line each."""
+    warned = is_warning(failures)
+    warnings = [f"warning {r.workload}: {r.reason}" for r in failures[warned].itertuples()]
+    failures = failures[~warned]
+    tail = ([f"{len(warnings)} warning(s):", *warnings[:limit]] if warnings else []) + (
+        [f"... and {len(warnings) - limit} more (results/failures.tsv)"] if len(warnings) > limit else [])
     if failures.empty:
-        return "no failures"
+        return "\n".join(["no failures", *tail])
     lines = []
     whole = failures[failures["config_id"].isna()]
     for wl, g in whole.groupby("workload", sort=False):
@@ -62,4 +76,5 @@ def text(failures: pd.DataFrame, limit: int = 20) -> str:
     more = len(lines) - limit
     head = f"{len(whole['workload'].unique())} workload(s) failed, {int(failures['config_id'].notna().sum())} " \
            f"configuration failure(s):"
-    return "\n".join([head, *lines[:limit]] + ([f"... and {more} more (results/failures.tsv)"] if more > 0 else []))
+    return "\n".join([head, *lines[:limit]] + ([f"... and {more} more (results/failures.tsv)"] if more > 0 else [])
+                     + tail)

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from opcost import rerun
 from opcost.errors import OpcostError
 from opcost.tables import SCHEMA_VERSION, Table, frame
 
@@ -51,7 +52,7 @@ def read_parquet(path, table: Table) -> pd.DataFrame:
     """Read a table, checking its columns. Columns added to the table since the file was written (by an older
     opcost) read as missing values, so older databases stay mergeable; a file with unknown columns or of another
     table gets a one-line error naming it, as does a file that is not Parquet (truncated, corrupt)."""
-    rebuild = f"delete it and rebuild it (in a run: snakemake --cores 1 -R {path} -- results/figures)"
+    rebuild = f"delete it and rebuild it (in a run: {rerun.command([path])})"
     try:
         df = pd.read_parquet(path)
     except FileNotFoundError:

@@ -3,13 +3,18 @@ import sys
 import time
 from pathlib import Path
 
+from opcost import preflight, rerun
 from opcost.config import stage_settings, validate as validate_config, workloads
 from opcost.errors import OpcostError
 
+if workflow.is_main_process:  # the user's command line, repeated by every repair command the run prints
+    rerun.remember(sys.argv[1:])
 try:
-    validate_config(config)  # JSON schema, defaults filled in; one line naming the key on error
+    validate_config(config)  # JSON schema, defaults filled in; one line naming each bad key
+    if workflow.is_main_process:  # what is wrong with the models, before the first job (opcost.preflight)
+        preflight.check(config, cache_dir=".snakemake/opcost-preflight")
 except OpcostError as e:
-    raise WorkflowError(str(e)) from None
+    raise WorkflowError("\n".join(f"opcost: {line}" for line in str(e).splitlines())) from None
 
 STARTED = time.time()
 WORKLOADS = workloads(config)
@@ -213,8 +218,21 @@ def missing_intermediates():
     return [p for p in run_wide if not Path(p).exists()]
 
 
+def rebuild_missing(missing):
+    """Rebuild result files deleted since the run that made the figures, and what is made from them: Snakemake
+    itself does not while the files made from them exist. Forced like ``-R FILES``; where this Snakemake does not
+    let the workflow force them, the run stops with the command that does."""
+    if not missing:
+        return
+    named = f"{len(missing)} result file(s) of the last run are missing ({', '.join(missing[:3])}" + (
+        ", ...)" if len(missing) > 3 else ")")
+    try:
+        settings = workflow.dag_settings
+        settings.forcerun = frozenset(settings.forcerun) | set(missing)
+    except Exception:
+        raise WorkflowError(f"opcost: {named}: the figures are stale; rebuild them with: {rerun.command(missing)}")
+    print(f"opcost: {named}: rebuilding them and what is made from them", file=sys.stderr)
+
+
 MISSING = missing_intermediates()
-if MISSING:  # Snakemake does not rebuild a deleted intermediate while the files made from it exist
-    print(f"opcost: {len(MISSING)} result file(s) of the last run are missing ({', '.join(MISSING[:3])}"
-          f"{', ...' if len(MISSING) > 3 else ''}): the figures are stale; rebuild them with: snakemake --cores 1 "
-          f"-R {' '.join(MISSING)} -- results/figures", file=sys.stderr)
+rebuild_missing(MISSING)

@@ -56,6 +56,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -129,6 +130,8 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
     else:
         step, device = runner, device or "cpu"
     cuda = str(device).startswith("cuda")
+    if not cuda:  # Kineto probes for GPUs whatever the activities, and logs an ERROR line where a CUDA build has none
+        os.environ.setdefault("KINETO_LOG_LEVEL", "5")
     sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     sched = schedule(wait=0, warmup=warmup, active=iterations, repeat=1)

@@ -24,9 +24,13 @@ def workload_key(model: str, mode: str, batch: int) -> str:
     return f"{model}/{mode}/b{int(batch)}"
 
 
-def workload_keys(table) -> list[str]:
-    """The :func:`workload_key` of each row of a table with ``model``, ``mode`` and ``batch`` columns."""
-    return [workload_key(m, mo, b) for m, mo, b in zip(table["model"], table["mode"], table["batch"])]
+def workload_keys(table):
+    """The :func:`workload_key` of each row of a table with ``model``, ``mode`` and ``batch`` columns: a string
+    Series on the table's index (also when the table is empty, so that it merges with other workload columns)."""
+    import pandas as pd
+
+    keys = [workload_key(m, mo, b) for m, mo, b in zip(table["model"], table["mode"], table["batch"])]
+    return pd.Series(keys, index=table.index, dtype=object)
 
 
 def parse_workload_key(key: str) -> tuple[str, str, int]:

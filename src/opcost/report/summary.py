@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from opcost import rerun
 from opcost.failures import text as failure_text
 
 SHOWN_SOURCES = ("isolated+overhead", "isolated", "insitu+overhead", "insitu")  # the first a workload has is shown
@@ -49,7 +50,9 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
         lines += ["Predicted (Σ count x cost per call) against each workload's end-to-end reference (ref. spread: how "
                   "far that reference moved between the rotations that timed it, the machine's own noise):",
                   *_table(rows)]
-    if last:
+    if last and not last.get("workloads"):
+        lines += ["", "Coverage loop: no workload to cover (none was extracted; see the failures below)."]
+    elif last:
         target = last.get("target")
         outcome = "target met" if not last.get("below_target") and not last.get("above_target") else "target NOT met"
         lines += ["", f"Coverage loop: {outcome} (target: coverage within {target:g}..{2 - target:g} for every "
@@ -80,5 +83,5 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
                   *_table(rows)]
     lines += ["", "Failures: " + failure_text(failures)]
     lines += ["", f"Figures: {figures_dir}/ (open breakdown.png first); tables: results/validation/, database: "
-                  "results/db/; HTML report: snakemake --report report.html"]
+                  f"results/db/; HTML report: {rerun.report_command()}"]
     return "\n".join(lines) + "\n"

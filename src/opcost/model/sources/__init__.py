@@ -78,46 +78,88 @@ def _check_size(name: str, target: str, build: Callable, device: str) -> None:
                                                f"num_hidden_layers, hidden_size...)")
 
 
+def _import_callable(name: str, target: str) -> Callable:
+    """``package.module:callable`` imported from the working directory, ``PYTHONPATH`` or the installed packages."""
+    mod_name, _, attr = target.partition(":")
+    if os.getcwd() not in sys.path:  # as `python -m` would: the working directory's modules, after the rest
+        sys.path.append(os.getcwd())
+    try:
+        fn = getattr(importlib.import_module(mod_name), attr)
+    except Exception as e:  # ImportError, AttributeError, or whatever the module raises as it is imported
+        raise OpcostError(f"model {name}", f"cannot import {target!r} (from the working directory "
+                                           f"{os.getcwd()}, PYTHONPATH or installed packages): "
+                                           f"{type(e).__name__}: {e}") from None
+    if not callable(fn):
+        raise OpcostError(f"model {name}", f"{target} is a {type(fn).__name__}, not a callable returning a model")
+    return fn
+
+
+def _torchvision_factory(name: str, target: str) -> Callable:
+    import torchvision
+
+    if target not in torchvision.models.list_models():
+        raise OpcostError(
+            f"model {name}",
+            f"unknown model {target!r}: not 'module:callable', not built-in ({', '.join(sorted(BUILTIN))}), "
+            f"not a torchvision model name",
+        )
+
+    def fn(**kw):
+        return torchvision.models.get_model(target, weights=None, **kw)
+
+    return fn
+
+
+def _library(target: str):
+    """The library source (timm, transformers) a ``timm:``/``hf:`` target names, else None."""
+    return next((s for s in (timm_models, hf_models) if target.startswith(s.PREFIX)), None)
+
+
+def check_source(name: str, spec: dict, device: str = "cpu") -> None:
+    """What can be known of a model entry without building it, in one line (:class:`OpcostError`): the source
+    resolves (a timm name timm knows, a transformers class or model type and settings its config has, an importable
+    callable, a built-in or torchvision name) and a timm or transformers model's parameters fit the memory free
+    (built on the meta device). What only running the model can show (a constructor or forward pass that raises)
+    is left to the run."""
+    target = spec.get("model") or name
+    source = _library(target)
+    if source is not None:
+        try:
+            source.check(target.removeprefix(source.PREFIX), spec)
+        except ImportError as e:
+            raise OpcostError(f"model {name}", f"{target}: {e.name or e} is not installed") from None
+        except ValueError as e:
+            raise OpcostError(f"model {name}", f"{target}: {e}") from None
+        _check_size(name, target, lambda: source.build(target.removeprefix(source.PREFIX), spec), device)
+    elif ":" in target:
+        _import_callable(name, target)
+    elif target not in BUILTIN:
+        _torchvision_factory(name, target)
+
+
 def _build(name: str, spec: dict, device: str = "cpu") -> tuple[nn.Module, Callable | None]:
     """The module and, where its source knows them, its example inputs ``(batch, generator) -> tuple``. A timm or
     transformers model too large for the memory free on ``device`` is refused before it is built."""
     target = spec.get("model") or name
     kwargs = dict(spec.get("kwargs") or {})
-    for prefix, source in ((timm_models.PREFIX, timm_models), (hf_models.PREFIX, hf_models)):
-        if target.startswith(prefix):
-            def build(source=source):
-                return source.build(target.removeprefix(prefix), spec)
+    source = _library(target)
+    if source is not None:
+        def build():
+            return source.build(target.removeprefix(source.PREFIX), spec)
 
-            _check_size(name, target, build, device)
-            try:
-                return build()
-            except ImportError as e:
-                raise OpcostError(f"model {name}", f"{target}: {e.name or e} is not installed") from None
-            except Exception as e:  # a model constructor may raise anything
-                raise OpcostError(f"model {name}", f"{target}: {type(e).__name__}: {e}") from None
-    if ":" in target:
-        mod_name, _, attr = target.partition(":")
-        if os.getcwd() not in sys.path:  # as `python -m` would: the working directory's modules, after the rest
-            sys.path.append(os.getcwd())
+        _check_size(name, target, build, device)
         try:
-            fn = getattr(importlib.import_module(mod_name), attr)
-        except (ImportError, AttributeError) as e:
-            raise OpcostError(f"model {name}", f"cannot import {target!r} (from the working directory "
-                                               f"{os.getcwd()}, PYTHONPATH or installed packages): {e}") from None
+            return build()
+        except ImportError as e:
+            raise OpcostError(f"model {name}", f"{target}: {e.name or e} is not installed") from None
+        except Exception as e:  # a model constructor may raise anything
+            raise OpcostError(f"model {name}", f"{target}: {type(e).__name__}: {e}") from None
+    if ":" in target:
+        fn = _import_callable(name, target)
     elif target in BUILTIN:
         fn = BUILTIN[target]
     else:
-        import torchvision
-
-        if target not in torchvision.models.list_models():
-            raise OpcostError(
-                f"model {name}",
-                f"unknown model {target!r}: not 'module:callable', not built-in ({', '.join(sorted(BUILTIN))}), "
-                f"not a torchvision model name",
-            )
-
-        def fn(**kw):
-            return torchvision.models.get_model(target, weights=None, **kw)
+        fn = _torchvision_factory(name, target)
 
     try:
         module = fn(**kwargs)

@@ -51,16 +51,28 @@ def _model_class(arch: str):
     return None, config
 
 
-def build(arch: str, entry: dict) -> tuple[nn.Module, Callable]:
-    """The wrapped model of config entry ``entry`` and its ``example_inputs(batch, generator)``."""
-    import transformers
-
+def configured(arch: str, entry: dict):
+    """(model class or None for the type's AutoModel, its config with the entry's ``kwargs`` set); ValueError
+    naming what does not exist."""
     cls, config = _model_class(arch)
     overrides = {"use_cache": False, **(entry.get("kwargs") or {})}
     for key, value in overrides.items():
         if key != "use_cache" and not hasattr(config, key):
             raise ValueError(f"{type(config).__name__} has no setting {key!r}")
         setattr(config, key, value)
+    return cls, config
+
+
+def check(arch: str, entry: dict) -> None:
+    """Raise ValueError when ``arch`` is no transformers class or model type, or a kwarg no setting of its config."""
+    configured(arch, entry)
+
+
+def build(arch: str, entry: dict) -> tuple[nn.Module, Callable]:
+    """The wrapped model of config entry ``entry`` and its ``example_inputs(batch, generator)``."""
+    import transformers
+
+    cls, config = configured(arch, entry)
     model = cls(config) if cls is not None else transformers.AutoModel.from_config(config)
     main = getattr(model, "main_input_name", "input_ids")
     params = inspect.signature(model.forward).parameters

@@ -15,14 +15,21 @@ from torch import nn
 PREFIX = "timm:"
 
 
+def check(name: str, entry: dict) -> None:
+    """Raise ValueError when timm has no model ``name`` (ImportError when timm is not installed)."""
+    import timm
+
+    if name not in timm.list_models():
+        close = timm.list_models(f"*{name}*")[:5]
+        raise ValueError(f"timm has no model {name!r}" + (f" (similar: {', '.join(close)})" if close else ""))
+
+
 def build(name: str, entry: dict) -> tuple[nn.Module, Callable]:
     """The model of config entry ``entry`` and its ``example_inputs(batch, generator)``."""
     import timm
 
     kwargs = dict(entry.get("kwargs") or {})
-    if name not in timm.list_models():
-        close = timm.list_models(f"*{name}*")[:5]
-        raise ValueError(f"timm has no model {name!r}" + (f" (similar: {', '.join(close)})" if close else ""))
+    check(name, entry)
     module = timm.create_model(name, pretrained=False, **kwargs)
     size = tuple(timm.data.resolve_model_data_config(module)["input_size"])
     fixed = getattr(getattr(module, "patch_embed", None), "img_size", None)

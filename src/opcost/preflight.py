@@ -1,0 +1,155 @@
+"""What can be known to be wrong with a validated config before the first job, all of it at once.
+
+:func:`problems` lists, one line each (culprit first): models whose source does not resolve (a torchvision, timm or
+transformers name that does not exist, a ``module:callable`` that cannot be imported, a kwarg the transformers
+config lacks), timm and transformers models whose parameters alone exceed the memory free, a batch whose inputs
+alone cannot be allocated, an ``input_range`` whose low end is not below its high end, model names too long to name
+a file on this file system, and ``device: cuda`` on a host where torch finds no such device. What only running a
+model shows (a constructor or forward pass that raises) is left to the run, which isolates and reports it.
+
+Checks that need torch cost seconds (the import); a model entry that passed is remembered under ``cache_dir``
+(keyed by the entry, device, dtype, batch sizes and library versions), so that a rerun of the same config does
+not pay them again.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from importlib import metadata
+from pathlib import Path
+
+from opcost.errors import OpcostError
+
+# bytes per element of the input dtypes a model entry may name
+_ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
+             "int8": 1, "uint8": 1, "bool": 1}
+DEFAULT_SHAPES = [[3, 224, 224]]  # as opcost.model.sources.load_model
+
+
+class Problems(OpcostError):
+    """Several problems, one line each (``str``: the lines); ``lines`` without the ``opcost:`` prefix."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = list(lines)
+        self.culprit, self.cause = "config", "; ".join(self.lines)
+        Exception.__init__(self, "\n".join(self.lines))
+
+
+def name_max(where=".") -> int:
+    """The longest file name (bytes) the file system holding ``where`` accepts (255 where it does not say)."""
+    try:
+        return int(os.pathconf(where, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def _name_problems(config: dict, where) -> list[str]:
+    limit = name_max(where)
+    return [f"config: models.{name[:40]}...: a model name of {len(name.encode())} bytes names directories of "
+            f"results/, longer than this file system's {limit}-byte limit: shorten it"
+            for name in config["models"] if len(name.encode()) > limit]
+
+
+def _device_problem(config: dict) -> list[str]:
+    device = str(config["device"])
+    if not device.startswith("cuda"):
+        return []
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.partition(":")[2] or 0)
+    if index >= count:
+        return [f"config: device: {device!r} requested but torch finds "
+                f"{'no CUDA device' if count == 0 else f'{count} CUDA device(s)'} on this host (torch "
+                f"{torch.__version__}, CUDA build {torch.version.cuda or 'none'})"]
+    return []
+
+
+def _batches(config: dict, entry: dict) -> list[int]:
+    return [int(b) for b in entry.get("batch_sizes") or config["batch_sizes"]]
+
+
+def input_bytes(entry: dict, batch: int, dtype: str = "float32") -> int | None:
+    """Bytes of one iteration's inputs at ``batch`` where the entry says their shapes (``input_shapes``; a
+    transformers text model's ``seq_len`` token ids and mask; a torchvision or built-in image model's default
+    image), else None (the source's own input size, known once the model is built)."""
+    target = entry.get("model") or ""
+    if entry.get("input_shapes"):
+        size = _ITEMSIZE.get(entry.get("input_dtype") or dtype, 4)
+        return sum(math.prod(s) for s in entry["input_shapes"]) * batch * size
+    if target.startswith("hf:"):
+        return None if "seq_len" not in entry else 2 * int(entry["seq_len"]) * batch * 8
+    return None
+
+
+def _entry_problems(name: str, entry: dict, config: dict) -> list[str]:
+    """What is wrong with one model entry, cheapest checks first; the source is checked only when they pass."""
+    out = []
+    lo_hi = entry.get("input_range")
+    if lo_hi is not None and lo_hi[0] >= lo_hi[1]:
+        out.append(f"config: models.{name}.input_range: {lo_hi} draws integers from [low, high): low must be below "
+                   "high")
+    from opcost.model.sources import available_memory
+
+    free = available_memory("cpu")
+    for batch in _batches(config, entry):
+        need = input_bytes(entry, batch, config["dtype"])
+        if free is not None and need is not None and need > free:
+            out.append(f"model {name}: batch {batch} needs {need / 1e9:.3g} GB for its inputs alone, more than the "
+                       f"{free / 1e9:.1f} GB free: use a smaller batch size")
+            break
+    if out:
+        return out
+    from opcost.model.sources import check_source
+
+    try:
+        check_source(name, entry, str(config["device"]))
+    except OpcostError as e:
+        out.append(str(e))
+    return out
+
+
+def _versions() -> dict:
+    found = {}
+    for pkg in ("torch", "torchvision", "timm", "transformers"):
+        try:
+            found[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            found[pkg] = None
+    return found
+
+
+def _key(name: str, entry: dict, config: dict) -> str:
+    what = [name, entry, config["device"], config["dtype"], _batches(config, entry), _versions(), os.getcwd()]
+    return hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def problems(config: dict, cache_dir=None, where=".") -> list[str]:
+    """Every problem of a validated ``config`` that can be found without running a model, one line each (empty: none
+    found). ``cache_dir``: where model entries that passed are remembered; ``where``: a path on the file system
+    results are written to."""
+    from opcost.model.sweeps import is_sweep
+
+    out = _name_problems(config, where) + _device_problem(config)
+    cache = Path(cache_dir) if cache_dir is not None else None
+    for name, entry in config["models"].items():
+        if is_sweep(entry):  # generated by opcost: nothing of the user's to check
+            continue
+        key = _key(name, entry, config) if cache is not None else None
+        if cache is not None and (cache / key).exists():
+            continue
+        found = _entry_problems(name, entry, config)
+        out += found
+        if not found and cache is not None:
+            cache.mkdir(parents=True, exist_ok=True)
+            (cache / key).touch()
+    return out
+
+
+def check(config: dict, cache_dir=None, where=".") -> None:
+    """Raise :class:`Problems` listing every problem :func:`problems` finds."""
+    found = problems(config, cache_dir, where)
+    if found:
+        raise Problems(found)

@@ -1,0 +1,68 @@
+"""The command that repeats the user's own Snakemake run with some result files rebuilt, so that a repair the run
+prints works as printed: the same Snakefile, directory, config files, config overrides, profiles and targets, plus
+``-R FILES``.
+
+The workflow's main process reads its command line once (:func:`remember`) and leaves it in the environment, which
+the jobs it starts inherit; a job, or a process started some other way, falls back to the default run.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shlex
+
+ENV = "OPCOST_RERUN"
+DEFAULT_TARGETS = ("results/figures",)
+_DEFAULT = {"base": ["snakemake", "--cores", "1"], "targets": list(DEFAULT_TARGETS)}
+
+
+def _option(flag: str, value) -> list[str]:
+    if value in (None, [], (), "", False):
+        return []
+    return [flag, *map(str, value)] if isinstance(value, (list, tuple)) else [flag, str(value)]
+
+
+def from_argv(argv: list[str]) -> dict:
+    """The run's options that shape what it builds and where (``base``) and its ``targets``, from a Snakemake
+    command line (without the program name); the default run where it cannot be parsed."""
+    try:
+        from snakemake.cli import get_argument_parser
+
+        with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage text, were it to fail
+            args, _ = get_argument_parser().parse_known_args(list(argv))
+    except (Exception, SystemExit):  # not a Snakemake command line: the default run
+        return dict(_DEFAULT)
+    base = ["snakemake", *_option("--cores", args.cores or 1), *_option("--snakefile", args.snakefile),
+            *_option("--directory", args.directory), *_option("--configfile", args.configfile),
+            *_option("--config", args.config), *_option("--profile", args.profile),
+            *_option("--workflow-profile", args.workflow_profile)]
+    return {"base": base, "targets": [str(t) for t in args.targets] or list(DEFAULT_TARGETS)}
+
+
+def remember(argv: list[str]) -> dict:
+    """Keep the run's command (:func:`from_argv`) in the environment, for this process and the jobs it starts."""
+    run = from_argv(argv)
+    os.environ[ENV] = json.dumps(run)
+    return run
+
+
+def current() -> dict:
+    """The run remembered by :func:`remember`, else the default run."""
+    try:
+        run = json.loads(os.environ.get(ENV) or "null")
+        return run if isinstance(run, dict) and {"base", "targets"} <= set(run) else dict(_DEFAULT)
+    except json.JSONDecodeError:
+        return dict(_DEFAULT)
+
+
+def command(paths) -> str:
+    """The shell command that reruns the current run with ``paths`` rebuilt (their jobs and what follows)."""
+    run = current()
+    return shlex.join([*run["base"], "-R", *map(str, paths), "--", *run["targets"]])
+
+
+def report_command(out: str = "report.html") -> str:
+    """The shell command that writes the current run's HTML report."""
+    return shlex.join([*current()["base"], "--report", out])
