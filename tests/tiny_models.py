@@ -139,3 +139,20 @@ def make_early_exit() -> nn.Module:
     """A model whose number of blocks run depends on its input (data-dependent control flow)."""
     torch.manual_seed(3)
     return _EarlyExit()
+
+
+class _FastEncoder(nn.Module):
+    """``nn.TransformerEncoder`` layers that take PyTorch's fused inference fast path (batch_first, eval, no grad)."""
+
+    def __init__(self, d_model: int = 32, layers: int = 2):
+        super().__init__()
+        self.proj = nn.Linear(8, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, 4, 2 * d_model, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    def forward(self, x):
+        return self.encoder(torch.relu(self.proj(x))).sum(dim=1)
+
+
+def make_fast_encoder(d_model: int = 32, layers: int = 2) -> nn.Module:
+    return _FastEncoder(d_model, layers)

@@ -53,6 +53,7 @@ from opcost.measure.placement import Placement, Placer, aliased_input, mbind, ou
 from opcost.measure.placement import Settings as PlacementSettings
 from opcost.measure.profile import matches_all
 from opcost.measure.timing import Measurement, TimingSettings, clock_for
+from opcost.model import fastpath
 from opcost.model.extract import Capture, leaf_modules, record_calls
 from opcost.model.replay import map_tensors, place_params, tensor_inputs, tensors_of
 from opcost.model.workload import Workload, workload_key
@@ -162,8 +163,7 @@ def _probe(wl: Workload, count: int) -> list[tuple[int, bool, int | None]]:
 
     handles = []
     for m in leaf_modules(wl.model.module):
-        handles.append(m.register_forward_pre_hook(pre, with_kwargs=True))
-        handles.append(m.register_forward_hook(post, always_call=True))
+        handles += fastpath.watch_calls(m, pre, post, pre_kwargs=True)
     try:
         with wl.grad_context():
             wl.forward()
@@ -210,8 +210,7 @@ class _Round:
         self.bound: set[tuple[int, int, str]] = set()  # (address, bytes, tier) ranges bound to an output tier
         self.handles = []
         for m in leaf_modules(wl.model.module):
-            self.handles.append(m.register_forward_pre_hook(self._pre, with_kwargs=True))
-            self.handles.append(m.register_forward_hook(self._post, always_call=True))
+            self.handles += fastpath.watch_calls(m, self._pre, self._post, pre_kwargs=True)
 
     def _copy(self, i: int, plc: Placement):
         cache = self.placed.setdefault(i, [])

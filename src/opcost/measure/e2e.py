@@ -42,6 +42,7 @@ def measure_on_tier(wl: Workload, settings: TimingSettings, device: str, placer,
     After timing, one more forward pass locates the inputs, the parameters and every leaf module's output
     (`placement_verified`)."""
     from opcost.measure.placement import Placement
+    from opcost.model import fastpath
     from opcost.model.extract import leaf_modules
     from opcost.model.replay import place_params, tensors_of
 
@@ -54,8 +55,8 @@ def measure_on_tier(wl: Workload, settings: TimingSettings, device: str, placer,
     requested = Placement(tuple(tier for _ in inputs), weights if has_params else None, tier)
     m = measure(wl.step, settings, device)
     outputs = []
-    hooks = [mod.register_forward_hook(lambda _m, _a, out: outputs.extend(tensors_of(out)))
-             for mod in leaf_modules(module)]
+    hooks = [h for mod in leaf_modules(module)
+             for h in fastpath.watch_calls(mod, post=lambda _m, _a, out: outputs.extend(tensors_of(out)))]
     try:
         with wl.grad_context():
             wl.forward()

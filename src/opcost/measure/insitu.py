@@ -33,6 +33,7 @@ from opcost.measure.e2e import e2e_frames
 from opcost.measure.energy import NoMeter, missing
 from opcost.measure.hostinfo import host_facts, now
 from opcost.measure.timing import Clock, Measurement, TimingSettings, clock_for
+from opcost.model import fastpath
 from opcost.model.extract import Capture, graph_nodes, leaf_modules, param_nodes, record_calls
 from opcost.model.workload import Workload, loss_of, workload_key
 from opcost.tables import MEASUREMENTS, SAMPLES, frame
@@ -47,8 +48,7 @@ class _LeafDepth:
         self._t0 = None
         self.handles = []
         for m in leaf_modules(module):
-            self.handles.append(m.register_forward_pre_hook(self._pre))
-            self.handles.append(m.register_forward_hook(self._post, always_call=True))
+            self.handles += fastpath.watch_calls(m, self._pre, self._post)
 
     def _pre(self, mod, args):
         if self.depth == 0 and self.timed:

@@ -2,8 +2,9 @@
 
 One iteration of the workload (see :mod:`opcost.model.workload`) runs under three observers:
 
-* forward pre/post hooks on every module keep the module stack; a call of a *leaf* module (one without children)
-  is one record: class, constructor parameters read from the module, input/output tensor specs;
+* forward pre/post hooks on every module keep the module stack; a call of a *leaf* module (one without children,
+  or one that runs a fused fast path: :mod:`opcost.model.fastpath`) is one record: class, constructor parameters
+  read from the module, input/output tensor specs;
 * a ``TorchDispatchMode`` records every aten operator that runs while no leaf module is executing (residual
   ``add_``, ``flatten``, ``cat``, functional activations, the attention inside ``nn.MultiheadAttention``, the loss);
 * a ``TorchFunctionMode`` labels those aten records with the Python-level API call that issued them (``api``).
@@ -30,6 +31,7 @@ from torch._C._autograd import _get_sequence_nr
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from opcost.model import fastpath
 from opcost.model.opspec import canonical_json, config_id, describe, dtype_name, strip_replay, tensors_in
 from opcost.model.replay import tensors_of
 from opcost.model.workload import Workload, loss_of
@@ -56,13 +58,15 @@ class Call:
 
 
 def is_leaf(m: torch.nn.Module) -> bool:
-    """A module without children: its calls are the workload's leaf-module calls."""
-    return next(m.children(), None) is None
+    """A module without children, or one that runs a fused inference fast path (:mod:`opcost.model.fastpath`):
+    its calls are the workload's leaf-module calls."""
+    return next(m.children(), None) is None or fastpath.is_fused(m)
 
 
 def leaf_modules(module: torch.nn.Module) -> list[torch.nn.Module]:
-    """The leaf modules of ``module`` (:func:`is_leaf`), in ``modules()`` order."""
-    return [m for m in module.modules() if is_leaf(m)]
+    """The leaf modules of ``module`` (:func:`is_leaf`), in ``modules()`` order; none inside a fused one. Watch
+    their calls with :func:`opcost.model.fastpath.watch_calls`, not with hooks."""
+    return [m for _, m in fastpath.named_outside(module) if is_leaf(m)]
 
 
 def module_params(m: torch.nn.Module) -> dict:
@@ -80,6 +84,8 @@ def module_params(m: torch.nn.Module) -> dict:
     dtypes = sorted({dtype_name(p.dtype) for p in m.parameters(recurse=False)})
     if dtypes:
         out["param_dtype"] = dtypes
+    if fastpath.is_fused(m):  # a module with children, recorded as one call
+        out.update(fastpath.params(m))
     return out
 
 
@@ -104,10 +110,10 @@ class _Recorder:
         self.watchers: list = []            # outputs' last Python reference went away (see watch)
         self.producer: dict[int, tuple[int, int]] = {}  # id(live output tensor) -> (record index, output index)
         self.handles = []
-        for path, m in module.named_modules():
+        for path, m in fastpath.named_outside(module):
             leaf = is_leaf(m)
-            self.handles.append(m.register_forward_pre_hook(self._pre(path, m, leaf), with_kwargs=True))
-            self.handles.append(m.register_forward_hook(self._post(leaf), with_kwargs=True, always_call=True))
+            self.handles += fastpath.watch_calls(m, self._pre(path, m, leaf), self._post(leaf), pre_kwargs=True,
+                                          post_kwargs=True)
 
     def close(self):
         for h in self.handles:

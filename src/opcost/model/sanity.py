@@ -9,6 +9,10 @@ extraction, reported as warnings in the run's summary (never a failure: the work
   the data) makes the operator calls of an iteration depend on its inputs. The iteration is run on two sets of
   inputs (seeds 0 and 1) and the aten operator calls each dispatches are counted; where they differ, the calls opcost
   extracted (seed 0) are not those of every iteration, and the warning says by how many calls they differ.
+* **A path the observers change**: the aten operators a plain iteration dispatches (seen by the profiler, which
+  switches nothing off) against those of the iteration extraction records. PyTorch's own fused fast paths are kept
+  (:mod:`opcost.model.fastpath`); any other path that hooks or ``__torch_function__``/dispatch modes switch off is
+  named here.
 """
 from __future__ import annotations
 
@@ -74,7 +78,37 @@ def _control_flow(workload: Workload) -> str | None:
             f"{', ...' if len(differ) > 4 else ''} differ); the extracted operators hold for those inputs only")
 
 
-CHECKS = (_non_finite, _mutated_inputs, _control_flow)
+# aten operators opcost's own observers dispatch while they read tensors (describe, autograd bookkeeping)
+OBSERVER_OPS = frozenset({"aten::detach", "aten::resolve_neg", "aten::resolve_conj", "aten::to", "aten::_to_copy",
+                          "aten::view_as", "aten::alias", "aten::lift_fresh"})
+
+
+def aten_ops(step) -> set[str]:
+    """The aten operators the profiler sees while ``step()`` runs (the profiler switches no fast path off)."""
+    import os
+
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's GPU probing noise on CPU-only hosts
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    return {ev.name for ev in prof.events() if ev.name.startswith("aten::")}
+
+
+def _instrumented_path(workload: Workload) -> str | None:
+    """The operators of a plain iteration against those of the iteration extraction records: where observers
+    switch a fast path off (opcost.model.fastpath keeps PyTorch's own), the two differ."""
+    from opcost.model.extract import record_calls
+
+    plain = aten_ops(workload.step)
+    observed = aten_ops(lambda: record_calls(workload))
+    lost, added = sorted(plain - observed), sorted(observed - plain - OBSERVER_OPS)
+    if not lost and not added:
+        return None
+    return (f"the iteration opcost records runs other operators than a plain one (a fast path its observers switch "
+            f"off?): {', '.join(lost[:10]) or 'none'} only in a plain iteration, {', '.join(added[:4]) or 'none'} "
+            "only under observation; its costs are those of the observed path")
+
+
+CHECKS = (_non_finite, _mutated_inputs, _control_flow, _instrumented_path)
 
 
 def warnings(workload: Workload) -> list[str]:

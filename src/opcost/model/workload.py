@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from opcost.errors import OpcostError
+from opcost.model import fastpath
 from opcost.model.sources import LoadedModel
 
 MODES = ("inference", "training")
@@ -101,6 +102,7 @@ def make_workload(model: LoadedModel, batch: int, mode: str, seed: int = 0) -> W
         inputs = model.make_inputs(batch, seed)
         wl = Workload(model, batch, mode, inputs)
         wl.step()  # also a first warm-up; fails early and clearly when the input does not fit the model
+        fastpath.mark(model.module, fastpath.probe(wl))  # fused inference fast paths, recorded as they run
     except OpcostError:
         raise
     except Exception as e:
