@@ -101,6 +101,16 @@ def test_the_run_ends_with_its_summary(tiny_run):
     assert f"after {len(loop)} iteration(s)" in text and loop[-1]["stop_reason"] in text
     assert any(x.strip().startswith("mlp_wide/inference/b2 ") for x in text.splitlines())  # predict_only
     assert "FAILED broken/inference/b2" in text and "results/figures/ (open breakdown.png first)" in text
+    meas = pd.read_parquet(tiny_run / "results" / "db" / "measurements.parquet")
+    iso = meas.loc[meas["source"] == "isolated", "timestamp"]
+    assert f"Measured (UTC): operators {iso.min()} to {iso.max()}; end to end " in text  # one run's minutes
+    assert f"--configfile {TINY} --report report.html" in text  # the report of this run, not of the default config
+    assert "Costs hold in opcost's measuring process (glibc keeping freed memory, 1 thread(s) pinned)." in text
+    e2e = pd.read_parquet(tiny_run / "results" / "db" / "e2e.parquet")
+    mine = e2e[(e2e["model"] == "mlp") & (e2e["mode"] == "inference")].set_index("method")["median_s"]
+    gap = mine["plain"] / mine["dedicated"] - 1  # timed in a plain child process right after the dedicated run
+    assert "A plain PyTorch process (glibc's default allocator, threads not pinned) took, against it: " in text
+    assert f"mlp/inference/b2 {gap * 100:+.1f}%" in text
 
 
 def test_database_holds_every_configuration_once(tiny_run):

@@ -163,7 +163,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "coplace": (*_HOST, "placement", "insitu"),
     "evaluate": ("device", "statistic", "loop"),
     "validate": ("device", "statistic"),
-    "figures": ("device", "statistic"),
+    "figures": ("device", "statistic", "threads", "affinity"),
 }
 # a model entry's keys that only choose workloads (new workloads are new jobs; existing ones are unaffected)
 _WORKLOAD_CHOICE = ("batch_sizes", "modes")

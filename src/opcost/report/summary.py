@@ -25,12 +25,45 @@ def _table(rows: list[list[str]]) -> list[str]:
             for r in rows]
 
 
+def measured_between(measurements: pd.DataFrame, e2e: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """The first and last `timestamp` of the database's isolated operator rows and of its end-to-end rows (what
+    a reader needs to see that costs and references were measured in the same minutes)."""
+    out = {}
+    for what, rows in (("operators", measurements[measurements["source"] == "isolated"]), ("end to end", e2e)):
+        stamps = rows["timestamp"].dropna()
+        if len(stamps):
+            out[what] = (str(stamps.min()), str(stamps.max()))
+    return out
+
+
+def plain_gaps(e2e: pd.DataFrame) -> dict[str, float]:
+    """Per workload (``model/mode/bN``): its newest `plain` iteration time over its newest `dedicated` one, minus 1
+    (how much longer a plain process takes than opcost's)."""
+    from opcost.measure.plain import METHOD
+
+    out = {}
+    for (model, mode, batch), g in e2e.groupby(["model", "mode", "batch"], sort=False):
+        newest = {m: r.sort_values("timestamp")["median_s"].iloc[-1] for m, r in g.groupby("method")}
+        if METHOD in newest and "dedicated" in newest and newest["dedicated"] > 0:
+            out[f"{model}/{mode}/b{int(batch)}"] = float(newest[METHOD] / newest["dedicated"] - 1)
+    return out
+
+
+def run_facts(measurements: pd.DataFrame, e2e: pd.DataFrame, config: dict) -> dict:
+    """What the summary says of the run's conditions: when it measured, the process its costs hold in, and how much
+    longer a plain process took (:func:`measured_between`, :func:`plain_gaps`)."""
+    pinned = "pinned" if config.get("affinity") == "pin" else "not pinned"
+    return {"measured": measured_between(measurements, e2e), "plain": plain_gaps(e2e),
+            "process": f"glibc keeping freed memory, {config.get('threads')} thread(s) {pinned}"}
+
+
 def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFrame,
                 unseen: pd.DataFrame | None = None, figures_dir: str = "results/figures",
-                tier_costs: pd.DataFrame | None = None) -> str:
+                tier_costs: pd.DataFrame | None = None, facts: dict | None = None) -> str:
     """The summary text. ``predictions``: the `predictions` table; ``loop``: results/loop/summary.json (one entry
     per iteration); ``failures``: the `failures` table; ``unseen``: the `predict_only` predictions, if any;
-    ``tier_costs``: the whole model on each slower memory tier, if placements were measured."""
+    ``tier_costs``: the whole model on each slower memory tier, if placements were measured; ``facts``:
+    :func:`run_facts`."""
     lines = ["opcost run summary", ""]
     last = loop[-1] if loop else {}
     coverage = {(w["model"], w["mode"], int(w["batch"])): w.get("coverage") for w in last.get("workloads", [])}
@@ -81,6 +114,17 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
         lines += ["", "The whole model on each slower memory tier, predicted (Σ count x cost x the configuration's "
                       "slowdown there) and, on NUMA tiers, timed end to end with the job's memory on the tier:",
                   *_table(rows)]
+    facts = facts or {}
+    if facts.get("measured"):
+        lines += ["", "Measured (UTC): " + "; ".join(f"{what} {a} to {b}" for what, (a, b) in
+                                                     facts["measured"].items())]
+    if facts.get("process"):
+        from opcost.measure.plain import CONDITIONS
+
+        lines += ["", f"Costs hold in opcost's measuring process ({facts['process']})."]
+        if facts.get("plain"):
+            gaps = [f"{w} {g * 100:+.1f}%" for w, g in facts["plain"].items()]
+            lines.append(f"A plain PyTorch process ({CONDITIONS}) took, against it: {', '.join(gaps)}.")
     lines += ["", "Failures: " + failure_text(failures)]
     lines += ["", f"Figures: {figures_dir}/ (open breakdown.png first); tables: results/validation/, database: "
                   f"results/db/; HTML report: {rerun.report_command()}"]
