@@ -190,14 +190,20 @@ def make_catalog(layer_paths, out) -> pd.DataFrame:
 def profile(config: dict, configs_path, iteration: int, chunk: int, previous_evaluation, out_measurements,
             out_samples, out_e2e=None, journal_dir="results/journal") -> pd.DataFrame:
     """Isolated profiling of the configurations whose op type is new in loop ``iteration`` and which hash to
-    ``chunk``; resumes from its journal. ``out_e2e``: the model iterations timed inside its rotations (`e2e` rows
-    of method `rotation`; empty when none ran)."""
+    ``chunk``; resumes the journal of its interrupted run (a completed run's journal is discarded: a rerun measures
+    afresh). ``out_e2e``: the model iterations timed inside its rotations (`e2e` rows of method `rotation`; empty
+    when none ran)."""
     from opcost.analysis.loop import ALL, LoopSettings, new_op_types
-    from opcost.journal import Journal, settings_key
+    from opcost.journal import RunMark, for_job, profile_job, settings_key
     from opcost.measure.engine import engine_call_s, needs_engine, without_engine_calls
     from opcost.measure.profile import METHOD_VERSION, ProfileSettings, chunk_of, profile_configs
     from opcost.model.sweeps import is_sweep
 
+    job = profile_job(iteration, chunk)
+    mark = RunMark(journal_dir, job)  # first of all: a run that fails or is stopped from here on is redone
+    if mark.unfinished():
+        log.info("the last run of this job did not complete: redoing it")
+    scheduled_with = mark.start()
     prepare_process(config)
     configs = io.read_parquet(configs_path, tables.CONFIGS)
     previous = io.read_json(previous_evaluation)
@@ -221,16 +227,22 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     key = settings_key(METHOD_VERSION, profiling.timing, config["device"], config["dtype"], config["threads"],
                        profiling.remeasure, profiling.placement, profiling.cache, config["affinity"],
                        profiling.rotation_size, profiling.order, profiling.visits)
-    journal = Journal(Path(journal_dir) / f"profile_iter{iteration}_chunk{chunk}_{key}.jsonl")
+    journal = for_job(journal_dir, job, key)
+    # an interrupted run's configurations still in this chunk (a catalogue that changed since keeps the rest), and
+    # the model iterations of its rotations: the reference their configurations are checked against
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
-    done = {r["config_id"] for r in done_rows}
+    done_e2e, done_e2e_samples = journal.load_e2e()
+    try:
+        done_meas = tables.frame(tables.MEASUREMENTS, done_rows)
+        done_samples = tables.frame(tables.SAMPLES, done_samples)
+        e2e_rows = [tables.frame(tables.E2E, done_e2e)]
+        e2e_samples = [tables.frame(tables.SAMPLES, done_e2e_samples)]
+    except (ValueError, TypeError) as e:  # rows of another opcost version's tables
+        raise journal.unusable(f"holds rows this opcost cannot read ({e})") from None
+    done = set(done_meas["config_id"])
     if done:
         log.info("journal %s: %d configurations already measured, resuming", journal.path, len(done))
     energy = _Energy(config)
-    # the model iterations of the journaled rotations: the reference their configurations are checked against
-    done_e2e, done_e2e_samples = journal.load_e2e()
-    e2e_rows = [tables.frame(tables.E2E, done_e2e)]
-    e2e_samples = [tables.frame(tables.SAMPLES, done_e2e_samples)]
 
     def on_e2e(row: pd.DataFrame, smp: pd.DataFrame) -> None:
         e2e_rows.append(row)
@@ -241,8 +253,8 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
                                     config["dtype"], profiling, on_result=journal.append, energy=energy,
                                     context=context, on_e2e=on_e2e)
     energy.close()
-    meas = pd.concat([tables.frame(tables.MEASUREMENTS, done_rows), meas], ignore_index=True)
-    samples = pd.concat([tables.frame(tables.SAMPLES, done_samples), samples, *e2e_samples], ignore_index=True)
+    meas = pd.concat([done_meas, meas], ignore_index=True)
+    samples = pd.concat([done_samples, samples, *e2e_samples], ignore_index=True)
     if needs_engine(meas):  # backward rows measured outside a rotation (other placements, back-to-back states)
         engine_s = engine_call_s(config["device"], profiling.timing)
         meas, samples = without_engine_calls(meas, samples, engine_s)
@@ -252,6 +264,8 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
         io.write_parquet(pd.concat(e2e_rows, ignore_index=True), out_e2e, tables.E2E)
     io.write_parquet(samples, out_samples, tables.SAMPLES)
     io.write_parquet(meas, out_measurements, tables.MEASUREMENTS)
+    journal.complete()  # outputs written: a later run of this job measures afresh
+    mark.done(scheduled_with)
     n = meas["config_id"].nunique()  # an empty chunk (no configuration of its types hashes to it) is normal
     log.info("SUMMARY chunk %d: %d configurations: %d measured now, %d resumed from the journal, %d failed, "
              "%d still noisy after re-measuring", chunk, n, n - len(done), len(done),
