@@ -83,6 +83,23 @@ def main(argv=None) -> int:
                          "or all (default: all where parameters were placed, else activations)")
     pr.add_argument("--json", action="store_true", help="print one JSON object")
 
+    ad = sub.add_parser("advise", help="where each tensor should live under a fast-memory budget: the placement of "
+                                       "least predicted time (an integer program), beside greedy and first-touch")
+    ad.add_argument("model", help="as for predict: a config model name (with --config), torchvision name, ...")
+    ad.add_argument("--batch", type=_positive, required=True)
+    ad.add_argument("--mode", choices=["inference", "training"], default="inference")
+    ad.add_argument("--budget", required=True, help="bytes on the fast tier: a size (2GiB, 512MB, bytes) or a share "
+                                                    "of the placeable footprint (25%%)")
+    ad.add_argument("--tiers", metavar="FAST,SLOW", help="the fast and the slow tier (default: the database's fast "
+                                                         "tier and its only slower one)")
+    ad.add_argument("--db", default="results/db")
+    ad.add_argument("--config", help="config file whose `models` entry describes MODEL (inputs, kwargs, dtype)")
+    for flag, kind in (("--host", str), ("--device", str), ("--threads", _positive)):
+        ad.add_argument(flag, type=kind, help=f"only measurements with this {flag[2:]}")
+    ad.add_argument("--statistic", choices=["trimmed_mean", "median"], default="trimmed_mean")
+    ad.add_argument("--out", help="also write the plan file (YAML, as the advise stage writes it) here")
+    ad.add_argument("--json", action="store_true", help="print one JSON object")
+
     sw = sub.add_parser("sweep", help="operator sweeps").add_subparsers(dest="sweepcmd", required=True)
     sg = sw.add_parser("suggest", help="the sweep points where the database's cost model is least certain, as a "
                                        "`sweeps:` config fragment")
@@ -142,6 +159,8 @@ def main(argv=None) -> int:
                     print(table.to_string(index=False) if len(table) else "no measurement matches")
         elif args.cmd == "predict":
             _print_prediction(args)
+        elif args.cmd == "advise":
+            _advise(args)
         elif args.cmd == "sweep":
             _suggest_sweeps(args)
         elif args.cmd == "schema":
@@ -261,3 +280,25 @@ def _print_prediction(args) -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _advise(args) -> None:
+    """`opcost advise`: the plans of one budget (opcost.analysis.advise), as text or one JSON object."""
+    import json
+
+    from opcost import database
+    from opcost.analysis import advise
+
+    tiers = tuple(t.strip() for t in args.tiers.split(",")) if args.tiers else None
+    if tiers is not None and (len(tiers) != 2 or not all(tiers)):
+        raise OpcostError(f"--tiers {args.tiers}", "expected two tier names, FAST,SLOW (e.g. dram,cxl)")
+    cfg = _config(args) if args.config else None
+    conds = {k: getattr(args, k) for k in ("host", "device", "threads") if getattr(args, k) is not None}
+    settings = advise.AdviseSettings(tiers=tiers, statistic=args.statistic, conditions=conds, db_dir=args.db)
+    problem = advise.for_workload(database.read_db(args.db), (args.model, args.batch, args.mode),
+                                  cfg["models"].get(args.model) if cfg else {}, cfg["dtype"] if cfg else "float32",
+                                  settings)
+    made = advise.plans(problem, advise.budget_bytes(args.budget, problem), settings)
+    if args.out:
+        advise.write_advice(advise.advise(problem, [args.budget], settings), args.out)
+    print(json.dumps(advise.summary(problem, made)) if args.json else advise.describe(problem, made))
