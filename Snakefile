@@ -12,3 +12,4 @@ rule all:
     default_target: True
     input:
         "results/figures",
+        "results/advise/advise.png",

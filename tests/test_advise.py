@@ -41,10 +41,10 @@ def make_chain() -> nn.Module:
 
 
 def _row(layer, placement, seconds, device, baseline=False):
-    return {**dict.fromkeys(tables.MEASUREMENTS.names), "config_id": layer.config_id, "op_type": layer.op_type, "mode": layer.mode, "source": "isolated",
-            "phase": "forward", "status": "ok", "device": device, "placement": placement, "threads": 1,
-            "host": "synth", "placement_ok": True, "baseline": baseline, "cache": "warm", "median_s": seconds,
-            "trimmed_mean_s": seconds, "n": 10}
+    return {**dict.fromkeys(tables.MEASUREMENTS.names), "config_id": layer.config_id, "op_type": layer.op_type,
+            "mode": layer.mode, "source": "isolated", "phase": "forward", "status": "ok", "device": device,
+            "placement": placement, "threads": 1, "host": "synth", "placement_ok": True, "baseline": baseline,
+            "cache": "warm", "median_s": seconds, "trimmed_mean_s": seconds, "n": 10}
 
 
 def synthetic_db(path: Path, device: str = "cpu", slow_tier: bool = True, seed: int = 0) -> dict:
@@ -235,3 +235,28 @@ def test_opcost_advise_json_on_the_h200(h200_db, capsys):
     assert out["plan"]["fc.weight"] in ("hbm", "host") and out["plan"][advise.ACTIVATIONS] == "hbm"
     assert main(["advise", "resnet18", "--batch", "8", "--budget", "60MiB", "--db", str(h200_db)]) == 1
     assert "choose one with --tiers hbm,host" in capsys.readouterr().err
+
+
+def test_the_stage_writes_a_plan_file_per_workload_and_the_figure(tmp_path):
+    """Two workloads: one with a slower tier in the database, one whose database has a single tier (its plan file
+    says why, once in the log); the figure draws what there is."""
+    from opcost import stages
+    from opcost.config import validate
+
+    cfg = validate({"models": {"chain": CHAIN}, "placement": {"tiers": {"fast": {"numa": 0}, "slow": {"numa": 1}}},
+                    "advise": {"budgets": [0.5, "1KiB", "1B"]}})
+    synthetic_db(tmp_path / "db")
+    paths = {name: tmp_path / "db" / f"{name}.parquet" for name in ("layers", "measurements")}
+    out = {("chain", "inference", 4): tmp_path / "advise" / "chain" / "inference_b4.yaml"}
+    docs = stages.advise(cfg, paths, out, tmp_path / "advise" / "advise.png")
+    doc = advise.read_advice(out[("chain", "inference", 4)])
+    assert doc == docs[0] and doc["fast"] == "fast" and doc["slow"] == "slow" and "skipped" not in doc
+    assert [b["budget"] for b in doc["budgets"]] == [0.5, "1KiB", "1B"]
+    assert doc["budgets"][1]["optimiser"]["bytes"]["fast"] <= 1024
+    assert set(doc["budgets"][2]["optimiser"]["plan"].values()) == {"slow"}  # 1 byte: nothing fits
+    assert (tmp_path / "advise" / "advise.png").stat().st_size > 0
+    synthetic_db(tmp_path / "one", slow_tier=False)
+    paths = {name: tmp_path / "one" / f"{name}.parquet" for name in ("layers", "measurements")}
+    docs = stages.advise(cfg, paths, out, tmp_path / "advise" / "advise.png")
+    assert docs[0]["skipped"].startswith("database: holds no verified placement on a slower memory tier")
+    assert advise.read_advice(out[("chain", "inference", 4)]) == docs[0] and not docs[0]["budgets"]

@@ -164,6 +164,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "evaluate": ("device", "statistic", "loop"),
     "validate": ("device", "statistic"),
     "figures": ("device", "statistic", "threads", "affinity"),
+    "advise": ("device", "dtype", "statistic", "models", "placement", "advise"),
 }
 # a model entry's keys that only choose workloads (new workloads are new jobs; existing ones are unaffected)
 _WORKLOAD_CHOICE = ("batch_sizes", "modes")

@@ -636,3 +636,18 @@ def run_rule(smk, fn, *args, **kwargs):
     except Exception:
         log.exception("unexpected error (a bug in opcost: please report it with this log)")
         raise
+
+
+def advise(config: dict, db_paths: dict, out_plans: dict, out_figure) -> list[dict]:
+    """Where each tensor should live under the config's fast-memory budgets: one plan file per workload
+    (``out_plans``: (model, mode, batch) -> path; :func:`opcost.analysis.advise.advise_all`) and the figure, from the
+    database's placement measurements (``db_paths``: table name -> path); nothing is measured."""
+    from opcost.analysis.advise import advise_all
+    from opcost.database import DB_TABLES
+    from opcost.report.advise_figure import advise_figure
+
+    db = {name: io.read_parquet(db_paths[name], t) if name in db_paths else tables.frame(t, [])
+          for name, t in DB_TABLES.items()}
+    docs = advise_all(config, db, Path(db_paths["measurements"]).parent, out_plans)
+    log.info("wrote %s", advise_figure(docs, out_figure))
+    return docs

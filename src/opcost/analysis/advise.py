@@ -1,27 +1,18 @@
 """Where should each tensor live? The placement of a workload's tensors on a fast and a slow memory tier that
 minimises its predicted iteration time with the fast-tier bytes within a budget (AutoTM's question, ASPLOS'20).
 
-*Placeable tensors* (:class:`Group`): each parameter and buffer (with its gradient in training), grouped by the
-operator calls that read it (a leaf module's own tensors form one group; a tensor that several modules read, such as
-tied weights, forms its own), and the activations as one class, all on the fast tier or all on the slow one, the way
-the tier run binds a job's memory. On a GPU the activations stay in device memory (its allocator puts every output
-there: :func:`opcost.measure.placement.output_tier`), so they *must stay fast*, and a budget below them is refused.
-The activations' bytes: the model's inputs plus the peak of the operator outputs alive at once over the iteration
-(from the `layers` positions and releases; in-place and view outputs alias their inputs and are not counted).
+*Placeable tensors* (:mod:`opcost.model.tensors`): each parameter and buffer (with its gradient in training),
+grouped by the calls that read it, and the activations as one class, all on the fast tier or all on the slow one, the
+way the tier run binds a job's memory. On a GPU the activations stay in device memory (its allocator puts every
+output there: :func:`opcost.measure.placement.output_tier`): they *must stay fast*, a budget below them is refused.
 
-*Costs.* The iteration with every tensor on the fast tier is :func:`opcost.analysis.estimate.predict_workload`'s
-prediction (measured costs, the cost model's estimates for the rest, the overhead between operators). A tensor on the
-slow tier multiplies the cost of every call that reads it by a slowdown (:mod:`opcost.analysis.tiers`: the measured
-placement realising the scenario over the all-fast placement, verified): per configuration and phase, activations
-alone (scenario `activations`), parameters alone (`weights`) or both (`all`); where the configuration was not placed
-so, the median of its op type and phase in that scenario, else of its phase; parameters never measured on the tier
-(``placement.params: fixed``) are priced per byte: the tier's extra seconds per byte read, the median over the
-database's measured input placements that move more than the median bytes (bandwidth-bound; of the call's op type
-where its placements moved as many bytes), times the bytes the call reads of them (of an embedding table, the rows
-it looks up); both on the tier without a measurement: the two extras added. A slower placement measured faster
-(noise) counts as no slowdown. Intervals: a measured slowdown is exact; a median spans the 10-90% range of
-what it is the median of; the per-byte price, that of the rates. ``estimated_share``: the share of the plan's
-operator time whose cost or slowdown is not measured for its own configuration.
+*Costs.* All on the fast tier: :func:`opcost.analysis.estimate.predict_workload`'s prediction. A tensor on the slow
+tier multiplies the cost of each call reading it by that configuration's measured slowdown (activations, weights or
+both there), else its op type's median; parameters never placed (``placement.params: fixed``) are priced per byte
+(:mod:`opcost.analysis.prices`); both on the tier without a measurement: the two extras added; a slower placement
+measured faster (noise) counts as none. A measured slowdown is exact; an estimated one spans the 10-90% range of
+what it is the median of. ``estimated_share``: the share of the plan's operator time whose cost or slowdown is not
+measured for its own configuration.
 
 The predicted time is linear in each group's tier but for the calls that read both a parameter group and the
 activations: ``T = T_fast + a·x_A + Σ_g c_g·x_g + Σ_g d_g·x_A·x_g`` (x = 1: on the slow tier). :func:`optimise`
@@ -60,6 +51,7 @@ class AdviseSettings:
     (the cost model is cached beside it), whether to merge interchangeable groups, and the solver's limits."""
 
     tiers: tuple[str, str] | None = None
+    prefer: tuple[str, ...] = ()  # without ``tiers``, where the database holds several slower tiers: the first held
     statistic: str | None = None
     conditions: dict = field(default_factory=dict)
     db_dir: object = None
@@ -369,14 +361,16 @@ def plans(problem: Problem, budget: int, settings: AdviseSettings = AdviseSettin
 
 # --- the problem from a database ----------------------------------------------------------------------------------
 
-def _tiers(measurements: pd.DataFrame, slower: set, wanted) -> tuple[str, str]:
-    """(fast, slow): the database's fast tier and ``wanted``'s slow one, or its only slower tier."""
+def _tiers(measurements: pd.DataFrame, slower: set, settings: AdviseSettings) -> tuple[str, str]:
+    """(fast, slow): the database's fast tier and the slow one of ``settings.tiers``, else its only slower tier, else
+    the first of ``settings.prefer`` it holds."""
     from opcost.analysis.tiers import fast_tier
 
     fast = fast_tier(measurements)
     if fast is None or not slower:
         raise OpcostError("database", "holds no verified placement on a slower memory tier on these conditions "
                                       "(config placement.tiers, on a host that has a second tier): nothing to advise")
+    wanted, preferred = settings.tiers, [t for t in settings.prefer if t in slower]
     if wanted:
         if wanted[0] != fast:
             raise OpcostError(f"--tiers {','.join(wanted)}", f"the database's fast tier, which every slowdown is "
@@ -385,10 +379,10 @@ def _tiers(measurements: pd.DataFrame, slower: set, wanted) -> tuple[str, str]:
             raise OpcostError(f"--tiers {','.join(wanted)}", f"no placement on {wanted[1]} (slower tiers: "
                                                              f"{', '.join(sorted(slower))})")
         return fast, wanted[1]
-    if len(slower) > 1:
+    if len(slower) > 1 and not preferred:
         raise OpcostError("database", f"holds several slower tiers ({', '.join(sorted(slower))}): choose one with "
                                       f"--tiers {fast},{sorted(slower)[0]}")
-    return fast, next(iter(slower))
+    return fast, preferred[0] if preferred else next(iter(slower))
 
 
 def build_problem(db: dict, layers: pd.DataFrame, module, settings: AdviseSettings = AdviseSettings()) -> Problem:
@@ -406,7 +400,7 @@ def build_problem(db: dict, layers: pd.DataFrame, module, settings: AdviseSettin
     for k, v in pred.conditions.items():
         meas = meas[meas[k].astype(str) == str(v)]
     sc = scenarios(meas)
-    fast, slow = _tiers(meas, set(sc["tier"]), settings.tiers)
+    fast, slow = _tiers(meas, set(sc["tier"]), settings)
     sc = sc[sc["tier"] == slow]
     rows = pred.layers[pred.layers["op_type"] != ENGINE_OP_TYPE].reset_index(drop=True)
     act = slowdowns(rows, sc[sc["scenario"] == "activations"])
@@ -469,7 +463,8 @@ def build_problem(db: dict, layers: pd.DataFrame, module, settings: AdviseSettin
     ops = float(pred.predicted_s - pred.overhead_s)
     estimated = rows[rows["method"] != "measured"]
     est_ops = float((estimated["count"].astype(float) * estimated["cost_s"]).sum())
-    workload = {"model": pred.model, "batch": int(pred.batch), "mode": pred.mode, **pred.conditions,
+    conds = {k: int(v) if k == "threads" and str(v).isdigit() else v for k, v in pred.conditions.items()}
+    workload = {"model": pred.model, "batch": int(pred.batch), "mode": pred.mode, **conds,
                 "statistic": settings.statistic or DEFAULT_STATISTIC}
     return Problem(workload, fast, slow, groups, (pred.predicted_s, pred.low_s, pred.high_s), ops, est_ops,
                    lin, inter, lin_est, inter_est, notes)
@@ -544,6 +539,38 @@ def describe(problem: Problem, made: dict[str, Plan], top: int = 8) -> str:
         lines.append(f"  on {problem.slow}: " + ", ".join(f"{g.name} ({human(g.bytes)})" for g in moved[:top])
                      + (f" and {len(moved) - top} more groups" if len(moved) > top else ""))
     return "\n".join(lines + [f"  note: {n}" for n in problem.notes])
+
+
+def advise_all(config: dict, db: dict, db_dir, outputs: dict) -> list[dict]:
+    """The advise stage: per workload ((model, mode, batch) -> plan file path), the plans of the config's budgets
+    (``advise.budgets``) between its fast tier and the first slower tier of ``placement.tiers`` the database holds
+    placements on; a workload that cannot be advised (one tier only, a model that fails) gets a plan file saying
+    why (``skipped``), each reason logged once. Nothing is measured."""
+    import logging
+
+    log = logging.getLogger("opcost")
+    settings = AdviseSettings(prefer=tuple(config["placement"]["tiers"]), statistic=config["statistic"],
+                              conditions={"device": config["device"]}, db_dir=db_dir)
+    docs, said = [], set()
+    for (model, mode, batch), path in outputs.items():
+        try:
+            problem = for_workload(db, (model, int(batch), mode), config["models"].get(model) or {}, config["dtype"],
+                                   settings)
+            doc = advise(problem, config["advise"]["budgets"], settings)
+            best = [f"{b['budget']}: {b['optimiser']['predicted_slowdown']:.3f}x" for b in doc["budgets"]
+                    if "optimiser" in b]
+            log.info("%s %s b%s on %s + %s: slowdown per budget %s (all on %s: %.3fx)", model, mode, batch,
+                     problem.fast, problem.slow, ", ".join(best) or "none reachable", problem.slow,
+                     doc["all_slow_slowdown"])
+        except Exception as e:  # the stage goes on with the other workloads
+            why = str(e) if isinstance(e, OpcostError) else f"{type(e).__name__}: {e}".splitlines()[0]
+            doc = {"model": model, "batch": int(batch), "mode": mode, "skipped": why, "budgets": [], "curve": []}
+            if why not in said:
+                log.warning("advise %s %s b%s: no plan: %s", model, mode, batch, why)
+                said.add(why)
+        write_advice(doc, path)
+        docs.append(doc)
+    return docs
 
 
 def write_advice(doc: dict, path) -> None:
