@@ -263,8 +263,10 @@ def optimise(problem: Problem, budget: int, settings: AdviseSettings = AdviseSet
         res = milp(c * scale_t, integrality=np.ones(n), bounds=Bounds(np.zeros(n), ub),
                    constraints=LinearConstraint(matrix, lo, hi),
                    options={"time_limit": settings.time_limit_s, "mip_rel_gap": settings.gap})
-    if res.x is None:
-        raise OpcostError(f"budget {human(budget)}", f"the integer program found no placement ({res.message})")
+    if res.x is None:  # stopped (time limit) before any placement: the better baseline, marked inexact
+        plan = min(greedy(problem, budget), first_touch(problem, budget), key=lambda p: p.predicted_s)
+        plan.method, plan.exact, plan.solve_s = "optimiser", False, time.perf_counter() - t0
+        return plan
     x = np.round(res.x).astype(int)
     slow = np.zeros(len(problem.groups), dtype=bool)
     slow[0] = bool(x[0]) if act else False
