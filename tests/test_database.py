@@ -104,6 +104,7 @@ def test_a_database_from_an_older_opcost_still_reads_and_merges(tiny_run, tmp_pa
     assert meas["baseline"].isna().all() and meas["cpus"].isna().all()
     merged = database.merge([old, old], tmp_path / "merged")  # idempotent on old rows too
     assert len(merged["measurements"]) == len(meas)
+    assert (merged["measurements"]["run"] == database.run_id(database.read_db(old))).all()  # named on merging
     bad = tmp_path / "bad.parquet"
     pd.DataFrame({"nonsense": [1]}).to_parquet(bad)
     with pytest.raises(OpcostError, match="bad.parquet: table measurements: extra columns"):
@@ -206,3 +207,122 @@ def test_cli_statistic_choices_are_the_config_schema_ones():
     text = " ".join(subprocess.run([sys.executable, "-m", "opcost.cli", "predict", "--help"], capture_output=True,
                                    text=True, check=True).stdout.split())
     assert "{" + ",".join(key["enum"]) + "}" in text and f"default: {DEFAULT_STATISTIC})" in text
+
+
+def _second_run(db_dir, out, drop_op_type=None):
+    """A second run of the tiny config on the same host, written to ``out``: the run's database with every
+    timestamp an hour later and every timing twice as long (``drop_op_type``: without that op type's measurements,
+    as a run that did not profile it). A real second run (the run directory copied, its journal deleted,
+    ``snakemake --forceall``) gives a database of exactly this shape: the same host facts, configurations,
+    workloads and end-to-end methods, later timestamps, other timings (on this project's 2-core VM: mlp b2 measured
+    0.029 ms, then 0.028 ms); this copy costs no second run of the workflow and makes the runs' timings tell apart."""
+    db = database.read_db(db_dir)
+
+    def later(ts):
+        return ts.map(lambda t: (pd.Timestamp(t) + pd.Timedelta(hours=1)).isoformat())
+
+    for name, table in database.DB_TABLES.items():
+        df = db[name]
+        if name in database.RUN_TABLES:
+            seconds = [c for c in df.columns if c.endswith("_s") and c != "cost_s"]
+            df = df.assign(timestamp=later(df["timestamp"]), **{c: df[c] * 2 for c in seconds})
+        if name == "measurements" and drop_op_type:
+            df = df[df["op_type"] != drop_op_type]
+        io.write_parquet(df, out / f"{name}.parquet", table)
+    return out
+
+
+def test_merge_into_an_existing_database_keeps_its_rows(tiny_run, tmp_path):
+    """`--out` naming a database merges into it (the probe's 79 rows became 34); merging again adds nothing; a
+    directory of other files or a file is refused in one line, nothing written."""
+    import shutil
+
+    db = tiny_run / "results" / "db"
+    second = _second_run(db, tmp_path / "second")
+    out = tmp_path / "out"
+    shutil.copytree(db, out)
+    before = database.read_db(out)
+    merged = database.merge([second], out)
+    assert len(merged["measurements"]) == 2 * len(before["measurements"])
+    assert len(merged["e2e"]) == 2 * len(before["e2e"]) and len(merged["configs"]) == len(before["configs"])
+    kept = database.read_db(out)["measurements"]
+    first_run = database.run_id(before)
+    assert set(database.runs(kept)) == {first_run, database.run_id(database.read_db(second))}
+    assert len(kept[kept["run"] == first_run]) == len(before["measurements"])  # the database's own rows, named
+    cmd = [sys.executable, "-m", "opcost.cli", "db", "merge", str(second), str(db), "--out", str(out)]
+    again = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert again.returncode == 0 and f"measurements: {len(merged['measurements'])} rows" in again.stdout
+    pd.testing.assert_frame_equal(database.read_db(out)["e2e"], merged["e2e"])  # idempotent
+
+    for bad, why in ((tmp_path / "notes", "holds other files and no opcost table"),
+                     (tmp_path / "notes" / "a.txt", "is a file, not a database directory")):
+        (tmp_path / "notes").mkdir(exist_ok=True)
+        (tmp_path / "notes" / "a.txt").write_text("mine")
+        p = subprocess.run([sys.executable, "-m", "opcost.cli", "db", "merge", str(db), "--out", str(bad)],
+                           capture_output=True, text=True, check=False)
+        assert p.returncode == 1 and p.stdout == "" and "Traceback" not in p.stderr
+        assert p.stderr.strip() == (f"opcost: --out {bad}: {why}: name a new or empty directory, or an existing "
+                                    "database to merge into")
+        assert [f.name for f in (tmp_path / "notes").iterdir()] == ["a.txt"]
+        assert (tmp_path / "notes" / "a.txt").read_text() == "mine"
+    (tmp_path / "empty").mkdir()
+    assert len(database.merge([db], tmp_path / "empty")["measurements"]) == len(before["measurements"])
+
+
+def test_predict_on_two_runs_of_one_host_takes_costs_and_reference_from_one_run(tiny_run, tmp_path):
+    """A merged database of two runs of one host predicts as the newer run alone does (costs, reference and traced
+    overhead of that run, not the older run's end-to-end times pooled in), the older run with --run, and says so
+    where the run lacks some costs and takes them from the other."""
+    from opcost.analysis import estimate
+
+    db = tiny_run / "results" / "db"
+    second = _second_run(db, tmp_path / "second")
+    database.merge([db, second], tmp_path / "merged")
+    merged = database.read_db(tmp_path / "merged")
+    own = {d: database.read_db(d) for d in (db, second)}
+    for model, mode in (("mlp", "inference"), ("tiny_dlrm", "training")):
+        layers = estimate.workload_layers(merged, model, 2, mode)
+        newer = estimate.predict_workload(merged, layers)
+        alone = estimate.predict_workload(own[second], layers)
+        assert newer.run == database.run_id(own[second]) and newer.other_runs_share == 0 and newer.runs_held == 2
+        assert (newer.predicted_s, newer.measured_s) == pytest.approx((alone.predicted_s, alone.measured_s))
+        older = estimate.predict_workload(merged, layers, run=database.run_id(own[db]))
+        first = estimate.predict_workload(own[db], layers)
+        assert (older.predicted_s, older.measured_s) == pytest.approx((first.predicted_s, first.measured_s))
+        assert newer.measured_s == pytest.approx(2 * older.measured_s)  # not the pooled 1.5x
+    with pytest.raises(OpcostError, match=r"^--run 1999: the database holds no such run on these conditions \(runs: "):
+        estimate.predict_workload(merged, layers, run="1999")
+
+    partial = _second_run(db, tmp_path / "partial", drop_op_type="relu")  # a newer run that lacks relu's costs
+    database.merge([db, partial], tmp_path / "mixed")
+    mixed = estimate.predict_workload(database.read_db(tmp_path / "mixed"),
+                                      estimate.workload_layers(merged, "mlp", 2, "inference"))
+    relu = mixed.layers[mixed.layers["op_type"] == "relu"]
+    assert set(relu["run"]) == {database.run_id(own[db])}
+    assert mixed.other_runs_share == pytest.approx(relu["total_s"].sum() / sum(mixed.runs_s.values()))
+    assert 0 < mixed.other_runs_share < 1
+    out = subprocess.run([sys.executable, "-m", "opcost.cli", "predict", "mlp", "--batch", "2", "--db",
+                          str(tmp_path / "mixed")], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[1] == (f"  mixes runs: end-to-end reference of run {mixed.run}, {mixed.other_runs_share:.0%} of the "
+                      f"measured operator time from other runs ({database.run_id(own[db])} "
+                      f"{mixed.other_runs_share:.0%}), which it lacks")
+    one = subprocess.run([sys.executable, "-m", "opcost.cli", "predict", "mlp", "--batch", "2", "--db", str(db)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "run" not in one.splitlines()[1]  # a run's own database: no line about runs
+
+
+def test_references_never_pool_the_runs_of_a_merged_database():
+    from opcost.analysis.predict import references
+
+    def e2e(seconds, ts, run, method="rotation"):
+        return {**dict.fromkeys(tables.E2E.names), "model": "m", "batch": 1, "mode": "inference",
+                "method": method, "device": "cpu", "placement": "default", "median_s": seconds,
+                "trimmed_mean_s": seconds, "n": 10, "timed_s": 1.0, "timestamp": ts, "run": run}
+
+    rows = tables.frame(tables.E2E, [e2e(8.0, "2026-01-01T00:01:00", "a"), e2e(10.0, "2026-01-01T00:02:00", "a"),
+                                     e2e(20.0, "2026-01-02T00:01:00", "b"),
+                                     e2e(40.0, "2026-01-03T00:01:00", "c", method="tier")])  # no reference
+    assert references(rows, "cpu", "isolated") == {("m", 1, "inference"): (20.0, "rotation")}  # the newest run
+    assert references(rows, "cpu", "isolated", run="a") == {("m", 1, "inference"): (9.0, "rotation")}
+    unnamed = rows[rows["method"] == "rotation"].assign(run=pd.NA)  # a run's own database: one run
+    assert references(unnamed, "cpu", "isolated")[("m", 1, "inference")][0] == pytest.approx(38 / 3)

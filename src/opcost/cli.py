@@ -46,7 +46,8 @@ def main(argv=None) -> int:
     db = sub.add_parser("db", help="the Parquet database: merge, show").add_subparsers(dest="dbcmd", required=True)
     mg = db.add_parser("merge", help="merge databases from several machines or runs (idempotent)")
     mg.add_argument("inputs", nargs="+", help="database directories (e.g. results/db)")
-    mg.add_argument("--out", required=True)
+    mg.add_argument("--out", required=True, help="a new or empty directory, or a database to merge into (its rows "
+                                                 "are kept)")
     sh = db.add_parser("show", help="measurements, filtered")
     sh.add_argument("--db", default="results/db")
     sh.add_argument("--op", help="op_type (Conv2d, add_) or full op name")
@@ -74,6 +75,8 @@ def main(argv=None) -> int:
     pr.add_argument("--host", help="only measurements of this host (a merged database may hold several)")
     pr.add_argument("--device", help="only measurements on this device (cpu, cuda)")
     pr.add_argument("--threads", type=_positive, help="only measurements taken with this many threads")
+    pr.add_argument("--run", help="a merged database's run (`run` column) whose end-to-end reference and measured "
+                                  "costs to take (default: the run of the model's newest end-to-end time)")
     pr.add_argument("--statistic", choices=["trimmed_mean", "median"], default="trimmed_mean",
                     help="per-call statistic summed (and of the end-to-end time; default: %(default)s)")
     pr.add_argument("--tier", help="with the operators' tensors on this slower memory tier (config placement.tiers): "
@@ -258,7 +261,7 @@ def _print_prediction(args) -> None:
         raise OpcostError("--scenario", "says which tensors are on a slower tier: give the tier with --tier")
     layers = estimate.workload_layers(db, args.model, args.batch, args.mode, spec)
     p = estimate.predict_workload(db, layers, args.db, args.statistic, host=args.host, device=args.device,
-                                  threads=args.threads, tier=args.tier, scenario=args.scenario)
+                                  threads=args.threads, tier=args.tier, scenario=args.scenario, run=args.run)
     if args.json:
         print(json.dumps(p.as_dict()))
         return
@@ -270,12 +273,27 @@ def _print_prediction(args) -> None:
           f"{p.estimated_share:.0%} estimated" +
           (f"; measured {p.measured_s * 1e3:.3f} ms (ratio {p.predicted_s / p.measured_s:.3f})"
            if p.measured_s else "; no end-to-end measurement"))
+    if p.runs_held > 1:
+        print(_runs_line(p))
     print(f"  {'overhead between operators':<32} {p.overhead_s * 1e3:10.3f} ms "
           f"({estimate.OVERHEAD_FROM[p.overhead_from]})")
     for op_type, t in p.by_op_type().head(12).items():
         print(f"  {op_type:<32} {t * 1e3:10.3f} ms")
     methods = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in sorted(p.methods().items()))
     print(f"by source: {methods}")
+
+
+def _runs_line(p) -> str:
+    """Where a prediction on a merged database of several runs took its costs and reference from."""
+    total = sum(p.runs_s.values()) or 1.0
+    shares = ", ".join(f"{r or '(unnamed)'} {s / total:.0%}" for r, s in sorted(p.runs_s.items()) if r != p.run)
+    if p.run is None:
+        return f"  runs: no end-to-end reference; measured costs from {shares or 'one run'}"
+    if not p.other_runs_share:
+        return (f"  run {p.run}: measured costs and end-to-end reference of this run (the database holds "
+                f"{p.runs_held} runs on these conditions; --run picks another)")
+    return (f"  mixes runs: end-to-end reference of run {p.run}, {p.other_runs_share:.0%} of the measured operator "
+            f"time from other runs ({shares}), which it lacks")
 
 
 if __name__ == "__main__":

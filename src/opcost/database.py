@@ -35,8 +35,8 @@ MEASUREMENT_KEY = ("config_id", "source", "phase", "workload", "device", "placem
 
 
 def latest(measurements: pd.DataFrame, keys=MEASUREMENT_KEY, preferred: pd.Series | None = None) -> pd.DataFrame:
-    """The most recent row per key (a re-measurement supersedes the earlier one); with ``preferred`` (a boolean
-    Series on the rows), a preferred row before any other, then the most recent."""
+    """The most recent row per key (a re-measurement supersedes the earlier one); with ``preferred`` (a boolean or
+    integer Series on the rows), a preferred row (the highest rank) before any other, then the most recent."""
     if measurements.empty:
         return measurements
     keys = [k for k in keys if k in measurements.columns]
@@ -48,6 +48,13 @@ def latest(measurements: pd.DataFrame, keys=MEASUREMENT_KEY, preferred: pd.Serie
 
 DB_TABLES = {"configs": CONFIGS, "layers": LAYERS, "measurements": MEASUREMENTS, "e2e": E2E, "overheads": OVERHEADS}
 IDENTITY = {"configs": ["config_id"], "layers": ["model", "batch", "mode", "config_id"]}
+RUN_TABLES = ("measurements", "e2e", "overheads")  # the tables whose rows name their run (column `run`)
+
+
+def is_db(path) -> bool:
+    """Whether ``path`` is a directory holding at least one opcost table."""
+    path = Path(path)
+    return path.is_dir() and any((path / f"{name}.parquet").exists() for name in DB_TABLES)
 
 
 def read_db(path) -> dict[str, pd.DataFrame]:
@@ -55,24 +62,84 @@ def read_db(path) -> dict[str, pd.DataFrame]:
     path = Path(path)
     if not path.is_dir():
         raise OpcostError(f"database {path}", "not a directory")
-    if not any((path / f"{name}.parquet").exists() for name in DB_TABLES):
+    if not is_db(path):
         raise OpcostError(f"database {path}", f"holds no opcost table ({', '.join(f'{n}.parquet' for n in DB_TABLES)}"
                                               "): a run's database is results/db")
     return {name: io.read_parquet(path / f"{name}.parquet", t) if (path / f"{name}.parquet").exists()
             else frame(t, []) for name, t in DB_TABLES.items()}
 
 
+def run_id(db: dict) -> str | None:
+    """The name of the run a run's own database holds: the earliest `timestamp` of its measurement and end-to-end
+    rows that name no run, i.e. the run's first measurement (None when none has a timestamp). The same database
+    always gets the same name, so merging it again adds no row."""
+    measured = ("measurements", "e2e")  # an `overheads` row bears the time of an end-to-end row
+    stamps = pd.concat([db[t].loc[db[t]["run"].isna(), "timestamp"] for t in measured], ignore_index=True)
+    stamps = stamps.dropna()
+    return str(stamps.min()) if len(stamps) else None
+
+
+def name_runs(db: dict) -> dict:
+    """``db`` with its rows that name no run named by :func:`run_id` (rows merged earlier keep their run)."""
+    run = run_id(db)
+    if run is None:
+        return db
+    return {**db, **{t: db[t].assign(run=db[t]["run"].fillna(run)) for t in RUN_TABLES}}
+
+
+def runs(table: pd.DataFrame) -> pd.Series:
+    """Each row's run (`run` column); the rows of a run's own database, which name none, are one run: ``""``."""
+    if "run" not in table:
+        return pd.Series("", index=table.index, dtype="string")
+    return table["run"].astype("string").fillna("")
+
+
+def _out_db(out: Path) -> dict | None:
+    """The database already at ``out``, merged into (None when ``out`` is new or an empty directory); a file or a
+    directory of other files is refused, before anything is written."""
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        raise OpcostError(f"--out {out}", "is a file, not a database directory: name a new or empty directory, or "
+                                          "an existing database to merge into")
+    if is_db(out):
+        return read_db(out)
+    if any(out.iterdir()):
+        raise OpcostError(f"--out {out}", "holds other files and no opcost table: name a new or empty directory, or "
+                                          "an existing database to merge into")
+    return None
+
+
+def _dedup_subset(name: str, df: pd.DataFrame) -> list[str] | None:
+    """The columns that identify a row of table ``name``: configurations and layer rows by identity, run-named
+    rows by every column but `run` (the same measurement merged again keeps the run it was first merged with)."""
+    if name in RUN_TABLES:
+        return [c for c in df.columns if c != "run"]
+    return IDENTITY.get(name)
+
+
 def merge(paths, out) -> dict[str, pd.DataFrame]:
-    """Merge databases from several machines or runs into ``out``: a row present in several inputs is kept once
-    (configurations and layer rows by identity, measurements by every column), so merging is idempotent."""
-    dbs = [read_db(p) for p in paths]
+    """Merge databases from several machines or runs into ``out``: a database already at ``out`` is one more input
+    (its rows are kept; a directory holding other files is refused); a row present in several inputs is kept once
+    (configurations and layer rows by identity, the others by every column but their run), so merging is
+    idempotent. The measurement, end-to-end and overhead rows of each input that name no run are named by
+    :func:`run_id`, so that predictions can take a workload's costs and reference from one run. Every input is
+    read before anything is written; each table is written atomically."""
+    out = Path(out)
+    existing = _out_db(out)
+    dbs, seen = ([existing], {out.resolve()}) if existing is not None else ([], set())
+    for p in paths:  # each directory once, the one at ``out`` included
+        if Path(p).resolve() not in seen:
+            seen.add(Path(p).resolve())
+            dbs.append(read_db(p))
+    dbs = [name_runs(db) for db in dbs]
     merged = {}
     for name, table in DB_TABLES.items():
         parts = [db[name] for db in dbs if len(db[name])]
         df = pd.concat(parts, ignore_index=True) if parts else frame(table, [])
-        df = df.drop_duplicates(subset=IDENTITY.get(name), keep="first").reset_index(drop=True)
-        merged[name] = df
-        io.write_parquet(df, Path(out) / f"{name}.parquet", table)
+        merged[name] = df.drop_duplicates(subset=_dedup_subset(name, df), keep="first").reset_index(drop=True)
+    for name, table in DB_TABLES.items():
+        io.write_parquet(merged[name], out / f"{name}.parquet", table)
     return merged
 
 

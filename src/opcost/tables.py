@@ -18,6 +18,7 @@ class Column:
     name: str
     dtype: str  # pandas dtype: "string", "Int64", "Float64", "boolean"
     doc: str
+    optional: bool = False  # writers may leave it out: :func:`frame` fills it with missing values
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class Table:
         return [c.name for c in self.columns]
 
 
-def _c(name, dtype, doc):
-    return Column(name, dtype, doc)
+def _c(name, dtype, doc, optional=False):
+    return Column(name, dtype, doc, optional)
 
 
 _MODEL_KEY = (
@@ -60,6 +61,10 @@ _HOST = (
     _c("gpu_driver", "string", "GPU driver version, missing on CPU runs"),
     _c("torch_version", "string", "torch.__version__"),
     _c("timestamp", "string", "UTC time the measurement finished (ISO 8601)"),
+    _c("run", "string", "the run the row was measured in, named by the earliest `timestamp` of its run's database: "
+                        "missing in a run's own database (all its rows are of that run), set by `opcost db merge` "
+                        "for the rows of each input that lack it; `opcost predict` takes a workload's measured costs "
+                        "and its end-to-end reference from one run", optional=True),
 )
 
 _STATS = (
@@ -238,6 +243,7 @@ OVERHEADS = Table(
         _c("calls", "Float64", "operator calls per iteration: sum of `count` over the workload's `layers` rows"),
         _c("overhead_s", "Float64", "modelled overhead per iteration, seconds"),
         _c("timestamp", "string", "UTC time of the end-to-end measurement the host and threads come from"),
+        _c("run", "string", "as in `e2e`", optional=True),
     ),
 )
 
@@ -362,10 +368,14 @@ ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, OVERHEADS, CONSISTENCY, PRED
 
 
 def frame(table: Table, rows) -> pd.DataFrame:
-    """A DataFrame with exactly ``table``'s columns, in order and with its types; extra or missing keys raise."""
+    """A DataFrame with exactly ``table``'s columns, in order and with its types; extra or missing keys raise
+    (an optional column missing is filled with missing values)."""
     df = pd.DataFrame(list(rows) if not isinstance(rows, pd.DataFrame) else rows)
     if df.empty and len(df.columns) == 0:
         df = pd.DataFrame(columns=table.names)
+    absent = [c.name for c in table.columns if c.optional and c.name not in df.columns]
+    if absent:
+        df = df.assign(**dict.fromkeys(absent, pd.NA))
     extra = set(df.columns) - set(table.names)
     missing = set(table.names) - set(df.columns)
     if extra or missing:

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from opcost.analysis.costmodel import CONTEXT, context_bytes, load_or_fit
-from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, references, rotation_first
-from opcost.database import latest, of_workload
+from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, one_run, references, rotation_first
+from opcost.database import latest, of_workload, runs
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
 from opcost.model.sweeps import PREFIX as SWEEP_PREFIX
@@ -39,6 +39,12 @@ def conditions(measurements: pd.DataFrame, **chosen) -> tuple[pd.DataFrame, dict
     phase (:func:`~opcost.analysis.predict.rotation_first`, as the validation takes them), and that choice. A
     condition not given must be unique in the database; a given one must be present; else an error that names
     the choice to make (``--host``, ``--device``, ``--threads``)."""
+    m, picked = _isolated(measurements, **chosen)
+    return rotation_first(m, ("config_id", "phase")), picked
+
+
+def _isolated(measurements: pd.DataFrame, **chosen) -> tuple[pd.DataFrame, dict]:
+    """Every isolated, baseline-placement, `ok` row of the conditions :func:`conditions` chooses, and that choice."""
     m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
                      & baseline(measurements)]
     picked = {}
@@ -58,7 +64,7 @@ def conditions(measurements: pd.DataFrame, **chosen) -> tuple[pd.DataFrame, dict
             want = held[0]
         picked[col] = want
         m = m[m[col].astype(str) == str(want)]
-    return rotation_first(m, ("config_id", "phase")), picked
+    return m, picked
 
 
 def condition_key(picked: dict) -> str:
@@ -87,6 +93,9 @@ class Prediction:
     scenario: str | None = None  # which tensors are on it: a key of opcost.analysis.tiers.SCENARIOS
     tier_slowdown: float | None = None  # predicted_s / the same prediction on the fast tier
     tier_measured_share: float | None = None  # share of the fast-tier operator time with a measured slowdown
+    run: str | None = None  # the run of the end-to-end reference, whose measured costs are preferred (see `run`)
+    runs_s: dict = field(default_factory=dict)  # measured operator seconds per iteration by the run they come from
+    runs_held: int = 1  # runs the database holds on these conditions (a merged database: several)
 
     @property
     def estimated_share(self) -> float:
@@ -95,6 +104,15 @@ class Prediction:
 
     def by_op_type(self) -> pd.Series:
         return self.layers.groupby("op_type")["total_s"].sum().sort_values(ascending=False)
+
+    @property
+    def other_runs_share(self) -> float:
+        """The share of the measured operator time taken from other runs than :attr:`run`, the end-to-end
+        reference's (0: costs and reference of one run, or no reference)."""
+        total = sum(self.runs_s.values())
+        if total <= 0 or self.run is None:
+            return 0.0
+        return 1 - self.runs_s.get(self.run, 0.0) / total
 
     def methods(self) -> dict:
         """Seconds per iteration by where they come from (`measured` or a cost-model method)."""
@@ -108,6 +126,8 @@ class Prediction:
                 "measured_s": self.measured_s, "predicted_j": self.predicted_j, "tier": self.tier,
                 "scenario": self.scenario,
                 "tier_slowdown": self.tier_slowdown, "tier_measured_share": self.tier_measured_share,
+                "run": self.run or None, "runs_held": self.runs_held, "other_runs_share": self.other_runs_share,
+                "runs_s": {k or "(unnamed)": v for k, v in self.runs_s.items()},
                 "by_method_s": self.methods(),
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
 
@@ -130,17 +150,19 @@ def _on_conditions(table: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def traced_overheads(db: dict, used: pd.DataFrame, mode: str) -> dict[tuple[str, int], tuple[float, float]]:
+def traced_overheads(db: dict, used: pd.DataFrame, mode: str,
+                     run: str | None = None) -> dict[tuple[str, int], tuple[float, float]]:
     """(model, batch) -> (overhead seconds per iteration its trace models, its calls) for the database's model
-    workloads of ``mode`` on the conditions of ``used`` (the `overheads` table, the newest row of each; not the sweep
-    chains, whose few calls are not a model's glue)."""
+    workloads of ``mode`` on the conditions of ``used`` (the `overheads` table, the newest row of each, a row of
+    ``run`` before any other; not the sweep chains, whose few calls are not a model's glue)."""
     traced = _on_conditions(db.get("overheads", pd.DataFrame()), used)
     if len(traced):
         traced = traced[(traced["mode"] == mode) & ~traced["model"].str.startswith(SWEEP_PREFIX)
                         & (traced["calls"] > 0)]
     if not len(traced):
         return {}
-    traced = latest(traced, ("model", "batch", "mode"))
+    own = None if run is None else (runs(traced) == run)
+    traced = latest(traced, ("model", "batch", "mode"), preferred=own)
     return {(r.model, int(r.batch)): (float(r.overhead_s), float(r.calls)) for r in traced.itertuples()}
 
 
@@ -262,23 +284,31 @@ def _on_tier(db: dict, rows: pd.DataFrame, used: pd.DataFrame, tier: str, scenar
 
 def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None,
                      method: str | None = None, tier: str | None = None, scenario: str | None = None,
-                     **chosen) -> Prediction:
+                     run: str | None = None, **chosen) -> Prediction:
     """The prediction for the workload whose `layers` rows are given (from the database or freshly extracted),
     on the conditions ``chosen`` (``host``, ``device``, ``threads``; see :func:`conditions`). ``method``: the cost
     model's estimate for every unmeasured configuration with a law (one of
     :data:`opcost.analysis.costmodel.METHODS`, to compare them); default: the one its cross-validation chose.
     ``tier``: with the operators' tensors on that slower memory tier (``scenario``: which of them, a key of
     :data:`opcost.analysis.tiers.SCENARIOS`; default: the one the database answers best), each operator's cost
-    scaled by its slowdown there (:mod:`opcost.analysis.tiers`; the overhead between operators unchanged)."""
+    scaled by its slowdown there (:mod:`opcost.analysis.tiers`; the overhead between operators unchanged).
+    ``run``: the run (a merged database holds several, `run` column) whose end-to-end reference the prediction is
+    checked against and whose measured costs it prefers; default: the run of the workload's newest end-to-end
+    reference (:func:`reference_run`). Costs the run lacks come from other runs: :attr:`Prediction.other_runs_share`."""
     statistic = statistic or DEFAULT_STATISTIC
     col = STATISTICS[statistic]
-    used, picked = conditions(db["measurements"], **chosen)
+    pool, picked = _isolated(db["measurements"], **chosen)
+    used = rotation_first(pool, ("config_id", "phase"))
     model, batch, mode = layers["model"].iloc[0], int(layers["batch"].iloc[0]), layers["mode"].iloc[0]
+    e2e = _on_conditions(db["e2e"], used)
+    run = reference_run(pool, of_workload(e2e, model, batch, mode), run)
+    costs = rotation_first(pool, ("config_id", "phase"), run=run) if run is not None else used
     rows = _phases(layers)
-    measured = used.set_index(["config_id", "phase"])
+    measured = costs.set_index(["config_id", "phase"])
     key = pd.MultiIndex.from_arrays([rows["config_id"], rows["phase"]])
     rows["cost_s"] = measured[col].reindex(key).to_numpy(dtype=float)
     rows["energy_j"] = measured["energy_j"].reindex(key).to_numpy(dtype=float)
+    rows["run"] = runs(measured).reindex(key).to_numpy()
     rows["method"] = np.where(np.isfinite(rows["cost_s"]), "measured", "")
     rows["low_s"] = rows["high_s"] = rows["cost_s"]
     missing = ~np.isfinite(rows["cost_s"])
@@ -307,7 +337,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                                  for t, p in zip(rows.loc[unknown, "op_type"], rows.loc[unknown, "phase"])}))
         raise OpcostError(f"model {model}", f"the database holds nothing to estimate {what} from: profile a {mode} "
                                             "workload first")
-    e = engine_cost(used) if mode == "training" else None  # one autograd engine call per iteration
+    e = engine_cost(costs) if mode == "training" else None  # one autograd engine call per iteration
     if e is not None:
         rows = pd.concat([rows, pd.DataFrame([{"config_id": ENGINE_ID, "op_type": ENGINE_OP_TYPE, "phase": "backward",
                                                "count": 1, "cost_s": e, "low_s": e, "high_s": e,
@@ -315,12 +345,13 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     fast_ops = float((rows["count"].astype(float) * rows["cost_s"]).sum())
     tier_share = tier_measured = None
     if tier is not None:
-        scenario, tier_share, tier_measured = _on_tier(db, rows, used, tier, scenario, statistic)
+        scenario, tier_share, tier_measured = _on_tier({**db, "e2e": one_run(e2e, run)}, rows, used, tier, scenario,
+                                                       statistic)
     rows["total_s"] = rows["count"].astype(float) * rows["cost_s"]
     per_call, lo_call, hi_call = overhead_per_call(db, used, mode, statistic)
     calls = float(layers["count"].sum())
     ops = float(rows["total_s"].sum())
-    overhead_s, overhead_from = _overhead_of(traced_overheads(db, used, mode), model, batch, calls, per_call)
+    overhead_s, overhead_from = _overhead_of(traced_overheads(db, used, mode, run), model, batch, calls, per_call)
     est_rows = ~rows["method"].isin(["measured"])
     n = rows["count"].astype(float)
     down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
@@ -333,10 +364,9 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
         (centre * max(0.0, -off[0]), centre * max(0.0, off[1]))
     low = centre - float(np.sqrt((down ** 2).sum() + below ** 2))
     high = centre + float(np.sqrt((up ** 2).sum() + above ** 2))
-    e2e = db["e2e"]
-    ref = references(of_workload(e2e, model, batch, mode),
-                     picked["device"], "isolated", statistic) if len(e2e) else {}
+    ref = references(of_workload(e2e, model, batch, mode), picked["device"], "isolated", statistic, run)
     energy = rows["count"].astype(float) * rows["energy_j"]
+    by_run = rows[rows["method"] == "measured"].dropna(subset=["run"]).groupby("run")["total_s"].sum()
     return Prediction(model=model, batch=batch, mode=mode, conditions=picked,
                       predicted_s=centre, low_s=max(low, 0.0), high_s=high,
                       estimated_s=float(rows.loc[est_rows, "total_s"].sum()), overhead_s=overhead_s,
@@ -346,7 +376,23 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                                    else None),
                       layers=rows, tier=tier, scenario=scenario if tier is not None else None,
                       tier_slowdown=centre / (fast_ops + overhead_s) if tier is not None else None,
-                      tier_measured_share=tier_share)
+                      tier_measured_share=tier_share, run=run, runs_s={k: float(v) for k, v in by_run.items()},
+                      runs_held=len(set(runs(pool)) | set(runs(e2e))))
+
+
+def reference_run(pool: pd.DataFrame, e2e: pd.DataFrame, run: str | None = None) -> str | None:
+    """The run a workload's prediction takes its end-to-end reference from and prefers its measured costs of:
+    ``run`` where given (refused when neither the measurement rows ``pool`` nor the workload's end-to-end rows
+    ``e2e`` hold it), else the run of its newest end-to-end reference (:func:`~opcost.analysis.predict.one_run`);
+    None without one."""
+    if run is not None:
+        held = sorted(set(runs(pool)) | set(runs(e2e)))
+        if run not in held:
+            raise OpcostError(f"--run {run}", "the database holds no such run on these conditions (runs: "
+                                              f"{', '.join(r or '(unnamed: a run database)' for r in held)})")
+        return run
+    chosen = one_run(e2e)
+    return str(runs(chosen).iloc[0]) if len(chosen) else None
 
 
 def refit(db_dir, statistic: str | None = None) -> dict[str, dict]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from opcost.database import latest, of_workload
+from opcost.database import latest, of_workload, runs
 from opcost.measure.engine import engine_rows
 from opcost.measure.timing import ROTATION_STATES
 from opcost.model.workload import workload_keys
@@ -43,11 +43,29 @@ def _baseline_ok(measurements: pd.DataFrame, device: str) -> pd.DataFrame:
     return rotation_first(ok, ("config_id", "source", "phase", "workload", "device"))
 
 
-def rotation_first(rows: pd.DataFrame, keys: tuple[str, ...]) -> pd.DataFrame:
+def rotation_first(rows: pd.DataFrame, keys: tuple[str, ...], run: str | None = None) -> pd.DataFrame:
     """One row per ``keys``: a row measured in rotation (cache `fresh`/`rotation`: the state inside a model) before
-    a back-to-back one (the all-fast-tier reference of placement measurements), then the newest."""
-    rotated = rows["cache"].isin(ROTATION_STATES).fillna(False) if "cache" in rows else None
-    return latest(rows, keys, preferred=rotated)
+    a back-to-back one (the all-fast-tier reference of placement measurements), then the newest; with ``run`` (a
+    merged database's run, see :func:`opcost.database.runs`), a row of that run before any other."""
+    rotated = rows["cache"].isin(ROTATION_STATES).fillna(False).astype(int) if "cache" in rows else None
+    if run is None:
+        return latest(rows, keys, preferred=rotated)
+    own = (runs(rows) == run).astype(int) * 2
+    return latest(rows, keys, preferred=own + (rotated if rotated is not None else 0))
+
+
+def one_run(e2e: pd.DataFrame, run: str | None = None) -> pd.DataFrame:
+    """The end-to-end rows of one run per workload, so that a merged database's runs are never pooled into one
+    reference: ``run``'s rows where given, else those of the run of the workload's newest row of a reference method
+    (:data:`REFERENCES`; of any where it has none)."""
+    if run is not None:
+        return e2e[runs(e2e) == run]
+    if e2e.empty:
+        return e2e
+    named = e2e.assign(_run=runs(e2e), _ref=e2e["method"].isin(REFERENCES["isolated"]).fillna(False))
+    named = named.sort_values(["_ref", "timestamp"], na_position="first")
+    newest = named.groupby(["model", "batch", "mode"], sort=False)["_run"].transform("last")
+    return e2e[runs(e2e) == newest.reindex(e2e.index)]
 
 
 def _column(statistic: str) -> str:
@@ -100,8 +118,8 @@ def overhead_rows(overheads: pd.DataFrame, op_types: pd.DataFrame, layers: pd.Da
                   e2e: pd.DataFrame) -> pd.DataFrame:
     """The database's `overheads` table: per traced workload, its modelled overhead per iteration
     (:func:`trace_overhead`), its operator calls per iteration (Σ `count` of its `layers` rows), and the device,
-    thread count and host of its newest end-to-end measurement on the trace's device (workloads without one are
-    left out: their conditions are unknown)."""
+    thread count, host (and run) of its newest end-to-end measurement on the trace's device (workloads without one
+    are left out: their conditions are unknown)."""
     rows = []
     for (model, batch, mode), overhead in trace_overhead(overheads, op_types).items():
         mine = of_workload(overheads, model, batch, mode)
@@ -113,19 +131,20 @@ def overhead_rows(overheads: pd.DataFrame, op_types: pd.DataFrame, layers: pd.Da
         r = ran.sort_values("timestamp").iloc[-1]
         rows.append({"model": model, "batch": batch, "mode": mode, "device": r["device"], "threads": r["threads"],
                      "host": r["host"], "calls": float(wl["count"].sum()), "overhead_s": float(overhead),
-                     "timestamp": r["timestamp"]})
+                     "timestamp": r["timestamp"], "run": r.get("run")})
     return frame(OVERHEADS, rows)
 
 
-def references(e2e: pd.DataFrame, device: str, source: str,
-               statistic: str = DEFAULT_STATISTIC) -> dict[tuple, tuple[float, str]]:
+def references(e2e: pd.DataFrame, device: str, source: str, statistic: str = DEFAULT_STATISTIC,
+               run: str | None = None) -> dict[tuple, tuple[float, str]]:
     """(model, batch, mode) -> (end-to-end seconds per iteration, `e2e` method) that ``source``'s prediction is
     checked against (:data:`REFERENCES`), as ``statistic`` of the iteration times: the newest row of a method; the
     `rotation` rows of all profiling jobs (one per rotation) pooled, their statistics averaged with weights
     `timed_s` (the part of the prediction each rotation measured: the reference is the model's time in the minutes
-    the prediction was measured; weights n where a row lacks it)."""
+    the prediction was measured; weights n where a row lacks it). All from one run per workload (:func:`one_run`:
+    ``run``, else its newest)."""
     col = _column(statistic)
-    e2e = e2e[e2e["device"] == device]
+    e2e = one_run(e2e[e2e["device"] == device], run)
     out: dict[tuple, tuple[float, str]] = {}
     for method in reversed(REFERENCES[source]):
         rows = e2e[(e2e["method"] == method) & e2e[col].notna()]
@@ -150,9 +169,11 @@ def reference_spread(e2e: pd.DataFrame, device: str,
     """(model, batch, mode) -> how far its end-to-end time moved between the rotations that timed it on ``device``
     (its `rotation` rows, one per rotation): the largest over the smallest ``statistic`` − 1; workloads timed in
     fewer than two rotations are left out. The pooled `rotation` reference sits between those times, so a
-    prediction from measurements of other minutes (an estimate) cannot be expected closer than about half of it."""
+    prediction from measurements of other minutes (an estimate) cannot be expected closer than about half of it.
+    One run per workload, as :func:`references`."""
     col = _column(statistic)
-    rows = e2e[(e2e["device"] == device) & (e2e["method"] == "rotation") & e2e[col].notna()]
+    e2e = one_run(e2e[e2e["device"] == device])
+    rows = e2e[(e2e["method"] == "rotation") & e2e[col].notna()]
     out = {}
     for (model, batch, mode), g in rows.groupby(["model", "batch", "mode"]):
         t = g[col].astype(float)
