@@ -251,6 +251,7 @@ def test_the_stage_writes_a_plan_file_per_workload_and_the_figure(tmp_path):
     docs = stages.advise(cfg, paths, out, tmp_path / "advise" / "advise.png")
     doc = advise.read_advice(out[("chain", "inference", 4)])
     assert doc == docs[0] and doc["fast"] == "fast" and doc["slow"] == "slow" and "skipped" not in doc
+    assert doc["tiers"] == {"fast": {"numa": 0}, "slow": {"numa": 1}}  # what a later run binds the plan to
     assert [b["budget"] for b in doc["budgets"]] == [0.5, "1KiB", "1B"]
     assert doc["budgets"][1]["optimiser"]["bytes"]["fast"] <= 1024
     assert set(doc["budgets"][2]["optimiser"]["plan"].values()) == {"slow"}  # 1 byte: nothing fits

@@ -306,6 +306,7 @@ def _advise(args) -> None:
 
     from opcost import database
     from opcost.analysis import advise
+    from opcost.report.advice import describe, summary
 
     tiers = tuple(t.strip() for t in args.tiers.split(",")) if args.tiers else None
     if tiers is not None and (len(tiers) != 2 or not all(tiers)):
@@ -319,4 +320,4 @@ def _advise(args) -> None:
     made = advise.plans(problem, advise.budget_bytes(args.budget, problem), settings)
     if args.out:
         advise.write_advice(advise.advise(problem, [args.budget], settings), args.out)
-    print(json.dumps(advise.summary(problem, made)) if args.json else advise.describe(problem, made))
+    print(json.dumps(summary(problem, made)) if args.json else describe(problem, made))

@@ -644,7 +644,7 @@ def advise(config: dict, db_paths: dict, out_plans: dict, out_figure) -> list[di
     database's placement measurements (``db_paths``: table name -> path); nothing is measured."""
     from opcost.analysis.advise import advise_all
     from opcost.database import DB_TABLES
-    from opcost.report.advise_figure import advise_figure
+    from opcost.report.advice import advise_figure
 
     db = {name: io.read_parquet(db_paths[name], t) if name in db_paths else tables.frame(t, [])
           for name, t in DB_TABLES.items()}

@@ -387,28 +387,36 @@ def _tiers(measurements: pd.DataFrame, slower: set, settings: AdviseSettings) ->
     return fast, preferred[0] if preferred else next(iter(slower))
 
 
-def build_problem(db: dict, layers: pd.DataFrame, module, settings: AdviseSettings = AdviseSettings()) -> Problem:
-    """The placement problem of the workload of ``layers`` (its model built as ``module``, for its tensors) on the
-    tiers of ``settings`` from the database ``db`` (see the module docstring)."""
-    from opcost.analysis.estimate import conditions, predict_workload
-    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
-    from opcost.analysis.prices import byte_price, byte_prices, lookup_share, slowdowns
+def _placed(db: dict, settings: AdviseSettings) -> tuple[pd.DataFrame, pd.DataFrame, str, str]:
+    """(the isolated baseline rows of the conditions, :func:`opcost.analysis.tiers.scenarios` on the slow tier, the
+    fast tier, the slow tier) of the database on the conditions of ``settings``."""
+    from opcost.analysis.estimate import conditions
     from opcost.analysis.tiers import scenarios
-    from opcost.measure.engine import ENGINE_OP_TYPE
-    from opcost.model.tensors import activation_bytes, param_groups
 
-    pred = predict_workload(db, layers, settings.db_dir, settings.statistic, **settings.conditions)
+    used, picked = conditions(db["measurements"], **settings.conditions)
     meas = db["measurements"]
-    for k, v in pred.conditions.items():
+    for k, v in picked.items():
         meas = meas[meas[k].astype(str) == str(v)]
     sc = scenarios(meas)
     fast, slow = _tiers(meas, set(sc["tier"]), settings)
-    sc = sc[sc["tier"] == slow]
+    return used, sc[sc["tier"] == slow], fast, slow
+
+
+def build_problem(db: dict, layers: pd.DataFrame, module, settings: AdviseSettings = AdviseSettings()) -> Problem:
+    """The placement problem of the workload of ``layers`` (its model built as ``module``, for its tensors) on the
+    tiers of ``settings`` from the database ``db`` (see the module docstring)."""
+    from opcost.analysis.estimate import predict_workload
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
+    from opcost.analysis.prices import byte_price, byte_prices, lookup_share, slowdowns
+    from opcost.measure.engine import ENGINE_OP_TYPE
+    from opcost.model.tensors import activation_bytes, param_groups
+
+    used, sc, fast, slow = _placed(db, settings)  # before anything costly: a host with one tier stops here
+    pred = predict_workload(db, layers, settings.db_dir, settings.statistic, **settings.conditions)
     rows = pred.layers[pred.layers["op_type"] != ENGINE_OP_TYPE].reset_index(drop=True)
     act = slowdowns(rows, sc[sc["scenario"] == "activations"])
     wts = slowdowns(rows, sc[(sc["scenario"] == "weights") & sc["params"].astype(bool)])
     both = slowdowns(rows, sc[(sc["scenario"] == "all") & sc["params"].astype(bool)])
-    used, _ = conditions(db["measurements"], **pred.conditions)
     col = STATISTICS[settings.statistic or DEFAULT_STATISTIC]
     base = used.drop_duplicates(["config_id", "phase"], keep="last").set_index(["config_id", "phase"])[col]
     rates = byte_prices(sc[sc["scenario"] == "activations"], pd.concat([db["layers"], layers]), base, slow)
@@ -483,6 +491,7 @@ def for_workload(db: dict, workload: tuple[str, int, str], spec: dict | None = N
     from opcost.model.sources import load_model
 
     model, batch, mode = workload
+    _placed(db, settings)  # a database without a slower tier is said before the model is built
     layers = workload_layers(db, model, int(batch), mode, spec)
     return build_problem(db, layers, load_model(model, spec or {}, "cpu", dtype).module, settings)
 
@@ -514,35 +523,6 @@ def advise(problem: Problem, budgets, settings: AdviseSettings = AdviseSettings(
     return doc
 
 
-def summary(problem: Problem, made: dict[str, Plan]) -> dict:
-    """One object (``opcost advise --json``): the workload, the optimiser's plan (tensor -> tier) and prediction,
-    and the greedy and first-touch predictions beside it."""
-    return {**problem.workload, "fast": problem.fast, "slow": problem.slow, "footprint_bytes": problem.footprint,
-            "must_stay_fast_bytes": problem.must_stay_fast, **made["optimiser"].as_dict(problem),
-            **{m: made[m].as_dict(problem, with_plan=False) for m in METHODS[1:]}, "notes": list(problem.notes)}
-
-
-def describe(problem: Problem, made: dict[str, Plan], top: int = 8) -> str:
-    """The plans of one budget as text: one line per method, then the largest groups the optimiser puts on the slow
-    tier."""
-    w, opt = problem.workload, made["optimiser"]
-    cond = ", ".join(f"{k} {w[k]}" for k in ("host", "device", "threads") if k in w)
-    lines = [f"{w['model']} {w['mode']} b{w['batch']} ({cond}): fast tier {problem.fast}, slow tier {problem.slow}; "
-             f"budget {human(opt.budget_bytes)} of {human(problem.footprint)} ({human(problem.must_stay_fast)} must "
-             "stay fast)"]
-    for m in METHODS:
-        p = made[m]
-        lines.append(f"  {m:<12} {p.slowdown[0]:.3f}x [{p.slowdown[1]:.3f}, {p.slowdown[2]:.3f}] of all on "
-                     f"{problem.fast}: {p.predicted_s * 1e3:.3f} ms, {p.estimated_share:.0%} estimated; "
-                     f"{human(p.fast_bytes)} on {problem.fast}, {human(p.slow_bytes)} on {problem.slow}"
-                     + (f" (solved in {p.solve_s:.2f} s)" if m == "optimiser" else ""))
-    moved = sorted((g for g, s in zip(problem.groups, opt.slow) if s), key=lambda g: -g.bytes)
-    if moved:
-        lines.append(f"  on {problem.slow}: " + ", ".join(f"{g.name} ({human(g.bytes)})" for g in moved[:top])
-                     + (f" and {len(moved) - top} more groups" if len(moved) > top else ""))
-    return "\n".join(lines + [f"  note: {n}" for n in problem.notes])
-
-
 def advise_all(config: dict, db: dict, db_dir, outputs: dict) -> list[dict]:
     """The advise stage: per workload ((model, mode, batch) -> plan file path), the plans of the config's budgets
     (``advise.budgets``) between its fast tier and the first slower tier of ``placement.tiers`` the database holds
@@ -559,6 +539,7 @@ def advise_all(config: dict, db: dict, db_dir, outputs: dict) -> list[dict]:
             problem = for_workload(db, (model, int(batch), mode), config["models"].get(model) or {}, config["dtype"],
                                    settings)
             doc = advise(problem, config["advise"]["budgets"], settings)
+            doc["tiers"] = {t: config["placement"]["tiers"].get(t) for t in (problem.fast, problem.slow)}  # to apply
             best = [f"{b['budget']}: {b['optimiser']['predicted_slowdown']:.3f}x" for b in doc["budgets"]
                     if "optimiser" in b]
             log.info("%s %s b%s on %s + %s: slowdown per budget %s (all on %s: %.3fx)", model, mode, batch,

@@ -1,11 +1,13 @@
-"""results/advise/advise.png: the predicted slowdown against the fast-memory budget, per workload, of the placement
-advisor's plans (:mod:`opcost.analysis.advise`): the optimiser, greedy and first touch, with markers at the config's
+"""The placement advisor's plans (:mod:`opcost.analysis.advise`) as `opcost advise` prints them (:func:`describe`,
+:func:`summary`) and as results/advise/advise.png draws them (:func:`advise_figure`): the predicted slowdown against
+the fast-memory budget, per workload, of the optimiser, greedy and first touch, with markers at the config's
 budgets (the optimiser's with its interval)."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+from opcost.analysis.advise import METHODS, Plan, Problem, human
 from opcost.report.figures import _message, _save, plt
 
 STYLE = {"optimiser": ("C0", "-", "o"), "greedy": ("C1", "--", "s"), "first_touch": ("C2", ":", "^")}
@@ -48,3 +50,32 @@ def advise_figure(docs: list[dict], path) -> Path:
     axes.flat[0].legend(fontsize=7, title="markers: config budgets\n(bars: interval)", title_fontsize=7)
     _save(fig, path)
     return path
+
+
+def summary(problem: Problem, made: dict[str, Plan]) -> dict:
+    """One object (``opcost advise --json``): the workload, the optimiser's plan (tensor -> tier) and prediction,
+    and the greedy and first-touch predictions beside it."""
+    return {**problem.workload, "fast": problem.fast, "slow": problem.slow, "footprint_bytes": problem.footprint,
+            "must_stay_fast_bytes": problem.must_stay_fast, **made["optimiser"].as_dict(problem),
+            **{m: made[m].as_dict(problem, with_plan=False) for m in METHODS[1:]}, "notes": list(problem.notes)}
+
+
+def describe(problem: Problem, made: dict[str, Plan], top: int = 8) -> str:
+    """The plans of one budget as text: one line per method, then the largest groups the optimiser puts on the slow
+    tier."""
+    w, opt = problem.workload, made["optimiser"]
+    cond = ", ".join(f"{k} {w[k]}" for k in ("host", "device", "threads") if k in w)
+    lines = [f"{w['model']} {w['mode']} b{w['batch']} ({cond}): fast tier {problem.fast}, slow tier {problem.slow}; "
+             f"budget {human(opt.budget_bytes)} of {human(problem.footprint)} ({human(problem.must_stay_fast)} must "
+             "stay fast)"]
+    for m in METHODS:
+        p = made[m]
+        lines.append(f"  {m:<12} {p.slowdown[0]:.3f}x [{p.slowdown[1]:.3f}, {p.slowdown[2]:.3f}] of all on "
+                     f"{problem.fast}: {p.predicted_s * 1e3:.3f} ms, {p.estimated_share:.0%} estimated; "
+                     f"{human(p.fast_bytes)} on {problem.fast}, {human(p.slow_bytes)} on {problem.slow}"
+                     + (f" (solved in {p.solve_s:.2f} s)" if m == "optimiser" else ""))
+    moved = sorted((g for g, s in zip(problem.groups, opt.slow) if s), key=lambda g: -g.bytes)
+    if moved:
+        lines.append(f"  on {problem.slow}: " + ", ".join(f"{g.name} ({human(g.bytes)})" for g in moved[:top])
+                     + (f" and {len(moved) - top} more groups" if len(moved) > top else ""))
+    return "\n".join(lines + [f"  note: {n}" for n in problem.notes])
