@@ -261,3 +261,17 @@ def test_the_stage_writes_a_plan_file_per_workload_and_the_figure(tmp_path):
     docs = stages.advise(cfg, paths, out, tmp_path / "advise" / "advise.png")
     assert docs[0]["skipped"].startswith("database: holds no verified placement on a slower memory tier")
     assert advise.read_advice(out[("chain", "inference", 4)]) == docs[0] and not docs[0]["budgets"]
+
+
+def test_a_training_workload_on_the_h200_prices_its_backward_too(h200_db):
+    """tiny_dlrm training: embedding tables read a few rows forward but get a dense gradient backward."""
+    settings = advise.AdviseSettings(tiers=("hbm", "host"), db_dir=h200_db)
+    problem = advise.for_workload(read_db(h200_db), ("tiny_dlrm", 8, "training"), {}, settings=settings)
+    table = next(g for g in problem.groups if g.name == "embeddings.0")
+    assert table.bytes == 2 * 10000 * 32 * 4  # the table and its gradient, together
+    doc = advise.advise(problem, [], settings, curve_points=11)
+    opt = [p["optimiser"]["predicted_slowdown"] for p in doc["curve"]]
+    assert (np.diff(opt) <= 1e-12).all() and opt[0] > 1.1 and opt[-1] == 1.0
+    for p in doc["curve"]:
+        assert p["optimiser"]["predicted_s"] <= min(p["greedy"]["predicted_s"], p["first_touch"]["predicted_s"]) \
+            * (1 + 1e-12)
