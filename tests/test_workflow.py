@@ -131,7 +131,7 @@ def test_database_holds_every_configuration_once(tiny_run):
     assert meas["cpus"].str.fullmatch(r"\d+").all()  # affinity: pin, threads 1: one CPU
     e2e = pd.read_parquet(db / "e2e.parquet")
     assert sorted(e2e.loc[e2e["method"] != "rotation", "method"]) == ["dedicated"] * 3 + ["interleaved"] * 3 + [
-        "tier"] * 3  # tier: each workload with its memory on dram_b (tests/data/tiny.yaml)
+        "plain"] * 3 + ["tier"] * 3  # tier: each workload with its memory on dram_b (tests/data/tiny.yaml)
     rot = e2e[e2e["method"] == "rotation"]  # one row per workload and profiling job that rotated it
     assert set(zip(rot["model"], rot["mode"])) == {("tiny_dlrm", "inference"), ("tiny_dlrm", "training"),
                                                    ("mlp", "inference")} | {

@@ -171,26 +171,48 @@ def main(argv=None) -> int:
 
             sys.stdout.write(markdown())
         elif args.cmd == "check-config":
-            from opcost import config
-            from opcost.model.sources import load_model
-            from opcost.model.workload import make_workload
-
-            cfg = config.load(args.config)
-            smallest = {}  # each model once, at its smallest batch
-            for model, mode, batch in config.workloads(cfg):
-                if model not in smallest or batch < smallest[model][1]:
-                    smallest[model] = (mode, batch)
-            for model, (mode, batch) in smallest.items():
-                make_workload(load_model(model, cfg["models"][model], cfg["device"], cfg["dtype"]), batch, mode)
-            print(f"{args.config}: ok, {len(config.workloads(cfg))} workloads; every model builds and runs")
+            return _check_config(args)
         elif args.cmd == "check-models":
             return _check_models(args)
     except OpcostError as e:
-        print(f"opcost: {e}", file=sys.stderr)
+        print("\n".join(f"opcost: {line}" for line in str(e).splitlines()), file=sys.stderr)
         return 1
     except OSError as e:
         print(f"opcost: {from_os_error(e)}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _check_config(args) -> int:
+    """`opcost check-config`: the config's keys and models checked as a run checks them before its first job
+    (opcost.preflight), then each model built and run once at its smallest batch; every problem listed, one line
+    each (exit 1 when any)."""
+    from opcost import config, preflight
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
+
+    cfg = config.load(args.config)
+    problems = preflight.problems(cfg)
+    if any(line.startswith("config: device") for line in problems):  # no model can be built there
+        raise preflight.Problems(problems)
+
+    def named(model):  # a problem already found for this model: not built again
+        return any(line.startswith((f"model {model}:", f"config: models.{model}.")) for line in problems)
+
+    smallest = {}  # each model once, at its smallest batch
+    for model, mode, batch in config.workloads(cfg) + config.workloads(cfg, "predict_only"):
+        if model not in smallest or batch < smallest[model][1]:
+            smallest[model] = (mode, batch)
+    for model, (mode, batch) in smallest.items():
+        if named(model):
+            continue
+        try:
+            make_workload(load_model(model, cfg["models"][model], cfg["device"], cfg["dtype"]), batch, mode)
+        except OpcostError as e:
+            problems.append(str(e))
+    if problems:
+        raise preflight.Problems(problems)
+    print(f"{args.config}: ok, {len(config.workloads(cfg))} workloads; every model builds and runs")
     return 0
 
 

@@ -15,7 +15,11 @@ import shlex
 
 ENV = "OPCOST_RERUN"
 DEFAULT_TARGETS = ("results/figures",)
-_DEFAULT = {"base": ["snakemake", "--cores", "1"], "targets": list(DEFAULT_TARGETS)}
+_SHOWS = ("dryrun", "report", "lint", "unlock", "summary", "detailed_summary", "dag", "rulegraph", "filegraph",
+          "d3dag", "list_rules", "list_target_rules", "touch", "cleanup_metadata", "delete_all_output",
+          "delete_temp_output", "list_changes", "list_conda_envs", "archive", "generate_unit_tests", "containerize",
+          "export_cwl", "print_compilation")
+_DEFAULT = {"base": ["snakemake", "--cores", "1"], "targets": list(DEFAULT_TARGETS), "dryrun": False}
 
 
 def _option(flag: str, value) -> list[str]:
@@ -38,7 +42,9 @@ def from_argv(argv: list[str]) -> dict:
             *_option("--directory", args.directory), *_option("--configfile", args.configfile),
             *_option("--config", args.config), *_option("--profile", args.profile),
             *_option("--workflow-profile", args.workflow_profile)]
-    return {"base": base, "targets": [str(t) for t in args.targets] or list(DEFAULT_TARGETS)}
+    # a run that only shows, reports or lists builds nothing: it must change nothing either
+    shows = any(getattr(args, a, None) for a in _SHOWS)
+    return {"base": base, "targets": [str(t) for t in args.targets] or list(DEFAULT_TARGETS), "dryrun": shows}
 
 
 def remember(argv: list[str]) -> dict:

@@ -120,7 +120,8 @@ def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty:
         for path, table in empty.items():
             table(path) if callable(table) else io.write_parquet(tables.frame(table, []), path, table)
     if out_failures is not None:
-        io.write_parquet(tables.frame(tables.FAILURES, [{"stage": stage, "workload": key, **r} for r in rows]),
+        io.write_parquet(tables.frame(tables.FAILURES, [{"stage": stage, "workload": key, "kind": "failed", **r}
+                                                        for r in rows]),
                          out_failures, tables.FAILURES)
 
 
@@ -129,10 +130,18 @@ def extract(config: dict, model: str, mode: str, batch: int, out, out_failures=N
     from opcost.model.extract import extract as run
 
     def body():
-        df = run(_workload(config, model, mode, batch))
+        from opcost.model.sanity import warnings
+
+        wl = _workload(config, model, mode, batch)
+        df = run(wl)
         io.write_parquet(df, out, tables.LAYERS)
         log.info("%s %s b%s: %d configurations, %d calls per iteration", model, mode, batch, len(df),
                  df["count"].sum())
+        found = warnings(wl)  # what makes its costs suspect: reported in the summary, the workload still measured
+        for why in found:
+            log.warning("model %s: %s", model, why)
+        return [{"config_id": None, "op_type": None, "reason": f"model {model}: {why}", "kind": "warning"}
+                for why in found]
 
     prepare_process(config)
     _guarded("extract", model, mode, batch, out_failures, {out: tables.LAYERS}, body)
@@ -194,16 +203,12 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     afresh). ``out_e2e``: the model iterations timed inside its rotations (`e2e` rows of method `rotation`; empty
     when none ran)."""
     from opcost.analysis.loop import ALL, LoopSettings, new_op_types
-    from opcost.journal import RunMark, for_job, profile_job, settings_key
+    from opcost.journal import for_job, profile_job, settings_key
     from opcost.measure.engine import engine_call_s, needs_engine, without_engine_calls
     from opcost.measure.profile import METHOD_VERSION, ProfileSettings, chunk_of, profile_configs
     from opcost.model.sweeps import is_sweep
 
     job = profile_job(iteration, chunk)
-    mark = RunMark(journal_dir, job)  # first of all: a run that fails or is stopped from here on is redone
-    if mark.unfinished():
-        log.info("the last run of this job did not complete: redoing it")
-    scheduled_with = mark.start()
     prepare_process(config)
     configs = io.read_parquet(configs_path, tables.CONFIGS)
     previous = io.read_json(previous_evaluation)
@@ -265,7 +270,6 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     io.write_parquet(samples, out_samples, tables.SAMPLES)
     io.write_parquet(meas, out_measurements, tables.MEASUREMENTS)
     journal.complete()  # outputs written: a later run of this job measures afresh
-    mark.done(scheduled_with)
     n = meas["config_id"].nunique()  # an empty chunk (no configuration of its types hashes to it) is normal
     log.info("SUMMARY chunk %d: %d configurations: %d measured now, %d resumed from the journal, %d failed, "
              "%d still noisy after re-measuring", chunk, n, n - len(done), len(done),
@@ -275,19 +279,36 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
 
 
 def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples, out_failures=None) -> None:
+    from opcost.measure import plain
     from opcost.measure.e2e import measure_e2e
     from opcost.measure.timing import TimingSettings
 
     def body():
         wl = _workload(config, model, mode, batch)
         energy = _Energy(config)
-        row, samples = measure_e2e(wl, TimingSettings.from_config(config["e2e"]["timing"]), config["device"],
-                                   energy)
+        settings = TimingSettings.from_config(config["e2e"]["timing"])
+        row, samples = measure_e2e(wl, settings, config["device"], energy)
         energy.close()
-        io.write_parquet(samples, out_samples, tables.SAMPLES)
-        io.write_parquet(row, out, tables.E2E)
         log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
                  row["n"].iloc[0])
+        warned = []
+        if config["e2e"].get("plain", True):  # as a user's own script runs it: the gap is reported
+            del wl
+            try:
+                p_row, p_samples = plain.time_plain(model, config["models"][model], batch, mode, config, settings)
+            except Exception as e:  # the dedicated timing stands: a warning, not a failure
+                log.warning("%s %s b%s: %s", model, mode, batch, e)
+                warned.append({"config_id": None, "op_type": None, "reason": f"model {model}: {e}",
+                               "kind": "warning"})
+            else:
+                log.info("%s %s b%s: %.3f ms per iteration in a plain process (%s), %+.1f%%", model, mode, batch,
+                         p_row["median_s"].iloc[0] * 1e3, plain.CONDITIONS,
+                         (p_row["median_s"].iloc[0] / row["median_s"].iloc[0] - 1) * 100)
+                row = pd.concat([row, p_row], ignore_index=True)
+                samples = pd.concat([samples, p_samples], ignore_index=True)
+        io.write_parquet(samples, out_samples, tables.SAMPLES)
+        io.write_parquet(row, out, tables.E2E)
+        return warned
 
     prepare_process(config)
     _guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
@@ -545,7 +566,7 @@ def make_figures(config: dict, *, layers, measurements, e2e, predictions, consis
     (none: the figure says so); ``failures``: results/failures.tsv; ``tier_costs``: the whole model on each tier."""
     from opcost.analysis.predict import costed_layers
     from opcost.failures import read_tsv
-    from opcost.report.summary import run_summary
+    from opcost.report.summary import run_facts, run_summary
 
     layer_rows = io.read_many(layers, tables.LAYERS)
     meas = io.read_parquet(measurements, tables.MEASUREMENTS)
@@ -565,7 +586,8 @@ def make_figures(config: dict, *, layers, measurements, e2e, predictions, consis
         log.info("wrote %s", p)
     if summary is not None:
         fail = read_tsv(failures) if failures else tables.frame(tables.FAILURES, [])
-        io.write_text(run_summary(pred, loop_info, fail, unseen_rows, str(outdir), placed), summary)
+        io.write_text(run_summary(pred, loop_info, fail, unseen_rows, str(outdir), placed,
+                                  run_facts(meas, e2e_df, config)), summary)
         log.info("wrote %s", summary)
 
 
@@ -626,9 +648,17 @@ def failures(failure_paths, measurements_path, layers_path, out_tsv) -> pd.DataF
 def run_rule(smk, fn, *args, **kwargs):
     """Entry point of a Snakemake script: log to the rule's log, turn an OpcostError or an OS error (disk full,
     permission denied) into one line and exit 1."""
+    from opcost.journal import FOLDER, RunMark, job_of
+
     setup_logging(smk.log[0] if smk.log else None)
+    mark = RunMark(FOLDER, job_of(smk.output[0])) if len(smk.output) else None
     try:
-        return fn(*args, **kwargs)
+        # a run that fails or is stopped from here on is redone by a plain rerun (opcost.journal.RunMark)
+        scheduled_with = mark.start() if mark is not None else None
+        out = fn(*args, **kwargs)
+        if mark is not None:
+            mark.done(scheduled_with)
+        return out
     except (OpcostError, OSError) as e:  # OSError: disk full, permission denied... named with the path and remedy
         err = from_os_error(e) if isinstance(e, OSError) else e
         log.error("%s", err)

@@ -201,7 +201,7 @@ SAMPLES = Table(
     "Raw timing samples behind `measurements` and `e2e` rows.",
     (
         _c("key", "string", "config_id, or `model/mode/b{batch}` for end-to-end rows"),
-        _c("source", "string", "as in `measurements`, or `e2e`"),
+        _c("source", "string", "as in `measurements`, or `e2e` (`plain` for the `e2e` rows of method `plain`)"),
         _c("placement", "string", "as in `measurements` (`default` for end-to-end rows)"),
         _c("phase", "string", "as in `measurements` (`iteration` for end-to-end rows)"),
         _c("i", "Int64", "sample index in measurement order"),
@@ -219,7 +219,11 @@ E2E = Table(
                                "the same machine state; `rotation`: the second of two model iterations that end "
                                "every `profile.e2e_every`-th round of a profiling job's rotation (one row per "
                                "rotation), in the same minutes as the isolated operator costs; `tier`: as "
-                               "`dedicated`, with the job's memory bound to a slower NUMA tier (`placement`)"),
+                               "`dedicated`, with the job's memory bound to a slower NUMA tier (`placement`); "
+                               "`plain`: as `dedicated`, right after it, in a child process with none of opcost's "
+                               "process settings but the thread count (glibc's default allocator, threads not "
+                               "pinned), as a user's own script runs the model (`opcost.measure.plain`); never a "
+                               "reference of predictions"),
     ) + _HOST + _STATS + _ENERGY + (
         _c("timed_s", "Float64", "`rotation` rows: sum over the configurations the rotation timed of calls per "
                                  "iteration x median, seconds: the part of the isolated prediction measured in "
@@ -351,7 +355,8 @@ TIER_COSTS = Table(
 FAILURES = Table(
     "failures", "results/failures/{stage}/{model}/{mode}_b{batch}.parquet, results/failures.tsv",
     "What could not be done, one row per failure: a workload that could not be built or run in a stage, or one "
-    "operator configuration that could not be replayed or timed. The rest of the run goes on without it; "
+    "operator configuration that could not be replayed or timed; and the warnings of workloads that ran but whose "
+    "costs are suspect (`kind` `warning`). The rest of the run goes on without a failed one; "
     "`results/failures.tsv` lists every failure of the run (profiling failures come from `measurements` rows "
     "whose status is `failed: ...`).",
     (
@@ -361,6 +366,10 @@ FAILURES = Table(
         _c("config_id", "string", "the operator configuration that failed; missing when the whole workload failed"),
         _c("op_type", "string", "its operator type; missing when the whole workload failed"),
         _c("reason", "string", "one line: the error"),
+        _c("kind", "string", "`failed` (the run went on without it; missing in files of older versions: failed) or "
+                             "`warning`: the workload ran and was measured, but its costs are suspect "
+                             "(opcost.model.sanity: non-finite outputs, inputs changed in place, operators that change "
+                             "between iterations)"),
     ),
 )
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from opcost import preflight, rerun
 from opcost.config import stage_settings, validate as validate_config, workloads
 from opcost.errors import OpcostError
+from opcost.journal import run_marked, unfinished
 
 if workflow.is_main_process:  # the user's command line, repeated by every repair command the run prints
     rerun.remember(sys.argv[1:])
@@ -44,12 +45,23 @@ def get_tier_check(wildcards=None):
 
 def settings_of(stage):
     """Params function: the config slice that shapes ``stage``'s output (opcost.config.stage_settings), so that a
-    changed key reruns exactly the jobs it affects."""
+    changed key reruns exactly the jobs it affects, and the job's run mark, so that a plain rerun redoes a job whose
+    last run failed or was stopped (opcost.journal.RunMark)."""
 
     def params(wildcards):
         return stage_settings(config, stage, wildcards.get("model"))
 
-    return params
+    return run_marked(params)
+
+
+def run_mark():
+    """Params function of a rule whose output no config key shapes: its job's run mark alone."""
+    return run_marked(lambda wildcards: "")
+
+
+if workflow.is_main_process and (UNFINISHED := unfinished()):
+    print(f"opcost: the last run of {len(UNFINISHED)} job(s) did not complete ({', '.join(UNFINISHED[:3])}"
+          f"{', ...' if len(UNFINISHED) > 3 else ''}): they are redone", file=sys.stderr)
 
 
 def per_workload(template, workloads=None):
@@ -218,21 +230,24 @@ def missing_intermediates():
     return [p for p in run_wide if not Path(p).exists()]
 
 
-def rebuild_missing(missing):
-    """Rebuild result files deleted since the run that made the figures, and what is made from them: Snakemake
-    itself does not while the files made from them exist. Forced like ``-R FILES``; where this Snakemake does not
-    let the workflow force them, the run stops with the command that does."""
+def rebuild_missing(missing, run):
+    """Rebuild result files deleted since the run that made the figures, and what is made from them: Snakemake does
+    not redo a job whose outputs are missing while the files made from them are up to date. The figures made from
+    the missing files are stale: they are removed, so that the figures job, and each job whose output it lacks,
+    runs again. A dry run only names the files and the command that rebuilds them."""
     if not missing:
         return
     named = f"{len(missing)} result file(s) of the last run are missing ({', '.join(missing[:3])}" + (
         ", ...)" if len(missing) > 3 else ")")
-    try:
-        settings = workflow.dag_settings
-        settings.forcerun = frozenset(settings.forcerun) | set(missing)
-    except Exception:
-        raise WorkflowError(f"opcost: {named}: the figures are stale; rebuild them with: {rerun.command(missing)}")
-    print(f"opcost: {named}: rebuilding them and what is made from them", file=sys.stderr)
+    if run.get("dryrun"):
+        print(f"opcost: {named}: the figures are stale; this command rebuilds them (a run without -n does): "
+              f"{rerun.command(missing)}", file=sys.stderr)
+        return
+    import shutil
+
+    shutil.rmtree("results/figures", ignore_errors=True)
+    print(f"opcost: {named}: rebuilding them and the figures made from them", file=sys.stderr)
 
 
 MISSING = missing_intermediates()
-rebuild_missing(MISSING)
+rebuild_missing(MISSING, rerun.current())

@@ -17,6 +17,8 @@ rule database:
         e2e="results/db/e2e.parquet",
         layers="results/db/layers.parquet",
         overheads="results/db/overheads.parquet",
+    params:
+        mark=run_mark(),  # a job that failed is redone
     log:
         "logs/database.log",
     conda:
@@ -34,6 +36,8 @@ rule failures:
         layers="results/db/layers.parquet",
     output:
         "results/failures.tsv",
+    params:
+        mark=run_mark(),  # a job that failed is redone
     log:
         "logs/failures.log",
     conda:

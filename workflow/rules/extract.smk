@@ -20,6 +20,8 @@ rule catalog:
         get_sweep_layers,
     output:
         "results/db/configs.parquet",
+    params:
+        mark=run_mark(),  # a job that failed is redone
     log:
         "logs/catalog.log",
     conda:

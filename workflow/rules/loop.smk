@@ -22,6 +22,8 @@ rule loop_summary:
         summary="results/loop/summary.json",
         text=report("results/loop/summary.txt", caption="../report/loop.rst", category="Coverage loop"),
         fragment="results/loop/significant_ops.yaml",
+    params:
+        mark=run_mark(),  # a job that failed is redone
     log:
         "logs/loop/summary.log",
     conda:

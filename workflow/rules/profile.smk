@@ -1,10 +1,3 @@
-from opcost.journal import PROFILE_JOB, run_marked, unfinished
-
-if workflow.is_main_process and (UNFINISHED := unfinished()):
-    print(f"opcost: the last run of {len(UNFINISHED)} job(s) did not complete ({', '.join(UNFINISHED)}): they are "
-          "redone", file=sys.stderr)
-
-
 rule profile:
     """Isolated timing of the configurations whose operator type is new in loop iteration n and whose id hashes
     to this chunk."""
@@ -17,7 +10,7 @@ rule profile:
         samples="results/profile/iter{n}_samples_{chunk}.parquet",
         e2e=PROFILE_E2E,
     params:
-        settings=run_marked(settings_of("profile"), PROFILE_JOB),  # a job that failed is redone
+        settings=settings_of("profile"),
     log:
         "logs/profile/iter{n}_chunk{chunk}.log",
     threads: config["threads"]
