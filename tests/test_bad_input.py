@@ -4,7 +4,6 @@ Cases that need a completed run use the shared tiny run; the rest run the librar
 import errno
 import logging
 import os
-import shutil
 import subprocess
 import sys
 
@@ -263,7 +262,8 @@ def test_a_deleted_result_is_rebuilt_by_rerunning_the_same_command(tiny_run):
     table.unlink()
     proc = snakemake("--configfile", str(TINY), "-n", cwd=tiny_run)  # a dry run changes nothing and says what does
     assert ("opcost: 1 result file(s) of the last run are missing (results/db/measurements.parquet): the figures are "
-            "stale; this command rebuilds them (a run without -n does): snakemake --cores 1 --snakefile ") in proc.stderr
+            "stale; this command rebuilds them (a run without -n does): snakemake --cores 1 --snakefile "
+            ) in proc.stderr
     assert f"--configfile {TINY} -R results/db/measurements.parquet -- results/figures" in proc.stderr
     assert (tiny_run / "results" / "figures").is_dir()
     proc = snakemake("--configfile", str(TINY), "--cores", "1", cwd=tiny_run)  # the same command as the run's

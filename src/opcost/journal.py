@@ -185,7 +185,7 @@ class Journal:
     def _write(self, entry: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "ab") as f:
-            if f.tell() and not self._ends_with_newline():  # a torn last line (killed mid-write) is ended, not continued
+            if f.tell() and not self._ends_with_newline():  # a torn last line (killed mid-write) is ended, not extended
                 f.write(b"\n")
             f.write(json.dumps(entry).encode() + b"\n")
             f.flush()
