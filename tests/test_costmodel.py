@@ -384,6 +384,27 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
     assert code == 0 and "estimated" in text and "EmbeddingBag" in text, err
 
 
+def test_a_never_traced_decoder_takes_its_glue_from_a_short_trace_of_its_own(tiny_run, tmp_path, capsys):
+    """A model the database never traced (a small Llama-shaped decoder) gets its overhead between operators from a
+    short trace taken at predict time, and says so; the database's median per call is what --no-trace takes."""
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"models": {"llm": {
+        "model": "hf:llama", "seq_len": 16, "kwargs": {"num_hidden_layers": 1, "hidden_size": 32,
+                                                       "intermediate_size": 64, "num_attention_heads": 4,
+                                                       "num_key_value_heads": 2, "vocab_size": 128}}}}))
+    db = tiny_run / "results" / "db"
+    args = ["llm", "--batch", "2", "--db", db, "--config", tmp_path / "c.yaml", "--json"]
+    code, out, err = _cli_predict(capsys, *args)
+    assert code == 0, err
+    now = json.loads(out)
+    code, out, err = _cli_predict(capsys, *args, "--no-trace")
+    borrowed = json.loads(out)
+    assert now["overhead_from"] == "trace now" and borrowed["overhead_from"] == "all models"
+    assert now["overhead_s"] > 0 and now["overhead_s"] != borrowed["overhead_s"]
+    assert now["process"] == "glibc keeping freed memory, 1 thread(s)" and now["plain_gap_of"].startswith("median of")
+    code, text, _ = _cli_predict(capsys, *args[:-1])
+    assert "(a short trace of its own, taken now)" in text and "costs hold in opcost's measuring process" in text
+
+
 def test_predict_with_the_tensors_on_a_slower_tier(tiny_run, tmp_path, capsys):
     """`--tier`: each operator's cost scaled by its slowdown on the tier, as the run's whole-model row on that tier
     has it; a configuration without its own slowdown takes its op type's; a tier without placements is refused."""

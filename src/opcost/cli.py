@@ -84,6 +84,9 @@ def main(argv=None) -> int:
     pr.add_argument("--scenario", choices=["activations", "weights", "all"],
                     help="with --tier, which tensors are on it: the operators' inputs and outputs, the parameters, "
                          "or all (default: all where parameters were placed, else activations)")
+    pr.add_argument("--no-trace", action="store_true",
+                    help="for a workload the database never traced, take the overhead between operators from the "
+                         "database's traces instead of a short trace of its own (seconds)")
     pr.add_argument("--json", action="store_true", help="print one JSON object")
 
     ad = sub.add_parser("advise", help="where each tensor should live under a fast-memory budget: the placement of "
@@ -283,7 +286,8 @@ def _print_prediction(args) -> None:
         raise OpcostError("--scenario", "says which tensors are on a slower tier: give the tier with --tier")
     layers = estimate.workload_layers(db, args.model, args.batch, args.mode, spec)
     p = estimate.predict_workload(db, layers, args.db, args.statistic, host=args.host, device=args.device,
-                                  threads=args.threads, tier=args.tier, scenario=args.scenario, run=args.run)
+                                  threads=args.threads, tier=args.tier, scenario=args.scenario, run=args.run,
+                                  trace_now=None if args.no_trace else (args.model, spec))
     if args.json:
         print(json.dumps(p.as_dict()))
         return
@@ -297,6 +301,9 @@ def _print_prediction(args) -> None:
            if p.measured_s else "; no end-to-end measurement"))
     if p.runs_held > 1:
         print(_runs_line(p))
+    process = estimate.PROCESS.format(threads=p.conditions.get("threads"))
+    print(f"  costs hold in opcost's measuring process ({process})" + (
+        f"; a plain process took {p.plain_gap * 100:+.1f}% ({p.plain_gap_of})" if p.plain_gap is not None else ""))
     print(f"  {'overhead between operators':<32} {p.overhead_s * 1e3:10.3f} ms "
           f"({estimate.OVERHEAD_FROM[p.overhead_from]})")
     for op_type, t in p.by_op_type().head(12).items():

@@ -55,7 +55,7 @@ def settings_of(stage):
 
 
 def run_mark():
-    """Params function of a rule whose output no config key shapes: its job's run mark alone."""
+    """Params function of the jobs whose outputs no config key shapes: the run mark alone."""
     return run_marked(lambda wildcards: "")
 
 

@@ -20,6 +20,7 @@ workloads, the overhead's 10–90% range instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -96,6 +97,8 @@ class Prediction:
     run: str | None = None  # the run of the end-to-end reference, whose measured costs are preferred (see `run`)
     runs_s: dict = field(default_factory=dict)  # measured operator seconds per iteration by the run they come from
     runs_held: int = 1  # runs the database holds on these conditions (a merged database: several)
+    plain_gap: float | None = None  # a plain process's iteration time over opcost's, minus 1 (plain_gap_of's)
+    plain_gap_of: str | None = None  # "this workload", or the median over the database's workloads
 
     @property
     def estimated_share(self) -> float:
@@ -128,8 +131,27 @@ class Prediction:
                 "tier_slowdown": self.tier_slowdown, "tier_measured_share": self.tier_measured_share,
                 "run": self.run or None, "runs_held": self.runs_held, "other_runs_share": self.other_runs_share,
                 "runs_s": {k or "(unnamed)": v for k, v in self.runs_s.items()},
+                "process": PROCESS.format(threads=self.conditions.get("threads")), "plain_gap": self.plain_gap,
+                "plain_gap_of": self.plain_gap_of,
                 "by_method_s": self.methods(),
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
+
+
+PROCESS = "glibc keeping freed memory, {threads} thread(s)"  # what the costs hold in (opcost.measure.memory)
+
+
+def plain_gap(e2e: pd.DataFrame, model: str, batch: int, mode: str) -> tuple[float | None, str | None]:
+    """How much longer a plain process (`e2e` method `plain`) took than opcost's dedicated run: the workload's own
+    newest pair, else the median over the workloads that have one; (None, None) without any."""
+    from opcost.report.summary import plain_gaps
+
+    gaps = plain_gaps(e2e)
+    own = gaps.get(f"{model}/{mode}/b{int(batch)}")
+    if own is not None:
+        return own, "this workload"
+    if gaps:
+        return float(np.median(list(gaps.values()))), f"median of {len(gaps)} workloads"
+    return None, None
 
 
 def _phases(layers: pd.DataFrame) -> pd.DataFrame:
@@ -230,21 +252,27 @@ def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str,
     return float(np.quantile(rel, 0.05)), float(np.quantile(rel, 0.95))
 
 
-OVERHEAD_FROM = {"own trace": "its trace", "same model": "per call, its model's traces at other batch sizes",
+OVERHEAD_FROM = {"own trace": "its trace", "trace now": "a short trace of its own, taken now",
+                 "same model": "per call, its model's traces at other batch sizes",
                  "all models": "median per call of the traced workloads"}  # Prediction.overhead_from -> its meaning
 
 
-def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: float) -> tuple[float, str]:
+def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: float,
+                 now: float | None = None) -> tuple[float, str]:
     """(overhead seconds per iteration, where from: a key of :data:`OVERHEAD_FROM`) of a workload of ``calls``
     calls, the nearest evidence first, as for operator costs: the workload's own trace (:func:`traced_overheads`,
     as its validation's `+overhead` row); else the median per call of its model's traced workloads at other batch
-    sizes (the same Python glue between the same calls); else ``per_call``, the median per call of all."""
+    sizes (the same Python glue between the same calls); else, for a model never traced, ``now``, the overhead of a
+    short trace of its own taken at predict time (:func:`overhead_now`); else ``per_call``, the median per call of
+    all."""
     own = traced.get((model, batch))
     if own is not None:
         return own[0], "own trace"
     sibling = [max(o / c, 0.0) for (m, _), (o, c) in traced.items() if m == model]
     if sibling:
         return float(np.median(sibling)) * calls, "same model"
+    if now is not None:
+        return now, "trace now"
     return per_call * calls, "all models"
 
 
@@ -284,7 +312,7 @@ def _on_tier(db: dict, rows: pd.DataFrame, used: pd.DataFrame, tier: str, scenar
 
 def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None,
                      method: str | None = None, tier: str | None = None, scenario: str | None = None,
-                     run: str | None = None, **chosen) -> Prediction:
+                     run: str | None = None, trace_now: tuple | None = None, **chosen) -> Prediction:
     """The prediction for the workload whose `layers` rows are given (from the database or freshly extracted),
     on the conditions ``chosen`` (``host``, ``device``, ``threads``; see :func:`conditions`). ``method``: the cost
     model's estimate for every unmeasured configuration with a law (one of
@@ -294,7 +322,9 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     scaled by its slowdown there (:mod:`opcost.analysis.tiers`; the overhead between operators unchanged).
     ``run``: the run (a merged database holds several, `run` column) whose end-to-end reference the prediction is
     checked against and whose measured costs it prefers; default: the run of the workload's newest end-to-end
-    reference (:func:`reference_run`). Costs the run lacks come from other runs: :attr:`Prediction.other_runs_share`."""
+    reference (:func:`reference_run`). Costs the run lacks come from other runs: :attr:`Prediction.other_runs_share`.
+    ``trace_now``: (model name, config entry) of a workload the database never traced: its overhead between
+    operators from a short trace of its own, taken now (:func:`overhead_now`)."""
     statistic = statistic or DEFAULT_STATISTIC
     col = STATISTICS[statistic]
     pool, picked = _isolated(db["measurements"], **chosen)
@@ -351,7 +381,11 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     per_call, lo_call, hi_call = overhead_per_call(db, used, mode, statistic)
     calls = float(layers["count"].sum())
     ops = float(rows["total_s"].sum())
-    overhead_s, overhead_from = _overhead_of(traced_overheads(db, used, mode, run), model, batch, calls, per_call)
+    traced = traced_overheads(db, used, mode, run)
+    now = None
+    if trace_now is not None and not any(m == model for m, _ in traced):  # its own glue, not a borrowed one
+        now = overhead_now(trace_now, batch, mode, picked)
+    overhead_s, overhead_from = _overhead_of(traced, model, batch, calls, per_call, now)
     est_rows = ~rows["method"].isin(["measured"])
     n = rows["count"].astype(float)
     down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
@@ -366,6 +400,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     high = centre + float(np.sqrt((up ** 2).sum() + above ** 2))
     ref = references(of_workload(e2e, model, batch, mode), picked["device"], "isolated", statistic, run)
     energy = rows["count"].astype(float) * rows["energy_j"]
+    gap, gap_of = plain_gap(one_run(e2e, run), model, batch, mode)
     by_run = rows[rows["method"] == "measured"].dropna(subset=["run"]).groupby("run")["total_s"].sum()
     return Prediction(model=model, batch=batch, mode=mode, conditions=picked,
                       predicted_s=centre, low_s=max(low, 0.0), high_s=high,
@@ -377,7 +412,41 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                       layers=rows, tier=tier, scenario=scenario if tier is not None else None,
                       tier_slowdown=centre / (fast_ops + overhead_s) if tier is not None else None,
                       tier_measured_share=tier_share, run=run, runs_s={k: float(v) for k, v in by_run.items()},
-                      runs_held=len(set(runs(pool)) | set(runs(e2e))))
+                      runs_held=len(set(runs(pool)) | set(runs(e2e))),
+                      plain_gap=gap, plain_gap_of=gap_of)
+
+
+TRACE_NOW = {"iterations": 3, "warmup": 1}  # the short trace of a workload never traced: seconds, not minutes
+
+
+def overhead_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32") -> float:
+    """Seconds per iteration of overhead between operators of the workload (``model``: its name and config entry)
+    at ``batch`` in ``mode``, modelled from a short trace of its own taken now, as the trace stage models a
+    profiled workload's (:func:`opcost.analysis.predict.trace_overhead`: each gap before a call, less the gap its
+    isolated replay already includes), in this process set up as the measuring ones were (``conditions``: the
+    database's device and threads; glibc keeping freed memory)."""
+    import tempfile
+
+    import torch
+
+    from opcost.analysis import trace as tr
+    from opcost.analysis.predict import trace_overhead
+    from opcost.measure.memory import keep_freed_memory
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
+
+    name, spec = model
+    device = str(conditions.get("device") or "cpu")
+    keep_freed_memory()
+    torch.set_num_threads(int(conditions.get("threads") or torch.get_num_threads()))
+    wl = make_workload(load_model(name, spec or {}, device, dtype), batch, mode)
+    paired, _ = tr.replay_runner(wl, {name: spec or {}}, device, dtype)
+    with tempfile.TemporaryDirectory(prefix="opcost-trace-") as tmp:
+        path = Path(tmp) / "trace.json.gz"
+        tr.record(wl, path, device=device, paired=paired, **TRACE_NOW)
+        tt = tr.parse(path)
+        parts = tr.summarize(tt, name, mode, batch, device, None, tt.with_marker(tr.REPLAY_MARKER))
+    return float(trace_overhead(parts["trace_overheads"], parts["trace_op_types"])[(name, int(batch), mode)])
 
 
 def reference_run(pool: pd.DataFrame, e2e: pd.DataFrame, run: str | None = None) -> str | None:
