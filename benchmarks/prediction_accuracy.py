@@ -43,75 +43,12 @@ def main() -> None:
     args = ap.parse_args()
     prepare(args.threads)
 
-    from opcost.analysis import trace as tr
-    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, predict, trace_overhead
-    from opcost.measure.e2e import measure_e2e
-    from opcost.measure.engine import engine_call_s, engine_cost
-    from opcost.measure.insitu import profile_insitu
-    from opcost.measure.profile import ProfileSettings, profile_configs
-    from opcost.measure.timing import TimingSettings
-
     cfg = model_entries(args.models or ([] if args.config else DEFAULT_MODELS), args.config)
-    op_settings = TimingSettings.from_config(cfg["profile"]["timing"])
-    e2e_settings = TimingSettings.from_config(cfg["e2e"]["timing"])
-    insitu_settings = TimingSettings.from_config(cfg["insitu"]["timing"])
     rows = []
     t0 = time.perf_counter()
     for model in cfg["models"]:
         for batch in args.batches:
-            wl, layers, configs = workload_configs(model, batch, args.mode, cfg["models"][model])
-            e_before, _ = measure_e2e(wl, e2e_settings, "cpu")
-            rotation_e2e = []
-            iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32",
-                                     ProfileSettings(op_settings, cache=args.cache, order=args.order,
-                                                     e2e_every=int(cfg["profile"]["e2e_every"])),
-                                     on_e2e=lambda row, _: rotation_e2e.append(row))
-            engine_s = engine_cost(iso)  # training: measured in the rotation, counted once per iteration
-            alone = engine_call_s("cpu", op_settings) if engine_s is not None else None  # the former rule, beside
-            ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
-            e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
-            # as the pipeline's trace stage: each iteration paired with a replay of its (forward) operators, whose
-            # gaps isolated costs already hold
-            path = Path(f"/tmp/opcost_bench_{model}_{args.mode}_b{batch}.json.gz")
-            tt = tr.parse(tr.record(wl, path, iterations=10, warmup=3,
-                                    paired=tr.replay_runner(wl, cfg["models"])[0]))
-            parts = tr.summarize(tt, model, args.mode, batch, "cpu", None, replay=tt.with_marker(tr.REPLAY_MARKER))
-            overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
-            measurements = pd.concat([iso, ins], ignore_index=True)
-            row = {"model": model, "batch": batch}
-            for stat, col in STATISTICS.items():
-                e2e = e_before.assign(**{col: (e_before[col] + e_after[col]) / 2})
-                measured = pd.concat([e2e, e2e_interleaved, *rotation_e2e], ignore_index=True)
-                by = predict(layers, measurements, measured, "cpu", overhead=overhead,
-                             statistic=stat).set_index("source")
-                dedicated = float(e2e[col].iloc[0])
-                sfx = "" if stat == DEFAULT_STATISTIC else f"_{stat}"
-                if not sfx:
-                    row.update({"e2e_before_ms": float(e_before[col].iloc[0]) * 1e3,
-                                "e2e_after_ms": float(e_after[col].iloc[0]) * 1e3,
-                                "e2e_interleaved_ms": float(e2e_interleaved[col].iloc[0]) * 1e3,
-                                "e2e_rotation_ms": float(by.loc["isolated", "measured_s"]) * 1e3,
-                                "reference": by.loc["isolated", "reference"],
-                                "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
-                                "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
-                                "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
-                                "engine_us": engine_s * 1e6 if engine_s is not None else None})
-                if alone is not None:  # the same rows with the engine measured alone (rows floored at 0 stay 0)
-                    again = predict(layers, engine_alone(measurements, alone), measured, "cpu", overhead=overhead,
-                                    statistic=stat).set_index("source")
-                    row[f"err_isolated_engine_alone{sfx}"] = float(again.loc["isolated", "error"])
-                    if not sfx:
-                        row["engine_alone_us"] = alone * 1e6
-                row.update({
-                    f"err_isolated{sfx}": float(by.loc["isolated", "error"]),
-                    f"err_isolated_vs_interleaved{sfx}": float(by.loc["isolated", "predicted_s"]
-                                                               / e2e_interleaved[col].iloc[0] - 1),
-                    f"err_isolated_vs_dedicated{sfx}": float(by.loc["isolated", "predicted_s"] / dedicated - 1),
-                    f"err_isolated_ov_vs_dedicated{sfx}": float(by.loc["isolated+overhead", "predicted_s"]
-                                                                / dedicated - 1),
-                    f"err_isolated_ov{sfx}": float(by.loc["isolated+overhead", "error"]),
-                    f"err_insitu{sfx}": float(by.loc["insitu", "error"]),
-                    f"err_insitu_ov{sfx}": float(by.loc["insitu+overhead", "error"])})
+            row, _ = measure_workload(model, batch, cfg, args)
             rows.append(row)
             print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1, float_format="%.3f"),
                   flush=True)
@@ -125,6 +62,77 @@ def main() -> None:
         stats[f"median_abs_{c}"] = float(np.median(e))
         stats[f"max_abs_{c}"] = float(e.max())
     summary(workloads=len(table), **stats, median_e2e_drift=float(np.median(drift)), wall_s=time.perf_counter() - t0)
+
+
+def measure_workload(model: str, batch: int, cfg: dict, args) -> tuple[dict, dict]:
+    """One workload measured as the module docstring says: (its row of errors, its trace tables: `trace_<part>` of
+    the model's iterations, and `replay_<part>` of its operators replayed in model order)."""
+    from opcost.analysis import trace as tr
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, predict, trace_overhead
+    from opcost.measure.e2e import measure_e2e
+    from opcost.measure.engine import engine_call_s, engine_cost
+    from opcost.measure.insitu import profile_insitu
+    from opcost.measure.profile import ProfileSettings, profile_configs
+    from opcost.measure.timing import TimingSettings
+
+    op_settings = TimingSettings.from_config(cfg["profile"]["timing"])
+    e2e_settings = TimingSettings.from_config(cfg["e2e"]["timing"])
+    insitu_settings = TimingSettings.from_config(cfg["insitu"]["timing"])
+    wl, layers, configs = workload_configs(model, batch, args.mode, cfg["models"][model])
+    e_before, _ = measure_e2e(wl, e2e_settings, "cpu")
+    rotation_e2e = []
+    iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32",
+                             ProfileSettings(op_settings, cache=args.cache, order=args.order,
+                                             e2e_every=int(cfg["profile"]["e2e_every"])),
+                             on_e2e=lambda row, _: rotation_e2e.append(row))
+    engine_s = engine_cost(iso)  # training: measured in the rotation, counted once per iteration
+    alone = engine_call_s("cpu", op_settings) if engine_s is not None else None  # the former rule, beside
+    ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
+    e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
+    # as the pipeline's trace stage: each iteration paired with a replay of its (forward) operators, whose
+    # gaps isolated costs already hold
+    path = Path(f"/tmp/opcost_bench_{model}_{args.mode}_b{batch}.json.gz")
+    tt = tr.parse(tr.record(wl, path, iterations=10, warmup=3,
+                            paired=tr.replay_runner(wl, cfg["models"])[0]))
+    parts = tr.summarize(tt, model, args.mode, batch, "cpu", None, replay=tt.with_marker(tr.REPLAY_MARKER))
+    overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
+    measurements = pd.concat([iso, ins], ignore_index=True)
+    row = {"model": model, "batch": batch}
+    for stat, col in STATISTICS.items():
+        e2e = e_before.assign(**{col: (e_before[col] + e_after[col]) / 2})
+        measured = pd.concat([e2e, e2e_interleaved, *rotation_e2e], ignore_index=True)
+        by = predict(layers, measurements, measured, "cpu", overhead=overhead,
+                     statistic=stat).set_index("source")
+        dedicated = float(e2e[col].iloc[0])
+        sfx = "" if stat == DEFAULT_STATISTIC else f"_{stat}"
+        if not sfx:
+            row.update({"e2e_before_ms": float(e_before[col].iloc[0]) * 1e3,
+                        "e2e_after_ms": float(e_after[col].iloc[0]) * 1e3,
+                        "e2e_interleaved_ms": float(e2e_interleaved[col].iloc[0]) * 1e3,
+                        "e2e_rotation_ms": float(by.loc["isolated", "measured_s"]) * 1e3,
+                        "reference": by.loc["isolated", "reference"],
+                        "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
+                        "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
+                        "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
+                        "engine_us": engine_s * 1e6 if engine_s is not None else None})
+        if alone is not None:  # the same rows with the engine measured alone (rows floored at 0 stay 0)
+            again = predict(layers, engine_alone(measurements, alone), measured, "cpu", overhead=overhead,
+                            statistic=stat).set_index("source")
+            row[f"err_isolated_engine_alone{sfx}"] = float(again.loc["isolated", "error"])
+            if not sfx:
+                row["engine_alone_us"] = alone * 1e6
+        row.update({
+            f"err_isolated{sfx}": float(by.loc["isolated", "error"]),
+            f"err_isolated_vs_interleaved{sfx}": float(by.loc["isolated", "predicted_s"]
+                                                       / e2e_interleaved[col].iloc[0] - 1),
+            f"err_isolated_vs_dedicated{sfx}": float(by.loc["isolated", "predicted_s"] / dedicated - 1),
+            f"err_isolated_ov_vs_dedicated{sfx}": float(by.loc["isolated+overhead", "predicted_s"]
+                                                        / dedicated - 1),
+            f"err_isolated_ov{sfx}": float(by.loc["isolated+overhead", "error"]),
+            f"err_insitu{sfx}": float(by.loc["insitu", "error"]),
+            f"err_insitu_ov{sfx}": float(by.loc["insitu+overhead", "error"])})
+    replay = tr.summarize(tt.with_marker(tr.REPLAY_MARKER), model, args.mode, batch, "cpu")
+    return row, {**parts, **{k.replace("trace_", "replay_"): v for k, v in replay.items()}}
 
 
 def engine_alone(measurements: pd.DataFrame, alone_s: float) -> pd.DataFrame:

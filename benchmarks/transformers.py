@@ -1,0 +1,77 @@
+"""Do transformers add up? The profiled study of benchmarks/prediction_accuracy.py on the transformer models of
+benchmarks/configs/transformers.yaml (Hugging Face decoders, an encoder, an encoder-decoder, timm vision
+transformers, a model on PyTorch's fused fast path), and where the time the operators miss goes.
+
+Per workload: isolated+overhead against the rotation's reference (`err_rot`) and against the mean of the dedicated
+runs before and after profiling (`err_ded`, with their drift `drift`: what the machine's speed did meanwhile).
+Then the attribution: from the trace in which each model iteration is paired with its operators replayed in model
+order, per top-level aten op type the CPU milliseconds per iteration inside the model minus those of the replay
+(positive: the op costs more inside the model than isolated), and the idle time between top-level ops in the model
+minus in the replay (the glue the modelled overhead must hold). Ends with a SUMMARY line.
+
+    python benchmarks/transformers.py [--models gpt2 llama] [--batches 1] [--threads 1] [--top 6]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from _common import ROOT, model_entries, prepare, summary
+from prediction_accuracy import measure_workload
+
+CONFIG = Path(__file__).resolve().parent / "configs" / "transformers.yaml"
+if str(ROOT) not in sys.path:  # `tests.tiny_models:make_fast_encoder` is a module:callable model
+    sys.path.insert(0, str(ROOT))
+
+
+def attribution(traces: dict, top: int) -> tuple[pd.DataFrame, float]:
+    """(per top-level op type: model ms, replay ms, model - replay, the `top` largest by size; the idle ms per
+    iteration in the model minus in the replay)."""
+    model = traces["trace_op_types"].set_index("op_type")["cpu_s"]
+    replay = traces["replay_op_types"].set_index("op_type")["cpu_s"]
+    both = pd.DataFrame({"model_ms": model * 1e3, "replay_ms": replay * 1e3}).fillna(0.0)
+    both["extra_ms"] = both["model_ms"] - both["replay_ms"]
+    both = both.reindex(both["extra_ms"].abs().sort_values(ascending=False).index).head(top)
+    idle = float(traces["trace_iterations"]["cpu_idle_s"].mean() - traces["replay_iterations"]["cpu_idle_s"].mean())
+    return both, idle * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=[], help="default: every model of the config")
+    ap.add_argument("--config", default=str(CONFIG))
+    ap.add_argument("--batches", nargs="+", type=int, default=[1])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--top", type=int, default=6, help="op types shown per workload in the attribution")
+    args = ap.parse_args()
+    args.mode, args.cache, args.order = "inference", "fresh", "model"
+    prepare(args.threads)
+    cfg = model_entries(args.models, args.config)
+    rows, t0 = [], time.perf_counter()
+    for name in cfg["models"]:
+        for batch in args.batches:
+            row, traces = measure_workload(name, batch, cfg, args)
+            ops, idle = attribution(traces, args.top)
+            ded = (row["e2e_before_ms"] + row["e2e_after_ms"]) / 2
+            rows.append({"workload": f"{name}/b{batch}", "e2e_rot_ms": row["e2e_rotation_ms"], "e2e_ded_ms": ded,
+                         "drift": abs(row["e2e_after_ms"] / row["e2e_before_ms"] - 1),
+                         "err_rot": row["err_isolated_ov"], "err_ded": row["err_isolated_ov_vs_dedicated"],
+                         "err_rot_plain": row["err_isolated"], "overhead_ms": row["overhead_ms"],
+                         "idle_extra_ms": idle})
+            print(pd.DataFrame([rows[-1]]).to_string(index=False, float_format="{:.3f}".format))
+            print(ops.to_string(float_format="{:.3f}".format), "\n", flush=True)
+    table = pd.DataFrame(rows)
+    print(table.to_string(index=False, float_format="{:.3f}".format))
+    rot, ded = table["err_rot"].abs(), table["err_ded"].abs()
+    summary(workloads=len(table), median_abs_err_rot=float(np.median(rot)), max_abs_err_rot=float(rot.max()),
+            median_abs_err_ded=float(np.median(ded)), max_abs_err_ded=float(ded.max()),
+            median_drift=float(table["drift"].median()), within_8pct_rot=int((rot <= 0.08).sum()),
+            wall_s=time.perf_counter() - t0)
+
+
+if __name__ == "__main__":
+    main()
