@@ -8,6 +8,7 @@ import pandas as pd
 
 from opcost import io
 from opcost.errors import OpcostError
+from opcost.model.modes import op_mode
 from opcost.model.workload import workload_keys
 from opcost.tables import CONFIGS, DEFAULT_STATISTIC, E2E, LAYERS, MEASUREMENTS, OVERHEADS, STATISTICS, frame
 
@@ -21,8 +22,8 @@ def catalog(layers: pd.DataFrame) -> pd.DataFrame:
     workloads = {cid: json.dumps({w: int(n) for w, n in g.droplevel(0).items()})
                  for cid, g in calls.groupby(level=0, sort=False)}
     first = layers.drop_duplicates("config_id", keep="first").set_index("config_id")
-    out = first.assign(models=models, workload=workload_keys(first),
-                       workloads=first.index.map(workloads)).reset_index()
+    out = first.assign(models=models, workload=workload_keys(first), workloads=first.index.map(workloads),
+                       mode=first["mode"].map(op_mode)).reset_index()  # decode steps' operators: inference
     return frame(CONFIGS, out[CONFIGS.names])
 
 

@@ -40,7 +40,9 @@ def _c(name, dtype, doc, optional=False):
 _MODEL_KEY = (
     _c("model", "string", "model name (config key under `models`)"),
     _c("batch", "Int64", "batch size"),
-    _c("mode", "string", "`inference` (forward under inference_mode) or `training` (forward + loss + backward)"),
+    _c("mode", "string", "`inference` (forward under inference_mode), `training` (forward + loss + backward) or "
+                         "`decode<L>` (one token per sequence over a key/value cache of L tokens; its operators' "
+                         "configurations and measurements: `inference`)"),
 )
 
 # The per-call statistics a cost can be (config `statistic`): name -> `measurements`/`e2e` column.
@@ -139,7 +141,7 @@ CONFIGS = Table(
         _c("op", "string", "as in `layers`"),
         _c("op_type", "string", "as in `layers`"),
         _c("scope", "string", "as in `layers`"),
-        _c("mode", "string", "as in `layers`"),
+        _c("mode", "string", "as in `layers`, a decode step's: `inference` (`op_mode`)"),
         _c("params", "string", "as in `layers`"),
         _c("inputs", "string", "as in `layers`"),
         _c("replay", "string", "as in `layers` (from the first workload that has the configuration)"),

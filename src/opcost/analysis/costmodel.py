@@ -50,6 +50,7 @@ import pandas as pd
 
 from opcost.analysis import optypes
 from opcost.analysis.features import NUMERIC, features
+from opcost.model.modes import op_mode
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ class CostModel:
         (the workload the configuration was profiled among: the cross-validation's groups) and ``count`` (its calls
         per iteration there: its weight in that workload's held-out sum)."""
         data = data[data[target].astype(float) > 0].reset_index(drop=True)
+        data = data.assign(mode=data["mode"].map(op_mode))  # a decode step's operators are inference operators
         feats = features(data)
         data = pd.concat([data[["config_id", "op_type", "mode", "phase", target]], feats], axis=1).assign(
             **{CONTEXT: data[CONTEXT] if CONTEXT in data else np.nan,
@@ -327,7 +329,8 @@ class CostModel:
     @staticmethod
     def features_of(rows: pd.DataFrame) -> pd.DataFrame:
         """The feature frame of `layers` rows with ``phase`` (what :meth:`distance` reads)."""
-        out = pd.concat([rows[["op_type", "mode", "phase"]].reset_index(drop=True),
+        keys = rows[["op_type", "mode", "phase"]].assign(mode=rows["mode"].map(op_mode))  # decode: inference
+        out = pd.concat([keys.reset_index(drop=True),
                          features(rows).reset_index(drop=True)], axis=1)
         out[CONTEXT] = rows[CONTEXT].to_numpy(dtype=float) if CONTEXT in rows else np.nan
         return out

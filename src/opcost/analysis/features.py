@@ -155,7 +155,7 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
     viewed = contiguous or not all(_contiguous(s) for s in outs)
     if (work == "view" or (work in ("slice", "expand") and not backward)
             or (work == "copy_if_strided" and viewed)
-            or (work == "dropout" and (mode == "inference" or _dropout_p(p) == 0))):
+            or (work == "dropout" and (mode != "training" or _dropout_p(p) == 0))):
         flops = nbytes = 0
     log = lambda v: math.log10(max(float(v), 1.0))  # noqa: E731
     return {"flops": float(flops), "bytes": float(nbytes), "param_bytes": float(param_bytes),

@@ -45,7 +45,7 @@ def candidates(module: nn.Module) -> dict[str, nn.Module]:
 
 def probe(workload) -> list[str]:
     """Paths of the modules of ``workload`` that ran a fused fast path in one plain inference iteration."""
-    if workload.mode != "inference":
+    if workload.mode == "training":
         return []
     cands = candidates(workload.model.module)
     if not cands:

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from opcost.model.modes import op_mode
+
 REPLAY_ONLY_KEYS = ("values", "lo", "hi", "sorted", "offset")
 MAX_STORED_INT_VALUES = 4096
 
@@ -88,8 +90,10 @@ def canonical_json(obj: Any) -> str:
 
 
 def config_id(op: str, params: Any, inputs: Any, mode: str) -> str:
-    """Stable 12-hex-digit id of an operator configuration, usable as a file name or wildcard."""
-    key = canonical_json({"op": op, "params": strip_replay(params), "inputs": strip_replay(inputs), "mode": mode})
+    """Stable 12-hex-digit id of an operator configuration, usable as a file name or wildcard (``mode``: a
+    workload's, taken as its :func:`op_mode`)."""
+    key = canonical_json({"op": op, "params": strip_replay(params), "inputs": strip_replay(inputs),
+                          "mode": op_mode(mode)})
     return hashlib.sha1(key.encode()).hexdigest()[:12]
 
 

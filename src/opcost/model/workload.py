@@ -3,6 +3,12 @@
 * ``inference``: ``model.eval()``, the forward pass under ``torch.inference_mode()``.
 * ``training``: ``model.train()``, gradients reset to ``None``, forward, a scalar loss (mean of the output), backward.
   No optimizer step: opcost costs the forward and backward work of the operators.
+* ``decode<L>`` (e.g. ``decode512``): one generation step of a decoder, one new token per sequence over a key/value
+  cache holding exactly L tokens, under ``torch.inference_mode()``. The cache is filled by an untimed prefill of L
+  tokens when the workload is made, and every step leaves it at L tokens (its update, the copy of the cache a real
+  step makes, is part of the step); see :class:`opcost.model.sources.hf_models.DecodeState`. The context length is
+  part of the mode, so that every table, file and wildcard keyed by ``model/mode/b{batch}`` holds decode workloads
+  as they are. A model decodes when its module has ``start_decode(batch, context)`` (transformers decoders, ``hf:``).
 """
 from __future__ import annotations
 
@@ -15,9 +21,9 @@ import torch
 
 from opcost.errors import OpcostError
 from opcost.model import fastpath
+# the mode helpers live without torch in opcost.model.modes; named here too, where workloads are made
+from opcost.model.modes import MODES, check_mode, decode_context, decode_mode, is_decode, op_mode  # noqa: F401
 from opcost.model.sources import LoadedModel
-
-MODES = ("inference", "training")
 
 
 def workload_key(model: str, mode: str, batch: int) -> str:
@@ -74,14 +80,14 @@ class Workload:
     inputs: tuple
 
     def grad_context(self):
-        return torch.inference_mode() if self.mode == "inference" else contextlib.nullcontext()
+        return contextlib.nullcontext() if self.mode == "training" else torch.inference_mode()
 
     def forward(self):
         return self.model.module(*self.inputs)
 
     def step(self) -> None:
-        """One full iteration in this workload's mode."""
-        if self.mode == "inference":
+        """One full iteration in this workload's mode (in decode: one step, the cache left at its context length)."""
+        if self.mode != "training":
             with torch.inference_mode():
                 self.model.module(*self.inputs)
         else:
@@ -93,10 +99,28 @@ class Workload:
         return torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
 
+def _start_decode(model: LoadedModel, batch: int, mode: str) -> LoadedModel:
+    """``model`` with its key/value cache filled for ``mode`` (decode<L>), making the steps' inputs; for any other mode
+    ``model``, out of any decode state a former workload left it in."""
+    context = decode_context(mode)
+    if context is None:
+        getattr(model.module, "stop_decode", lambda: None)()
+        return model
+    start = getattr(model.module, "start_decode", None)
+    if start is None:
+        raise OpcostError(f"model {model.name}", f"{mode} steps a key/value cache, which only transformers decoders "
+                                                 "(hf:gpt2, hf:llama...) do")
+    try:
+        return dataclasses.replace(model, make_inputs=start(batch, context))
+    except Exception as e:
+        raise OpcostError(f"model {model.name}", f"{mode} at batch {batch}: the prefill of {context} tokens failed: "
+                                                 f"{type(e).__name__}: {e}") from None
+
+
 def make_workload(model: LoadedModel, batch: int, mode: str, seed: int = 0) -> Workload:
-    if mode not in MODES:
-        raise OpcostError(f"model {model.name}", f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
+    check_mode(mode, model.name)
     model.module.train(mode == "training")
+    model = _start_decode(model, batch, mode)
     inputs = ()
     try:
         inputs = model.make_inputs(batch, seed)

@@ -4,7 +4,14 @@ downloaded.
 ``<architecture>`` is a model class (``BertModel``, ``GPT2LMHeadModel``, ``T5EncoderModel``, ``ViTModel``...) or a
 model type (``bert``, ``gpt2``, ``llama``...: the ``AutoModel`` of that type). The entry's ``kwargs`` override the
 config's defaults (``num_hidden_layers``, ``hidden_size``, ``vocab_size``...); ``use_cache`` is off unless set, so a
-decoder's forward pass is one step over the whole sequence without a key/value cache.
+decoder's forward pass is one step over the whole sequence without a key/value cache (the ``inference`` mode at
+``seq_len`` L is a prefill of L tokens).
+
+A decoder (:func:`decoder_problem` says which models are) also steps a key/value cache, for the ``decode<L>`` modes
+(:mod:`opcost.model.workload`): :meth:`HFModel.start_decode` fills a transformers ``DynamicCache`` with a prefill of L
+tokens (untimed) and from then on each forward call is one generation step of one token per sequence over that
+cache, called as ``generate()`` calls it (the token ids, their positions, the cache, ``use_cache``), after which the
+cache is put back to its L tokens. Why ``DynamicCache`` and how it is put back: see :class:`DecodeState`.
 
 Inputs follow the model's ``main_input_name``: text models get token ids in ``[0, vocab_size)`` and an attention mask
 of ones, ``seq_len`` tokens per sample (entry key ``seq_len``); encoder-decoder models get the same ids as decoder
@@ -24,17 +31,106 @@ PREFIX = "hf:"
 DEFAULT_SEQ_LEN = 128
 
 
+def cache_argument(model) -> str | None:
+    """The name of the key/value cache argument of a model's (or model class's) forward: ``cache`` (transformers 5),
+    ``past_key_values`` (earlier), or None when it takes none."""
+    params = inspect.signature(model.forward).parameters
+    return next((n for n in ("cache", "past_key_values") if n in params), None)
+
+
+class DecodeState:
+    """The key/value cache a decoder steps, held at exactly ``context`` tokens.
+
+    The cache is a ``DynamicCache``, what ``generate()`` builds by default (``cache_implementation`` unset;
+    ``StaticCache`` is an opt-in, for compiled generation). Each layer's update concatenates the step's keys and values
+    to the cached ones (``torch.cat``: reads the L cached tokens, writes L + 1 to fresh memory): that copy is part of a
+    real step's cost, and the extracted step records it as an operator whose inputs are the cache tensors. After the
+    step, :meth:`restore` puts every layer's attributes back as the prefill left them: its updates replace the
+    tensors rather than writing into them, so the prefill's contiguous L-token tensors are intact, and the next step
+    sees the cache exactly as a generation step at context L does (a contiguous tensor, the output of the previous
+    step's ``cat``). ``DynamicCache.crop(-1)`` (transformers 5: a negative count of tokens to remove) would also leave
+    L tokens, but as a strided view of the L + 1 token tensors, a layout generation never hands to the next step,
+    and as two slicing operators per layer that a generation step does not run; restoring runs no operator.
+    """
+
+    def __init__(self, cache, argument: str, names: tuple[str, ...], prefill: torch.Tensor):
+        self.cache, self.argument, self.names = cache, argument, names
+        self.prefill = prefill  # the token ids the cache holds, (batch, context)
+        self.context = int(prefill.shape[1])
+        self.saved = [dict(vars(layer)) for layer in cache.layers]
+
+    def kwargs(self) -> dict:
+        return {self.argument: self.cache, "use_cache": True}
+
+    def restore(self) -> None:
+        for layer, saved in zip(self.cache.layers, self.saved):
+            vars(layer).update(saved)
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The cache's tensors (keys and values of every layer)."""
+        return [t for layer in self.cache.layers for t in vars(layer).values() if isinstance(t, torch.Tensor)
+                and t.dim() > 1]
+
+
 class HFModel(nn.Module):
     """A transformers model called with its inputs by keyword (transformers' positional order differs between
-    architectures); returns the model's output (a ``ModelOutput``)."""
+    architectures); returns the model's output (a ``ModelOutput``). After :meth:`start_decode`, each call is one
+    decode step over a key/value cache of fixed length (``decoding``: the :class:`DecodeState`)."""
 
-    def __init__(self, model: nn.Module, input_names: tuple[str, ...]):
+    def __init__(self, model: nn.Module, input_names: tuple[str, ...], vocab: int = 1000):
         super().__init__()
         self.model = model
         self.input_names = input_names
+        self.vocab = vocab
+        self.decoding: DecodeState | None = None
 
     def forward(self, *inputs):
-        return self.model(**dict(zip(self.input_names, inputs)))
+        if self.decoding is None:
+            return self.model(**dict(zip(self.input_names, inputs)))
+        state = self.decoding
+        try:
+            return self.model(**dict(zip(state.names, inputs)), **state.kwargs())
+        finally:
+            state.restore()
+
+    def start_decode(self, batch: int, context: int) -> Callable[[int, int], tuple]:
+        """Fill a key/value cache with a prefill of ``context`` random tokens per sequence (untimed, under
+        ``torch.inference_mode()``) and make every later call one decode step over it; returns the steps'
+        ``make_inputs(batch, seed)``: one token id per sequence and, where the forward takes them, its position
+        (``context``), as ``generate()`` passes them (it drops an attention mask of ones). ValueError when the model
+        is no decoder or its cache does not fill."""
+        from transformers import DynamicCache
+
+        argument = cache_argument(self.model)
+        if argument is None or self.model.main_input_name != "input_ids":
+            raise ValueError(f"{type(self.model).__name__} is no decoder: its forward takes no key/value cache")
+        self.decoding = None
+        device = next(self.model.parameters()).device
+        config = self.model.config
+        text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+        cache = DynamicCache(config=text)
+        ids = torch.randint(0, self.vocab, (batch, context), generator=torch.Generator().manual_seed(0)).to(device)
+        with torch.inference_mode():
+            self.model(input_ids=ids, **{argument: cache, "use_cache": True})
+        if cache.get_seq_length() != context:
+            raise ValueError(f"{type(self.model).__name__} left {cache.get_seq_length()} tokens in its key/value "
+                             f"cache after a prefill of {context}: it does not decode with a cache")
+        params = inspect.signature(self.model.forward).parameters
+        names = ("input_ids", "position_ids") if "position_ids" in params else ("input_ids",)
+        self.decoding = DecodeState(cache, argument, names, ids)
+        vocab = self.vocab
+
+        def make_inputs(step_batch: int, seed: int = 0) -> tuple:
+            if step_batch != batch:
+                raise ValueError(f"the cache holds {batch} sequences, not {step_batch}")
+            ids = torch.randint(0, vocab, (batch, 1), generator=torch.Generator().manual_seed(seed)).to(device)
+            return (ids, torch.full((batch, 1), context, device=device))[:len(names)]
+
+        return make_inputs
+
+    def stop_decode(self) -> None:
+        """Back to plain forward passes over the inputs, without a cache."""
+        self.decoding = None
 
 
 def _model_class(arch: str):
@@ -61,6 +157,43 @@ def configured(arch: str, entry: dict):
             raise ValueError(f"{type(config).__name__} has no setting {key!r}")
         setattr(config, key, value)
     return cls, config
+
+
+def _built_class(cls, config):
+    """The class :func:`build` builds: ``cls``, or the ``AutoModel`` class of the config's model type (None where
+    transformers does not say)."""
+    if cls is not None:
+        return cls
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    name = MODEL_MAPPING_NAMES.get(getattr(config, "model_type", None))
+    return getattr(transformers, name, None) if isinstance(name, str) else None
+
+
+def decoder_problem(arch: str, entry: dict) -> str | None:
+    """Why ``hf:<arch>`` cannot be stepped as a decoder over a key/value cache (the ``decode`` mode), from its class
+    and config without building it; None when it can. A decoder: a model type transformers has a causal LM of
+    (an encoder such as BERT only with ``is_decoder: true`` in its kwargs), not an encoder-decoder, taking token ids
+    and a cache."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+    cls, config = configured(arch, entry)
+    built = _built_class(cls, config)
+    name = built.__name__ if built is not None else arch
+    kind = getattr(config, "model_type", None)
+    if getattr(config, "is_encoder_decoder", False) and not name.endswith("ForCausalLM"):
+        return f"{name} is an encoder-decoder model; decode steps a decoder (gpt2, llama, a *ForCausalLM class...)"
+    if built is not None and getattr(built, "main_input_name", "input_ids") != "input_ids":
+        return f"{name} takes {built.main_input_name}, not token ids: it is no text decoder"
+    if built is not None and cache_argument(built) is None:
+        return f"{name}'s forward takes no key/value cache: it is no decoder"
+    if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return f"{name} is no decoder (transformers has no causal language model of type {kind!r})"
+    if kind in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder", False):
+        return f"{name} is an encoder (kwargs is_decoder: true makes it a decoder)"
+    return None
 
 
 def check(arch: str, entry: dict) -> None:
@@ -103,4 +236,4 @@ def build(arch: str, entry: dict) -> tuple[nn.Module, Callable]:
     else:
         raise ValueError(f"{type(model).__name__} takes {main!r}, which opcost cannot synthesize: wrap it in a "
                          "module:callable whose module defines example_inputs(batch, generator)")
-    return HFModel(model, tuple(names)), example_inputs
+    return HFModel(model, tuple(names), int(getattr(config, "vocab_size", None) or 1000)), example_inputs

@@ -1,0 +1,97 @@
+"""Decode steps (mode decode<L>): one token per sequence over a key/value cache held at L tokens, on a tiny Llama."""
+import json
+
+import pytest
+import torch
+
+from opcost.check import check_workload
+from opcost.database import catalog
+from opcost.errors import OpcostError
+from opcost.model.extract import extract
+from opcost.model.sources import load_model
+from opcost.model.workload import decode_context, is_decode, make_workload, op_mode
+
+KWARGS = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "head_dim": 8, "intermediate_size": 64, "vocab_size": 128}
+LLAMA = {"model": "hf:llama", "kwargs": KWARGS}
+BATCH = 2
+
+
+def cache_of(wl):
+    return wl.model.module.decoding.cache
+
+
+@pytest.fixture(scope="module")
+def decode16():
+    return make_workload(load_model("tiny_llama", LLAMA), BATCH, "decode16")
+
+
+def test_mode_names():
+    assert decode_context("decode512") == 512 and is_decode("decode16")
+    assert decode_context("inference") is None and not is_decode("decode") and not is_decode("decode0")
+    assert op_mode("decode512") == "inference" and op_mode("training") == "training"
+
+
+def test_the_cache_holds_the_context_and_each_step_one_token(decode16):
+    wl = decode16
+    cache = cache_of(wl)
+    assert cache.get_seq_length() == 16
+    # the cache tensors: (batch, kv heads, L, head dim), contiguous as generation's cat leaves them
+    keys = cache.layers[0].keys
+    assert tuple(keys.shape) == (BATCH, 2, 16, 8) and keys.is_contiguous()
+    ids, positions = wl.inputs  # as generate() passes them: one token id and its position per sequence
+    assert tuple(ids.shape) == (BATCH, 1) and positions.flatten().tolist() == [16] * BATCH
+    with wl.grad_context():
+        first = wl.forward().last_hidden_state
+    wl.step()
+    wl.step()
+    assert cache.get_seq_length() == 16 and cache.layers[0].keys is keys  # put back: the cache never grows
+    with wl.grad_context():
+        again = wl.forward().last_hidden_state
+    assert tuple(first.shape) == (BATCH, 1, 32) and torch.equal(first, again)
+
+
+def test_a_step_is_the_next_token_of_the_prefilled_sequence(decode16):
+    """The step's output is the last position of a forward pass without a cache over the L prefilled tokens and the
+    new one: the cache holds exactly the prefill, and the step's token sits at position L."""
+    wl = decode16
+    state = wl.model.module.decoding
+    with torch.inference_mode():
+        step = wl.forward().last_hidden_state[:, -1]
+        full = wl.model.module.model(input_ids=torch.cat([state.prefill, wl.inputs[0]], dim=1)).last_hidden_state
+    torch.testing.assert_close(step, full[:, -1], rtol=1e-4, atol=1e-5)
+
+
+def test_extraction_records_one_step_with_the_cache_as_inputs(decode16):
+    layers = extract(decode16)
+    assert set(layers["mode"]) == {"decode16"}
+    emb = layers[layers["op_type"] == "Embedding"]
+    assert json.loads(emb["inputs"].iloc[0])[0]["T"] == [BATCH, 1]  # one token per sequence
+    # the cache update: cat of the L cached tokens (keys, then values) and the step's one
+    cats = layers[layers["op_type"] == "cat"]
+    firsts = [json.loads(s)[0]["T"] for s in cats["inputs"]]
+    assert sum(n for n, t in zip(cats["count"], firsts) if t == [BATCH, 2, 16, 8]) == 2  # one layer: keys, values
+    sdpa = json.loads(layers.loc[layers["op_type"] == "scaled_dot_product_attention", "inputs"].iloc[0])
+    assert sdpa[0]["T"] == [BATCH, 4, 1, 8] and sdpa[1]["T"] == [BATCH, 2, 17, 8]
+    # its operators are inference operators: catalogued as such, with ids shared across context lengths
+    assert set(catalog(layers)["mode"]) == {"inference"}
+    other = extract(make_workload(load_model("tiny_llama", LLAMA), BATCH, "decode32"))
+    shared = set(layers["config_id"]) & set(other["config_id"])
+    assert set(layers.loc[layers["config_id"].isin(shared), "op_type"]) >= {"Linear", "Embedding"}
+    assert not set(layers.loc[layers["config_id"].isin(shared), "op_type"]) & {"scaled_dot_product_attention"}
+
+
+@pytest.mark.parametrize("context", [16, 40])
+def test_every_configuration_replays(context):
+    res = check_workload("tiny_llama", LLAMA, BATCH, f"decode{context}")
+    assert res.ok, res.first_failure()
+    assert res.configs > 20
+
+
+def test_a_model_without_a_cache_is_refused_in_one_line():
+    with pytest.raises(OpcostError) as e:
+        make_workload(load_model("r", {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 8},
+                                       "input_shapes": [[8]]}), 2, "decode16")
+    assert str(e.value).startswith("model r: decode16 steps a key/value cache") and "\n" not in str(e.value)
+    with pytest.raises(OpcostError, match="unknown mode 'decode'"):
+        make_workload(load_model("tiny_llama", LLAMA), 2, "decode")
