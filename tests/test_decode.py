@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from opcost.check import check_workload
+from opcost.config import validate, workloads
 from opcost.database import catalog
 from opcost.errors import OpcostError
 from opcost.model.extract import extract
@@ -95,3 +96,40 @@ def test_a_model_without_a_cache_is_refused_in_one_line():
     assert str(e.value).startswith("model r: decode16 steps a key/value cache") and "\n" not in str(e.value)
     with pytest.raises(OpcostError, match="unknown mode 'decode'"):
         make_workload(load_model("tiny_llama", LLAMA), 2, "decode")
+
+
+def test_config_expands_decode_per_context_length():
+    cfg = validate({"models": {"a": {**LLAMA, "modes": ["inference", "decode"], "context_lens": [128, 512]},
+                               "b": {**LLAMA, "modes": ["decode", "decode64"]}},
+                    "batch_sizes": [1, 4], "context_lens": [64]})
+    assert workloads(cfg) == [("a", "inference", 1), ("a", "inference", 4), ("a", "decode128", 1),
+                              ("a", "decode128", 4), ("a", "decode512", 1), ("a", "decode512", 4),
+                              ("b", "decode64", 1), ("b", "decode64", 4)]
+    assert validate({"models": {"a": {}}})["context_lens"] == [128]
+    with pytest.raises(OpcostError, match=r"^config: models.a.context_lens\[0\]"):
+        validate({"models": {"a": {"context_lens": [0]}}})
+    with pytest.raises(OpcostError, match=r"^config: sweeps\[0\].modes\[0\]"):
+        validate({"models": {"a": {}}, "sweeps": [{"op": "Linear", "modes": ["decode"]}]})
+    # sweeps (chains of one operator) are no decoders: their points take the config's other modes
+    sweeps = validate({"models": {"a": LLAMA}, "modes": ["decode"], "sweeps": [{"op": "Linear"}]})
+    assert {m for _, m, _ in workloads(sweeps, "sweeps")} == {"inference"}
+
+
+def test_preflight_names_each_model_that_cannot_decode_in_one_line():
+    from opcost import preflight
+
+    small = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64}
+    cfg = validate({"models": {"llama": LLAMA, "gpt2": {"model": "hf:GPT2LMHeadModel", "kwargs": {"n_layer": 1}},
+                               "bert": {"model": "hf:BertModel", "kwargs": small},
+                               "bert_dec": {"model": "hf:BertModel", "kwargs": {**small, "is_decoder": True}},
+                               "t5": {"model": "hf:t5", "kwargs": {"num_layers": 1}},
+                               "mlp": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]},
+                               "plain": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]],
+                                         "modes": ["inference"]}},
+                    "modes": ["decode"], "batch_sizes": [1]})
+    found = preflight.problems(cfg)
+    assert [line.split(":")[0] for line in found] == ["model bert", "model t5", "model mlp"]
+    assert all("\n" not in line and "decode" in line for line in found)
+    assert "is an encoder (kwargs is_decoder: true makes it a decoder)" in found[0]
+    assert "encoder-decoder" in found[1]
+    assert "only transformers decoders" in found[2]

@@ -95,7 +95,8 @@ def validate(config: dict) -> dict:
         raise Problems(lines)
     from opcost.model.sweeps import model_entries
 
-    for name, entry in model_entries(config["sweeps"], config["batch_sizes"], config["modes"]).items():
+    op_modes = [m for m in config["modes"] if m in ("inference", "training")] or ["inference"]  # sweeps: no decode
+    for name, entry in model_entries(config["sweeps"], config["batch_sizes"], op_modes).items():
         config["models"].setdefault(name, entry)  # idempotent: a validated config validates again unchanged
     for name, entry in config["predict_only"].items():  # built like any model; `workloads` tells them apart
         # a validated config holds the predict_only entry itself under `models` (the same object, kept so by
@@ -131,8 +132,10 @@ WORKLOAD_KINDS = ("models", "sweeps", "predict_only")
 def workloads(config: dict, kind: str = "models") -> list[tuple[str, str, int]]:
     """(model, mode, batch) for every workload of one ``kind``, in config order: ``models`` (profiled and
     validated end to end), ``sweeps`` (sweep points, profiled only; :mod:`opcost.model.sweeps`) or ``predict_only``
-    (timed end to end and predicted from the database, never profiled)."""
+    (timed end to end and predicted from the database, never profiled). Mode ``decode`` is a workload per context
+    length of ``context_lens`` (the entry's, else the config's): ``decode<L>``."""
     from opcost.model.sweeps import is_sweep
+    from opcost.model.modes import decode_mode
 
     if kind not in WORKLOAD_KINDS:
         raise ValueError(f"workload kind {kind!r}: one of {', '.join(WORKLOAD_KINDS)}")
@@ -142,7 +145,10 @@ def workloads(config: dict, kind: str = "models") -> list[tuple[str, str, int]]:
                else "models")
         if own != kind:
             continue
-        for mode in entry.get("modes") or config["modes"]:
+        contexts = entry.get("context_lens") or config.get("context_lens") or [128]
+        modes = [m for given in entry.get("modes") or config["modes"]
+                 for m in ([decode_mode(n) for n in contexts] if given == "decode" else [given])]
+        for mode in dict.fromkeys(modes):  # decode at context 512 and decode512: one workload
             for batch in entry.get("batch_sizes") or config["batch_sizes"]:
                 out.append((name, mode, int(batch)))
     return out
@@ -167,7 +173,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "advise": ("device", "dtype", "statistic", "models", "placement", "advise"),
 }
 # a model entry's keys that only choose workloads (new workloads are new jobs; existing ones are unaffected)
-_WORKLOAD_CHOICE = ("batch_sizes", "modes")
+_WORKLOAD_CHOICE = ("batch_sizes", "modes", "context_lens")
 
 
 def model_entry(config: dict, model: str) -> dict:

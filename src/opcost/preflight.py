@@ -4,8 +4,9 @@
 transformers name that does not exist, a ``module:callable`` that cannot be imported, a kwarg the transformers
 config lacks), timm and transformers models whose parameters alone exceed the memory free, a batch whose inputs
 alone cannot be allocated, an ``input_range`` whose low end is not below its high end, model names too long to name
-a file on this file system, and ``device: cuda`` on a host where torch finds no such device. What only running a
-model shows (a constructor or forward pass that raises) is left to the run, which isolates and reports it.
+a file on this file system, ``device: cuda`` on a host where torch finds no such device, and a model in mode
+``decode`` that is no transformers decoder. What only running a model shows (a constructor or forward pass that
+raises) is left to the run, which isolates and reports it.
 
 Checks that need torch cost seconds (the import); a model entry that passed is remembered under ``cache_dir``
 (keyed by the entry, device, dtype, batch sizes and library versions), so that a rerun of the same config does
@@ -108,7 +109,27 @@ def _entry_problems(name: str, entry: dict, config: dict) -> list[str]:
         check_source(name, entry, str(config["device"]))
     except OpcostError as e:
         out.append(str(e))
-    return out
+    return out or _decode_problems(name, entry, config)
+
+
+def _modes(config: dict, entry: dict) -> list[str]:
+    return list(entry.get("modes") or config["modes"])
+
+
+def _decode_problems(name: str, entry: dict, config: dict) -> list[str]:
+    """A model with a decode mode that is no decoder a key/value cache can be stepped through (only transformers
+    decoders are: :func:`opcost.model.sources.hf_models.decoder_problem`)."""
+    mode = next((m for m in _modes(config, entry) if m.startswith("decode")), None)
+    if mode is None:
+        return []
+    target = entry.get("model") or name
+    if not target.startswith("hf:"):
+        return [f"model {name}: mode {mode} steps a key/value cache, which only transformers decoders do "
+                f"(hf:gpt2, hf:llama...); {target} is none"]
+    from opcost.model.sources import hf_models
+
+    why = hf_models.decoder_problem(target.removeprefix("hf:"), entry)
+    return [] if why is None else [f"model {name}: mode {mode} steps a key/value cache: {target}: {why}"]
 
 
 def _versions() -> dict:
@@ -122,7 +143,8 @@ def _versions() -> dict:
 
 
 def _key(name: str, entry: dict, config: dict) -> str:
-    what = [name, entry, config["device"], config["dtype"], _batches(config, entry), _versions(), os.getcwd()]
+    what = [name, entry, config["device"], config["dtype"], _batches(config, entry), _versions(), os.getcwd(),
+            *(["decode"] if any(m.startswith("decode") for m in _modes(config, entry)) else [])]
     return hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -30,7 +30,7 @@ MEASURE_ALONE = 100
 
 wildcard_constraints:
     model="[^/]+",
-    mode="inference|training",
+    mode="inference|training|decode[1-9][0-9]*",
     batch="[0-9]+",
     chunk="[0-9]+",
     n="[0-9]+",
