@@ -245,18 +245,18 @@ class RunMark:
         os.replace(tmp, self.path)
 
 
-def job_of(output) -> str:
-    """The name of the job that writes ``output`` (its first output): the name of its run mark."""
-    return str(output).replace("/", "__")
+def job_of(rule: str, wildcards) -> str:
+    """The name of the job of ``rule`` with ``wildcards`` (name -> value): the name of its run mark."""
+    return rule + "".join(f"_{k}-{v}" for k, v in sorted(dict(wildcards).items()))
 
 
-def run_marked(params, folder=FOLDER):
-    """A rule's params function: ``params(wildcards)`` and the :class:`RunMark` of the job (named by its first
-    output, :func:`job_of`), so that a plain rerun redoes the job when its last run did not complete. The job's
-    script sets and clears the mark (:func:`opcost.stages.run_rule`)."""
+def run_marked(params, rule: str, folder=FOLDER):
+    """A rule's params function: ``params(wildcards)`` and the :class:`RunMark` of the job (:func:`job_of`), so that
+    a plain rerun redoes the job when its last run did not complete. The job's script sets and clears the mark
+    (:func:`opcost.stages.run_rule`)."""
 
-    def with_mark(wildcards, output):
-        token = RunMark(folder, job_of(output[0])).token()
+    def with_mark(wildcards):
+        token = RunMark(folder, job_of(rule, wildcards.items())).token()
         return params(wildcards) + (f" run mark {token}" if token else "")
 
     return with_mark

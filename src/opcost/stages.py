@@ -651,13 +651,12 @@ def run_rule(smk, fn, *args, **kwargs):
     from opcost.journal import FOLDER, RunMark, job_of
 
     setup_logging(smk.log[0] if smk.log else None)
-    mark = RunMark(FOLDER, job_of(smk.output[0])) if len(smk.output) else None
+    mark = RunMark(FOLDER, job_of(smk.rule, smk.wildcards.items()))
     try:
         # a run that fails or is stopped from here on is redone by a plain rerun (opcost.journal.RunMark)
-        scheduled_with = mark.start() if mark is not None else None
+        scheduled_with = mark.start()
         out = fn(*args, **kwargs)
-        if mark is not None:
-            mark.done(scheduled_with)
+        mark.done(scheduled_with)
         return out
     except (OpcostError, OSError) as e:  # OSError: disk full, permission denied... named with the path and remedy
         err = from_os_error(e) if isinstance(e, OSError) else e

@@ -43,20 +43,20 @@ def get_tier_check(wildcards=None):
     return ["results/placement/tiers.json"] if config["placement"]["on_missing"] == "strict" else []
 
 
-def settings_of(stage):
+def settings_of(stage, rule=None):
     """Params function: the config slice that shapes ``stage``'s output (opcost.config.stage_settings), so that a
-    changed key reruns exactly the jobs it affects, and the job's run mark, so that a plain rerun redoes a job whose
-    last run failed or was stopped (opcost.journal.RunMark)."""
+    changed key reruns exactly the jobs it affects, and the run mark of the job of ``rule`` (default: the stage's
+    name), so that a plain rerun redoes a job whose last run failed or was stopped (opcost.journal.RunMark)."""
 
     def params(wildcards):
         return stage_settings(config, stage, wildcards.get("model"))
 
-    return run_marked(params)
+    return run_marked(params, rule or stage)
 
 
-def run_mark():
-    """Params function of the jobs whose outputs no config key shapes: the run mark alone."""
-    return run_marked(lambda wildcards: "")
+def run_mark(rule):
+    """Params function of the jobs of ``rule``, whose outputs no config key shapes: the run mark alone."""
+    return run_marked(lambda wildcards: "", rule)
 
 
 if workflow.is_main_process and (UNFINISHED := unfinished()):

@@ -18,7 +18,7 @@ rule database:
         layers="results/db/layers.parquet",
         overheads="results/db/overheads.parquet",
     params:
-        mark=run_mark(),  # a job that failed is redone
+        mark=run_mark("database"),  # a job that failed is redone
     log:
         "logs/database.log",
     conda:
@@ -37,7 +37,7 @@ rule failures:
     output:
         "results/failures.tsv",
     params:
-        mark=run_mark(),  # a job that failed is redone
+        mark=run_mark("failures"),  # a job that failed is redone
     log:
         "logs/failures.log",
     conda:

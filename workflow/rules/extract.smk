@@ -21,7 +21,7 @@ rule catalog:
     output:
         "results/db/configs.parquet",
     params:
-        mark=run_mark(),  # a job that failed is redone
+        mark=run_mark("catalog"),  # a job that failed is redone
     log:
         "logs/catalog.log",
     conda:

@@ -23,7 +23,7 @@ rule loop_summary:
         text=report("results/loop/summary.txt", caption="../report/loop.rst", category="Coverage loop"),
         fragment="results/loop/significant_ops.yaml",
     params:
-        mark=run_mark(),  # a job that failed is redone
+        mark=run_mark("loop_summary"),  # a job that failed is redone
     log:
         "logs/loop/summary.log",
     conda:

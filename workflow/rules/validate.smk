@@ -44,7 +44,7 @@ rule unseen:
         table="results/validation/unseen.parquet",
         tsv="results/validation/unseen.tsv",
     params:
-        settings=settings_of("validate"),
+        settings=settings_of("validate", "unseen"),
     log:
         "logs/unseen.log",
     conda:
