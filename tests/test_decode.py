@@ -1,5 +1,7 @@
 """Decode steps (mode decode<L>): one token per sequence over a key/value cache held at L tokens, on a tiny Llama."""
 import json
+import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -133,3 +135,78 @@ def test_preflight_names_each_model_that_cannot_decode_in_one_line():
     assert "is an encoder (kwargs is_decoder: true makes it a decoder)" in found[0]
     assert "encoder-decoder" in found[1]
     assert "only transformers decoders" in found[2]
+
+
+DECODE_CONFIG = Path(__file__).resolve().parent / "data" / "decode.yaml"
+
+
+@pytest.fixture(scope="module")
+def decode_run(tmp_path_factory):
+    """One real workflow run of a decode config: tiny_llama at contexts 16 and 64, batch 2 (about 2 minutes)."""
+    from tests.helpers import snakemake
+
+    work = tmp_path_factory.mktemp("decode")
+    snakemake("--configfile", str(DECODE_CONFIG), "--cores", "1", cwd=work)
+    return work
+
+
+def test_the_workflow_measures_and_validates_decode_steps(decode_run):
+    import pandas as pd
+
+    results = decode_run / "results"
+    for context in (16, 64):
+        layers = pd.read_parquet(results / "layers" / "tiny_llama" / f"decode{context}_b2.parquet")
+        cached = [json.loads(s)[0]["T"] for s in layers.loc[layers["op_type"] == "cat", "inputs"]]
+        assert [2, 2, context, 8] in cached
+    configs = pd.read_parquet(results / "db" / "configs.parquet")
+    assert set(configs["mode"]) == {"inference"}
+    measured = pd.read_parquet(results / "db" / "measurements.parquet")
+    assert set(configs["config_id"]) <= set(measured["config_id"])  # every configuration profiled
+    pred = pd.read_parquet(results / "validation" / "predictions.parquet")
+    rows = pred[pred["source"] == "isolated+overhead"]
+    assert sorted(rows["mode"]) == ["decode16", "decode64"]
+    assert (rows["predicted_s"] > 0).all() and (rows["measured_s"] > 0).all()
+    assert "tiny_llama/decode64/b2" in (results / "summary.txt").read_text()
+
+
+def test_predict_a_decode_step_at_a_context_and_batch_never_measured(decode_run):
+    """Attention's estimate grows with the context; the Linears' costs do not depend on it."""
+    from opcost.analysis import estimate
+    from opcost.analysis.decode import summary
+    from opcost.database import read_db
+
+    db_dir = decode_run / "results" / "db"
+    db = read_db(db_dir)
+    steps = {}
+    for context in (256, 1024):
+        layers = estimate.workload_layers(db, "tiny_llama", 3, f"decode{context}", LLAMA)
+        steps[context] = summary(estimate.predict_workload(db, layers, db_dir), layers)
+    small, large = steps[256], steps[1024]
+    for s in (small, large):
+        assert math.isfinite(s["step_s"]) and 0 < s["step_low_s"] <= s["step_s"] <= s["step_high_s"]
+        assert s["tokens_per_s"] == pytest.approx(3 / s["step_s"])
+    assert large["top_op_types_s"]["scaled_dot_product_attention"] > small["top_op_types_s"][
+        "scaled_dot_product_attention"]
+    assert large["top_op_types_s"]["Linear"] == pytest.approx(small["top_op_types_s"]["Linear"])
+    # bytes read per step: the same weights, a cache of 2 tensors x batch x kv heads x L x head dim x 4 bytes
+    assert large["weight_bytes"] == small["weight_bytes"] > 32 * 32 * 4
+    assert small["kv_cache_bytes"] == 2 * 3 * 2 * 256 * 8 * 4 and large["kv_cache_bytes"] == 4 * small[
+        "kv_cache_bytes"]
+
+
+def test_cli_predicts_a_decode_step(decode_run):
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "opcost.cli", "predict", "tiny_llama", "--config", str(DECODE_CONFIG), "--mode",
+           "decode", "--context", "64", "--batch", "2", "--db", str(decode_run / "results" / "db")]
+    out = subprocess.run(cmd + ["--json"], capture_output=True, text=True, check=True).stdout
+    step = json.loads(out)
+    assert step["context"] == 64 and step["mode"] == "decode64" and step["measured_step_s"] > 0
+    assert step["estimated_share"] == 0  # every configuration of a measured workload is measured
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    assert "per step (per token)" in text and "tokens/s" in text and "key/value cache" in text
+    at = cmd.index("--context")
+    bad = subprocess.run(cmd[:at] + cmd[at + 2:], capture_output=True, text=True)  # no --context
+    assert bad.returncode == 1 and bad.stderr.strip() == ("opcost: --mode decode: needs --context L: the tokens in "
+                                                          "the key/value cache")

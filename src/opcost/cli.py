@@ -31,6 +31,22 @@ def _positive(text: str) -> int:
     return value
 
 
+_CONTEXT_HELP = "with --mode decode: the context length, tokens in the key/value cache (a step of one token each)"
+
+
+def _mode(args) -> str:
+    """The workload mode of --mode and --context: inference, training or decode<L>."""
+    from opcost.model.modes import decode_mode
+
+    if args.mode == "decode":
+        if args.context is None:
+            raise OpcostError("--mode decode", "needs --context L: the tokens in the key/value cache")
+        return decode_mode(args.context)
+    if args.context is not None:
+        raise OpcostError(f"--context {args.context}", "is the context length of --mode decode")
+    return args.mode
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="opcost", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -38,7 +54,8 @@ def main(argv=None) -> int:
     ex = sub.add_parser("extract", help="operator configurations of one model workload -> Parquet")
     ex.add_argument("model", help="config model name, torchvision name, built-in name or module:callable")
     ex.add_argument("--batch", type=_positive, default=1)
-    ex.add_argument("--mode", choices=["inference", "training"], default="inference")
+    ex.add_argument("--mode", choices=["inference", "training", "decode"], default="inference")
+    ex.add_argument("--context", type=_positive, help=_CONTEXT_HELP)
     ex.add_argument("--out", required=True, help="output .parquet (columns: docs/data.md, table `layers`)")
     ex.add_argument("--config", help="config file whose `models` entry describes MODEL (inputs, kwargs)")
     ex.add_argument("--device")
@@ -69,7 +86,9 @@ def main(argv=None) -> int:
     pr.add_argument("model", help="a config model name (with --config), torchvision or built-in name, "
                                   "timm:<name>, hf:<architecture> or module:callable")
     pr.add_argument("--batch", type=_positive, required=True)
-    pr.add_argument("--mode", choices=["inference", "training"], default="inference")
+    pr.add_argument("--mode", choices=["inference", "training", "decode"], default="inference",
+                    help="decode: one generation step (time per token, tokens/s, bytes read per step)")
+    pr.add_argument("--context", type=_positive, help=_CONTEXT_HELP)
     pr.add_argument("--db", default="results/db")
     pr.add_argument("--config", help="config file whose `models` entry describes MODEL (inputs, kwargs)")
     pr.add_argument("--host", help="only measurements of this host (a merged database may hold several)")
@@ -132,7 +151,7 @@ def main(argv=None) -> int:
             from opcost import io, stages, tables
 
             stages.setup_logging()
-            stages.extract(_config(args), args.model, args.mode, args.batch, args.out)
+            stages.extract(_config(args), args.model, _mode(args), args.batch, args.out)
             df = io.read_parquet(args.out, tables.LAYERS)
             summary = df.groupby(["scope", "op_type"])["count"].sum()
             print(summary.to_string())
@@ -284,10 +303,18 @@ def _print_prediction(args) -> None:
         spec = (_config(args).get("models") or {}).get(args.model) or {}
     if args.scenario and not args.tier:
         raise OpcostError("--scenario", "says which tensors are on a slower tier: give the tier with --tier")
-    layers = estimate.workload_layers(db, args.model, args.batch, args.mode, spec)
+    mode = _mode(args)
+    layers = estimate.workload_layers(db, args.model, args.batch, mode, spec)
     p = estimate.predict_workload(db, layers, args.db, args.statistic, host=args.host, device=args.device,
                                   threads=args.threads, tier=args.tier, scenario=args.scenario, run=args.run,
                                   trace_now=None if args.no_trace else (args.model, spec))
+    if args.mode == "decode":  # per token: opcost.analysis.decode
+        from opcost.analysis.decode import summary
+        from opcost.report.decode import describe
+
+        step = summary(p, layers)
+        print(json.dumps({**p.as_dict(), **step}) if args.json else describe(step))
+        return
     if args.json:
         print(json.dumps(p.as_dict()))
         return

@@ -30,6 +30,7 @@ from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, one
 from opcost.database import latest, of_workload, runs
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
+from opcost.model.modes import is_decode
 from opcost.model.sweeps import PREFIX as SWEEP_PREFIX
 
 CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
@@ -192,10 +193,14 @@ def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -
     """(median, 10th, 90th percentile) seconds of overhead per operator call on the conditions of ``used``, over
     the database's model workloads of ``mode``: the overhead their traces model (:func:`traced_overheads`) where the
     database holds it; else (end-to-end time − Σ measured isolated costs) / calls of its fully measured workloads
-    with an end-to-end time; 0 when neither."""
-    traced = traced_overheads(db, used, mode)
+    with an end-to-end time; 0 when neither. A decode step at a context length never traced: the decode steps traced
+    at the others."""
+    traced = list(traced_overheads(db, used, mode).values())
+    if not traced and is_decode(mode):
+        held = set(db.get("overheads", pd.DataFrame(columns=["mode"]))["mode"])
+        traced = [v for other in sorted(filter(is_decode, held)) for v in traced_overheads(db, used, other).values()]
     if traced:
-        gaps = np.array([overhead / calls for overhead, calls in traced.values()])
+        gaps = np.array([overhead / calls for overhead, calls in traced])
     else:
         gaps = _residual_per_call(db, used, mode, statistic)
     if not len(gaps):

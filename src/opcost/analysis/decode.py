@@ -1,0 +1,88 @@
+"""What one generation step of a decoder costs (mode ``decode<L>``): time per step, i.e. per token of each sequence,
+tokens per second, and the bytes a step must read.
+
+The prediction is :func:`opcost.analysis.estimate.predict_workload`'s for the workload ``decode<L>`` at the batch
+asked: measured costs where the database holds the step's configurations, the cost model's estimates for the rest
+(a context length or batch never measured: attention and the cache update read L cached tokens and are estimated
+from their FLOPs and bytes, which grow with L; the Linears' shapes do not depend on L and keep their measured costs
+across context lengths, their configurations being shared), plus the overhead between operators.
+
+Bytes a step reads, from its extracted operators (``layers``):
+
+* **weights**: Σ calls × the parameter bytes each operator reads (Linear weights and biases, embedding rows looked
+  up, norm scales; :func:`opcost.analysis.features.features`' ``param_bytes``): at batch 1 a decode step reads
+  every weight once, which bounds it from below by memory bandwidth;
+* **key/value cache**: Σ calls × the bytes of the cached keys and values the step reads, the tensors of L tokens no
+  operator of the step produced (the prefill's): each layer's keys and values, once each. (``DynamicCache`` reads
+  them twice, in the copy of its update and in attention; the figure is the cache's size, what any step must read.)
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from opcost.model.modes import decode_context
+
+_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def weight_bytes(layers: pd.DataFrame) -> float:
+    """Bytes of parameters one iteration of ``layers`` reads (Σ calls × each forward call's parameter bytes)."""
+    from opcost.analysis.features import features
+
+    if layers.empty:
+        return 0.0
+    per_call = features(layers.assign(phase="forward"))["param_bytes"].astype(float)
+    return float((layers["count"].astype(float) * per_call).sum())
+
+
+def _cache_reads(inputs: str, feeds: str | None, context: int) -> float:
+    """Bytes of cached keys and values one configuration's calls read: per call, its floating-point inputs of
+    ``context`` tokens (second-last dimension) that no recorded call produced (``feeds`` null: made by the prefill)."""
+    specs = json.loads(inputs)
+    total = 0.0
+    for call in json.loads(feeds or "[]"):
+        for spec, src in zip(specs, call):
+            shape = spec.get("T") if isinstance(spec, dict) else None
+            if (src is None and shape and len(shape) >= 3 and int(shape[-2]) == int(context)
+                    and spec.get("dtype") in _ITEMSIZE):
+                total += math.prod(shape) * _ITEMSIZE[spec["dtype"]]
+    return total
+
+
+def cache_bytes(layers: pd.DataFrame, context: int) -> float:
+    """Bytes of the key/value cache a decode step at ``context`` reads (each cached tensor once per read)."""
+    return float(sum(_cache_reads(i, f, context) for i, f in zip(layers["inputs"], layers["feeds"])))
+
+
+def attention_share(rows: pd.DataFrame, context: int) -> float:
+    """The share of a prediction's operator time (``rows``: :attr:`Prediction.layers`) in attention and the cache's
+    update: ``scaled_dot_product_attention`` and the calls that read the cache."""
+    total = float(rows["total_s"].sum())
+    if total <= 0:
+        return 0.0
+    reads = [_cache_reads(i, f, context) > 0 if isinstance(i, str) else False
+             for i, f in zip(rows["inputs"], rows["feeds"])]
+    attention = (rows["op_type"] == "scaled_dot_product_attention") | pd.Series(reads, index=rows.index)
+    return float(rows.loc[attention, "total_s"].sum()) / total
+
+
+def summary(pred, layers: pd.DataFrame, top: int = 8) -> dict:
+    """What `opcost predict --mode decode` reports, from the :class:`~opcost.analysis.estimate.Prediction` of a
+    ``decode<L>`` workload and its ``layers``: seconds per step with its interval, tokens per second (one token per
+    sequence per step), the weight and key/value cache bytes a step reads, and the op types taking most time."""
+    context = decode_context(pred.mode)
+    if context is None:
+        raise ValueError(f"{pred.mode} is no decode mode")
+    rate = lambda s: pred.batch / s if s > 0 else math.inf  # noqa: E731
+    by_type = pred.by_op_type()
+    return {"model": pred.model, "batch": int(pred.batch), "context": context, "mode": pred.mode, **pred.conditions,
+            "step_s": pred.predicted_s, "step_low_s": pred.low_s, "step_high_s": pred.high_s,
+            "tokens_per_s": rate(pred.predicted_s), "tokens_per_s_low": rate(pred.high_s),
+            "tokens_per_s_high": rate(pred.low_s), "measured_step_s": pred.measured_s,
+            "weight_bytes": weight_bytes(layers), "kv_cache_bytes": cache_bytes(layers, context),
+            "estimated_share": pred.estimated_share, "overhead_s": pred.overhead_s,
+            "attention_share": attention_share(pred.layers, context),
+            "top_op_types_s": {k: float(v) for k, v in by_type.head(top).items()}}
