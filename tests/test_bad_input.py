@@ -277,7 +277,7 @@ def test_a_deleted_result_is_rebuilt_by_rerunning_the_same_command(tiny_run):
 def test_a_repair_command_repeats_the_users_own_command(tmp_path, monkeypatch):
     argv = ["--cores", "2", "--configfile", "my study.yaml", "--directory", "/data/run", "results/figures"]
     assert rerun.from_argv(argv) == {"base": ["snakemake", "--cores", "2", "--directory", "/data/run", "--configfile",
-                                              "my study.yaml"], "targets": ["results/figures"]}
+                                              "my study.yaml"], "targets": ["results/figures"], "dryrun": False}
     monkeypatch.setenv(rerun.ENV, "")  # none remembered; restored after the test
     assert rerun.command(["x.parquet"]) == "snakemake --cores 1 -R x.parquet -- results/figures"
     rerun.remember(argv)  # as the workflow's main process does; its jobs inherit the environment

@@ -27,4 +27,5 @@ def test_cluster_generic_executor_runs_the_tiny_config(tmp_path):
               "results/db/configs.parquet", "results/e2e/mlp/inference_b2.parquet", cwd=tmp_path, timeout=600)
     configs = pd.read_parquet(tmp_path / "results" / "db" / "configs.parquet")
     e2e = pd.read_parquet(tmp_path / "results" / "e2e" / "mlp" / "inference_b2.parquet")
-    assert set(configs["op_type"]) >= {"Linear"} and (e2e["median_s"] > 0).all() and list(e2e["model"]) == ["mlp"]
+    assert set(configs["op_type"]) >= {"Linear"} and (e2e["median_s"] > 0).all() and list(e2e["model"]) == ["mlp"] * 2
+    assert list(e2e["method"]) == ["dedicated", "plain"]  # the plain process started from the submitted job too

@@ -232,6 +232,6 @@ def test_a_rerun_redoes_a_profiling_job_that_failed(tmp_path):
             "(the configurations it holds are measured again)") in failed.stdout + failed.stderr
     journal.rmdir()  # the fix the error names
     rerun = run()
-    assert "the last run of 1 job(s) did not complete (profile_iter0_chunk0): they are redone" in rerun.stderr
+    assert "the last run of 1 job(s) did not complete (profile_chunk-0_n-0): they are redone" in rerun.stderr
     assert "the last run of this job did not complete: redoing it" in log.read_text() and table.exists()
     assert "Nothing to be done" in run().stderr  # and once redone, it is done
