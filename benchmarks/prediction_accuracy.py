@@ -64,9 +64,11 @@ def main() -> None:
     summary(workloads=len(table), **stats, median_e2e_drift=float(np.median(drift)), wall_s=time.perf_counter() - t0)
 
 
-def measure_workload(model: str, batch: int, cfg: dict, args) -> tuple[dict, dict]:
+def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None = None) -> tuple[dict, dict]:
     """One workload measured as the module docstring says: (its row of errors, its trace tables: `trace_<part>` of
-    the model's iterations, and `replay_<part>` of its operators replayed in model order)."""
+    the model's iterations, and `replay_<part>` of its operators replayed in model order). ``keep``, where given,
+    receives the workload's database rows: `layers`, `measurements` (isolated and in situ) and `e2e` (dedicated,
+    interleaved and rotation rows)."""
     from opcost.analysis import trace as tr
     from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, predict, trace_overhead
     from opcost.measure.e2e import measure_e2e
@@ -97,6 +99,9 @@ def measure_workload(model: str, batch: int, cfg: dict, args) -> tuple[dict, dic
     parts = tr.summarize(tt, model, args.mode, batch, "cpu", None, replay=tt.with_marker(tr.REPLAY_MARKER))
     overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
     measurements = pd.concat([iso, ins], ignore_index=True)
+    if keep is not None:
+        keep.update(layers=layers, measurements=measurements,
+                    e2e=pd.concat([e_before, e_after, e2e_interleaved, *rotation_e2e], ignore_index=True))
     row = {"model": model, "batch": batch}
     for stat, col in STATISTICS.items():
         e2e = e_before.assign(**{col: (e_before[col] + e_after[col]) / 2})

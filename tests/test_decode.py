@@ -210,3 +210,22 @@ def test_cli_predicts_a_decode_step(decode_run):
     bad = subprocess.run(cmd[:at] + cmd[at + 2:], capture_output=True, text=True)  # no --context
     assert bad.returncode == 1 and bad.stderr.strip() == ("opcost: --mode decode: needs --context L: the tokens in "
                                                           "the key/value cache")
+
+
+def test_the_figures_show_decode_steps_across_context_lengths(decode_run):
+    """figures/decode.png: the measured contexts and 2x, 4x the largest, predicted with their intervals; the run's
+    measured steps; beyond them, attention's share of the operator time grows with the context (its estimate grows,
+    the Linears keep their measured costs)."""
+    from opcost.analysis.decode import curves
+    from opcost.database import read_db
+
+    assert (decode_run / "results" / "figures" / "decode.png").stat().st_size > 10_000
+    db_dir = decode_run / "results" / "db"
+    c = curves(read_db(db_dir), db_dir, {"tiny_llama": LLAMA}).set_index("context")
+    assert list(c.index) == [16, 64, 128, 256] and (c["model"] == "tiny_llama").all() and (c["batch"] == 2).all()
+    assert c["measured"].tolist() == [True, True, False, False]
+    assert (c.loc[[16, 64], "measured_s"] > 0).all() and c.loc[[128, 256], "measured_s"].isna().all()
+    assert ((c["low_s"] <= c["predicted_s"]) & (c["predicted_s"] <= c["high_s"]) & (c["low_s"] > 0)).all()
+    assert (c.loc[[16, 64], "estimated_share"] == 0).all() and (c.loc[[128, 256], "estimated_share"] > 0).all()
+    assert 0 < c.loc[16, "attention_share"] < 1
+    assert 0 < c.loc[128, "attention_share"] < c.loc[256, "attention_share"] < 1

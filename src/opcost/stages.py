@@ -566,6 +566,7 @@ def make_figures(config: dict, *, layers, measurements, e2e, predictions, consis
     (none: the figure says so); ``failures``: results/failures.tsv; ``tier_costs``: the whole model on each tier."""
     from opcost.analysis.predict import costed_layers
     from opcost.failures import read_tsv
+    from opcost.model.modes import is_decode
     from opcost.report.summary import run_facts, run_summary
 
     layer_rows = io.read_many(layers, tables.LAYERS)
@@ -584,11 +585,28 @@ def make_figures(config: dict, *, layers, measurements, e2e, predictions, consis
     for p in figures.make_all(costed, pred, meas, e2e_df, cons, loop_info, outdir, tier_info, trace_rows,
                               coplace_info, unseen_rows, placed):
         log.info("wrote %s", p)
+    if layer_rows["mode"].map(is_decode).any():  # only a run with decode steps: figures/decode.png
+        log.info("wrote %s", decode_figure(config, Path(measurements).parent, Path(outdir) / "decode.png"))
     if summary is not None:
         fail = read_tsv(failures) if failures else tables.frame(tables.FAILURES, [])
         io.write_text(run_summary(pred, loop_info, fail, unseen_rows, str(outdir), placed,
                                   run_facts(meas, e2e_df, config)), summary)
         log.info("wrote %s", summary)
+
+
+def decode_figure(config: dict, db_dir, path) -> Path:
+    """``path`` (figures/decode.png): the run's decode steps predicted from its database at ``db_dir`` at the
+    measured context lengths and beyond them, against their measured steps (:func:`opcost.analysis.decode.curves`,
+    :func:`opcost.report.figures.decode_steps`)."""
+    from opcost.analysis.decode import curves
+    from opcost.database import read_db
+
+    db = read_db(db_dir)
+    points = curves(db, db_dir, config.get("models"), config["statistic"], config.get("dtype", "float32"),
+                    device=config["device"], threads=config["threads"],
+                    host=prediction_host(db["measurements"], db["e2e"], config))
+    figures.decode_steps(points, Path(path))
+    return Path(path)
 
 
 def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary, out_failures=None) -> None:

@@ -1,0 +1,199 @@
+"""Does a decode step add up, and can it be predicted where it was never measured? One generation step (mode
+decode<L>: one new token per sequence over a key/value cache held at L tokens) of the Hugging Face decoders of
+benchmarks/configs/decode.yaml, at each of its context lengths and batch sizes.
+
+Measured workloads: each measured as benchmarks/prediction_accuracy.py measures a workload (its `measure_workload`:
+extract, dedicated end-to-end steps before and after, every configuration profiled in isolation in rotations that
+also time the model, in situ, a trace for the overhead between operators). Per workload, isolated+overhead against
+the rotation's reference (`err_rot`, the pipeline's check) and against the dedicated timed generation steps (the
+mean of the runs before and after profiling: a loop of steps from context L, the cache put back to L after each,
+as the workload's step does; `err_ded`, with `drift`, how far the two runs moved apart).
+
+Never measured: from a database built in memory of the measured workloads alone (their layers, isolated costs,
+end-to-end times and traced overheads), `opcost.analysis.estimate.predict_workload` predicts each model at 4x the
+largest measured context (`context`), at a batch between two measured ones (`batch`), and at both (`both`), as
+`opcost predict --mode decode --no-trace` does: measured costs where the step's configurations were measured (the
+Linears, shared across context lengths), the cost model's estimates for the rest (attention and the cache update
+at the new context, every operator at the new batch), the overhead between operators from the traced decode steps.
+Each against its own timed steps (dedicated, as above; `err`); `err_now`: the same with the overhead from a short
+trace of the step taken now (`opcost predict`'s default). Prints the tables, the median |error| of each group,
+and one SUMMARY line.
+
+    python benchmarks/decode.py [--models gpt2 llama] [--contexts 128 512] [--batches 1 4] [--threads 1]
+    python benchmarks/decode.py --smoke     # one-layer models of three families, one context: a functional check
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from _common import model_entries, prepare, summary
+from prediction_accuracy import measure_workload
+
+HERE = Path(__file__).resolve().parent
+# benchmarks/transformers.py would stand in for the transformers package the hf: models are built with
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+CONFIG = HERE / "configs" / "decode.yaml"
+SMOKE_MODELS = {  # --smoke: one layer, 32 wide
+    "llama": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 128},
+    "qwen2": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 128},
+    "gpt2": {"n_layer": 1, "n_embd": 32, "n_head": 4, "vocab_size": 128, "n_positions": 256},
+}
+SMOKE_TIMING = {"profile": {"max_seconds": 0.02, "warmup_s": 0.001, "min_samples": 3, "min_sample_s": 0.0002},
+                "e2e": {"max_seconds": 0.05, "warmup_s": 0.005, "min_samples": 5, "min_sample_s": 0.0002},
+                "insitu": {"max_seconds": 0.1, "min_samples": 3}}
+
+
+def between(values: list[int]) -> list[int]:
+    """A value between each two neighbouring ``values`` that has room for one (their midpoint, rounded down)."""
+    v = sorted(set(values))
+    return [(a + b) // 2 for a, b in zip(v, v[1:]) if b - a >= 2]
+
+
+def database(kept: list[dict], traces: list[dict]) -> dict:
+    """The database tables (:data:`opcost.database.DB_TABLES`) of the measured workloads, as the workflow's database
+    stage writes them: their layers and configurations, isolated and in-situ costs, end-to-end times, and the
+    overhead between operators each one's trace models."""
+    from opcost import tables
+    from opcost.analysis.predict import overhead_rows
+    from opcost.database import catalog
+
+    layers = pd.concat([k["layers"] for k in kept], ignore_index=True)
+    e2e = pd.concat([k["e2e"] for k in kept], ignore_index=True)
+    overheads = overhead_rows(pd.concat([t["trace_overheads"] for t in traces], ignore_index=True),
+                              pd.concat([t["trace_op_types"] for t in traces], ignore_index=True), layers, e2e)
+    return {"configs": catalog(layers), "layers": layers,
+            "measurements": pd.concat([k["measurements"] for k in kept], ignore_index=True), "e2e": e2e,
+            "overheads": overheads if len(overheads) else tables.frame(tables.OVERHEADS, [])}
+
+
+def timed_step(model: str, spec: dict, batch: int, mode: str, cfg: dict):
+    """(the workload, its layers, seconds per step timed as the dedicated end-to-end run times it)."""
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
+    from opcost.measure.e2e import measure_e2e
+    from opcost.measure.timing import TimingSettings
+    from opcost.model.extract import extract
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
+
+    wl = make_workload(load_model(model, spec), batch, mode)
+    layers = extract(wl)
+    e2e, _ = measure_e2e(wl, TimingSettings.from_config(cfg["e2e"]["timing"]), "cpu")
+    return wl, layers, float(e2e[STATISTICS[DEFAULT_STATISTIC]].iloc[0])
+
+
+def extrapolate(db: dict, cfg: dict, plan: dict) -> pd.DataFrame:
+    """Each model of ``plan`` (model -> measured context length -> its measured batch sizes) at 4x its largest
+    measured context (at the batches measured there), at each batch between two measured at a context (there), and
+    at both: predicted from ``db``, against its own timed steps."""
+    from opcost.analysis.decode import attention_share
+    from opcost.analysis.estimate import predict_workload
+    from opcost.model.modes import decode_mode
+
+    rows = []
+    for model, by in plan.items():
+        far = 4 * max(by)
+        targets = ([("context", far, b) for b in sorted(by[max(by)])]
+                   + [("batch", c, b) for c, bs in sorted(by.items()) for b in between(bs)]
+                   + [("both", far, b) for b in between(by[max(by)])])
+        spec = cfg["models"][model]
+        for kind, context, batch in targets:
+            mode = decode_mode(context)
+            try:
+                _, layers, timed = timed_step(model, spec, batch, mode, cfg)
+                pred = predict_workload(db, layers, None)  # the cost model fitted in memory, never saved
+                now = predict_workload(db, layers, None, trace_now=(model, spec))
+            except Exception as e:  # e.g. a context beyond the model's positions: the other targets stand
+                print(f"{model}/{mode}/b{batch}: skipped: {type(e).__name__}: {e}", flush=True)
+                continue
+            rows.append({"workload": f"{model}/{mode}/b{batch}", "kind": kind, "timed_ms": timed * 1e3,
+                         "predicted_ms": pred.predicted_s * 1e3, "low_ms": pred.low_s * 1e3,
+                         "high_ms": pred.high_s * 1e3, "estimated": pred.estimated_share,
+                         "attention": attention_share(pred.layers, context), "overhead_ms": pred.overhead_s * 1e3,
+                         "err": pred.predicted_s / timed - 1, "err_now": now.predicted_s / timed - 1,
+                         "in_interval": pred.low_s <= timed <= pred.high_s})
+            print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
+                                                     float_format="{:.3f}".format), flush=True)
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    from opcost.config import workloads
+    from opcost.model.modes import decode_context
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=[], help="default: every model of the config")
+    ap.add_argument("--config", default=str(CONFIG))
+    ap.add_argument("--contexts", nargs="+", type=int, help="context lengths measured (default: the config's)")
+    ap.add_argument("--batches", nargs="+", type=int, help="batch sizes measured (default: the config's)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--smoke", action="store_true", help="one-layer llama, qwen2 and gpt2, context 16, batches 1 "
+                                                         "and 3, tiny timing settings: a functional check (< 1 min)")
+    args = ap.parse_args()
+    args.cache, args.order = "fresh", "model"
+    t0 = time.perf_counter()
+    prepare(args.threads)
+    cfg = model_entries(args.models or (list(SMOKE_MODELS) if args.smoke else []), args.config)
+    if args.smoke:
+        for name, entry in cfg["models"].items():
+            entry["kwargs"] = SMOKE_MODELS.get(name, entry.get("kwargs"))
+        for stage, timing in SMOKE_TIMING.items():
+            cfg[stage]["timing"] = {**cfg[stage]["timing"], **timing}
+        args.contexts, args.batches = args.contexts or [16], args.batches or [1, 3]
+    for key, given in (("context_lens", args.contexts), ("batch_sizes", args.batches)):
+        if given:  # --contexts, --batches: for every model
+            cfg[key] = given
+            for entry in cfg["models"].values():
+                entry.pop(key, None)
+    plan = {}  # model -> its decode workloads' context lengths and batch sizes
+    for model, mode, batch in workloads(cfg, "models"):
+        if decode_context(mode) is not None:
+            plan.setdefault(model, {}).setdefault(decode_context(mode), []).append(batch)
+    rows, kept, traces = [], [], []
+    for model, by in plan.items():
+        for context, batches in sorted(by.items()):
+            for batch in batches:
+                args.mode = f"decode{context}"
+                keep = {}
+                row, trace = measure_workload(model, batch, cfg, args, keep=keep)
+                kept.append(keep)
+                traces.append(trace)
+                ded = (row["e2e_before_ms"] + row["e2e_after_ms"]) / 2
+                rows.append({"workload": f"{model}/{args.mode}/b{batch}", "e2e_rot_ms": row["e2e_rotation_ms"],
+                             "e2e_ded_ms": ded, "drift": abs(row["e2e_after_ms"] / row["e2e_before_ms"] - 1),
+                             "overhead_ms": row["overhead_ms"], "err_rot": row["err_isolated_ov"],
+                             "err_ded": row["err_isolated_ov_vs_dedicated"], "err_rot_plain": row["err_isolated"]})
+                print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
+                                                         float_format="{:.3f}".format), flush=True)
+    table = pd.DataFrame(rows)
+    print("\nmeasured context lengths and batches: isolated+overhead against the rotation (err_rot) and the "
+          "dedicated steps (err_ded)")
+    print(table.to_string(index=False, float_format="{:.3f}".format))
+    print("\nnever measured: predicted from the measured workloads, against their own timed steps", flush=True)
+    extra = extrapolate(database(kept, traces), cfg, plan)
+    print()
+    print(extra.to_string(index=False, float_format="{:.3f}".format))
+    rot, ded = table["err_rot"].abs(), table["err_ded"].abs()
+    groups = {kind: extra.loc[extra["kind"] == kind, "err"].abs() for kind in ("context", "batch", "both")}
+    med = lambda s: float(np.median(s)) if len(s) else float("nan")  # noqa: E731
+    print("\nmedian |error|: measured vs rotation {:.1%}, vs dedicated {:.1%}; never measured: context {:.1%}, "
+          "batch {:.1%}, both {:.1%}, all {:.1%} (overhead traced now: {:.1%})".format(
+              med(rot), med(ded), *(med(g) for g in groups.values()), med(extra["err"].abs()),
+              med(extra["err_now"].abs())))
+    summary(workloads=len(table), median_abs_err_rot=med(rot), max_abs_err_rot=float(rot.max()),
+            median_abs_err_ded=med(ded), max_abs_err_ded=float(ded.max()), median_drift=med(table["drift"]),
+            extrapolated=len(extra), median_abs_err_context=med(groups["context"]),
+            median_abs_err_batch=med(groups["batch"]), median_abs_err_both=med(groups["both"]),
+            median_abs_err_extrap=med(extra["err"].abs()), max_abs_err_extrap=float(extra["err"].abs().max()),
+            median_abs_err_extrap_now=med(extra["err_now"].abs()), in_interval=int(extra["in_interval"].sum()),
+            wall_s=time.perf_counter() - t0)
+
+
+if __name__ == "__main__":
+    main()
