@@ -25,7 +25,6 @@ and one SUMMARY line.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -35,8 +34,6 @@ from _common import model_entries, prepare, summary
 from prediction_accuracy import measure_workload
 
 HERE = Path(__file__).resolve().parent
-# benchmarks/transformers.py would stand in for the transformers package the hf: models are built with
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 CONFIG = HERE / "configs" / "decode.yaml"
 SMOKE_MODELS = {  # --smoke: one layer, 32 wide
     "llama": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,

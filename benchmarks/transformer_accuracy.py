@@ -9,7 +9,7 @@ order, per top-level aten op type the CPU milliseconds per iteration inside the 
 (positive: the op costs more inside the model than isolated), and the idle time between top-level ops in the model
 minus in the replay (the glue the modelled overhead must hold). Ends with a SUMMARY line.
 
-    python benchmarks/transformers.py [--models gpt2 llama] [--batches 1] [--threads 1] [--top 6]
+    python benchmarks/transformer_accuracy.py [--models gpt2 llama] [--batches 1] [--threads 1] [--top 6]
 """
 from __future__ import annotations
 
