@@ -180,6 +180,9 @@ def test_config_mistakes_are_named_each_in_one_line():
     with pytest.raises(OpcostError, match=r"^config: predict_only.mlp: also under `models`: a model is either "
                                           r"profiled or predicted only"):
         validate({"models": {"mlp": MLP}, "predict_only": {"mlp": dict(MLP)}})
+    aliased = yaml.safe_load("models: {mlp: &m {input_shapes: [[8]]}}\npredict_only: {mlp: *m}")
+    with pytest.raises(OpcostError, match=r"^config: predict_only.mlp: also under `models`"):
+        validate(aliased)  # a YAML alias makes both entries one object: still the user's mistake
     cfg = validate({"models": {"mlp": MLP}, "predict_only": {"wide": dict(MLP)}})
     assert validate(cfg) == cfg  # a validated config validates again unchanged
     with pytest.raises(OpcostError, match=r"^config: sweeps\[0\].grid: \{\} should be non-empty"):
@@ -279,7 +282,8 @@ def test_a_repair_command_repeats_the_users_own_command(tmp_path, monkeypatch):
     assert rerun.from_argv(argv) == {"base": ["snakemake", "--cores", "2", "--directory", "/data/run", "--configfile",
                                               "my study.yaml"], "targets": ["results/figures"], "dryrun": False}
     monkeypatch.setenv(rerun.ENV, "")  # none remembered; restored after the test
-    assert rerun.command(["x.parquet"]) == "snakemake --cores 1 -R x.parquet -- results/figures"
+    assert rerun.command(["x.parquet"]) == ("snakemake --cores 1 -R x.parquet -- results/figures, with your run's "
+                                            "own --configfile and options")  # outside a run: the shape of the command
     rerun.remember(argv)  # as the workflow's main process does; its jobs inherit the environment
     bad = tmp_path / "measurements.parquet"
     bad.write_bytes(b"not parquet at all")

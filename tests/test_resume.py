@@ -179,6 +179,15 @@ def test_a_journal_line_with_invalid_bytes_is_skipped_with_a_warning(tmp_path, c
     assert iso["config_id"].is_unique and lost in set(iso["config_id"])  # measured again, once
 
 
+def test_a_completed_journal_damaged_afterwards_is_still_completed(tmp_path):
+    journal = Journal(tmp_path / "j.jsonl")
+    journal.append([{"config_id": "c1", "median_s": 1e-3}], [])
+    journal.complete()
+    with open(journal.path, "ab") as f:
+        f.write(b"\xff\xfe damage after the mark\n")  # a forced rerun must still measure afresh
+    assert journal.completed()
+
+
 def test_a_journal_that_cannot_be_used_is_one_line_naming_it(tmp_path):
     cfg = _catalog(tmp_path)
     journal = _interrupted(cfg, tmp_path)

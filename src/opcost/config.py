@@ -78,6 +78,10 @@ def _line(e) -> str:
     return str(OpcostError(f"config: {_where(e.path)}", e.message))
 
 
+# id of a validated config's `models` -> (that dict, the predict_only names validate put in it)
+_MERGED: dict[int, tuple[dict, set[str]]] = {}
+
+
 def validate(config: dict) -> dict:
     """Validate ``config`` in place, filling defaults; raise :class:`OpcostError` naming every bad key (one line
     each: :class:`opcost.preflight.Problems` when there are several)."""
@@ -98,13 +102,15 @@ def validate(config: dict) -> dict:
     op_modes = [m for m in config["modes"] if m in ("inference", "training")] or ["inference"]  # sweeps: no decode
     for name, entry in model_entries(config["sweeps"], config["batch_sizes"], op_modes).items():
         config["models"].setdefault(name, entry)  # idempotent: a validated config validates again unchanged
+    merged = _MERGED.setdefault(id(config["models"]), (config["models"], set()))[1]  # held: its id stays its own
     for name, entry in config["predict_only"].items():  # built like any model; `workloads` tells them apart
-        # a validated config holds the predict_only entry itself under `models` (the same object, kept so by
-        # pickling a config whole): any other entry of that name is the user's, profiled and predicted only at once
-        if name in config["models"] and config["models"][name] is not entry:
+        # a name under `models` that an earlier validation of this config did not put there is the user's: a model
+        # profiled and predicted only at once (also when a YAML alias makes both entries one object)
+        if name in config["models"] and name not in merged:
             raise OpcostError(f"config: predict_only.{name}", "also under `models`: a model is either profiled or "
                                                               "predicted only (remove one of the two)")
         config["models"][name] = entry
+        merged.add(name)
     for name in config["models"]:
         if not MODEL_NAME.fullmatch(name):
             raise OpcostError(f"config: models.{name}", "a model name names files and table rows: use letters, "

@@ -131,19 +131,24 @@ class Journal:
                             number, why)
 
     def completed(self) -> bool:
-        """Whether the job that wrote this journal completed: its last line is the mark of :meth:`complete`."""
+        """Whether the job that wrote this journal completed: a line of it is the mark of :meth:`complete` (a job
+        discards a completed journal before it starts, so nothing is journaled after the mark but damage)."""
         try:
             with open(self.path, "rb") as f:
-                f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
-                last = f.read().rstrip(b"\n").rpartition(b"\n")[2]
+                lines = f.read().split(b"\n")
         except FileNotFoundError:
             return False
         except OSError as e:  # a folder in its place, no permission to read it...
             raise self.unusable(f"unreadable ({e.strerror or e})") from None
-        try:
-            return json.loads(last.decode()).get("complete") is True
-        except (ValueError, AttributeError):  # not the mark (a damaged line, or an entry)
-            return False
+        for line in reversed(lines):
+            if b'"complete"' not in line:
+                continue
+            try:
+                if json.loads(line.decode()).get("complete") is True:
+                    return True
+            except (ValueError, AttributeError):  # a damaged line
+                continue
+        return False
 
     @staticmethod
     def _collect(entries) -> tuple[list[dict], list[dict]]:

@@ -64,9 +64,13 @@ def current() -> dict:
 
 
 def command(paths) -> str:
-    """The shell command that reruns the current run with ``paths`` rebuilt (their jobs and what follows)."""
+    """The shell command that reruns the current run with ``paths`` rebuilt (their jobs and what follows); outside
+    a run (the ``opcost`` command), the run's command to be completed with its own options."""
     run = current()
-    return shlex.join([*run["base"], "-R", *map(str, paths), "--", *run["targets"]])
+    line = shlex.join([*run["base"], "-R", *map(str, paths), "--", *run["targets"]])
+    if os.environ.get(ENV):
+        return line
+    return f"{line}, with your run's own --configfile and options"
 
 
 def report_command(out: str = "report.html") -> str:

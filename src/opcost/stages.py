@@ -585,7 +585,7 @@ def make_figures(config: dict, *, layers, measurements, e2e, predictions, consis
     for p in figures.make_all(costed, pred, meas, e2e_df, cons, loop_info, outdir, tier_info, trace_rows,
                               coplace_info, unseen_rows, placed):
         log.info("wrote %s", p)
-    if layer_rows["mode"].map(is_decode).any():  # only a run with decode steps: figures/decode.png
+    if any(is_decode(str(m)) for m in layer_rows["mode"].dropna()):  # only a run with decode steps
         log.info("wrote %s", decode_figure(config, Path(measurements).parent, Path(outdir) / "decode.png"))
     if summary is not None:
         fail = read_tsv(failures) if failures else tables.frame(tables.FAILURES, [])
