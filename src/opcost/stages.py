@@ -672,6 +672,8 @@ def run_rule(smk, fn, *args, **kwargs):
     mark = RunMark(FOLDER, job_of(smk.rule, smk.wildcards.items()))
     try:
         # a run that fails or is stopped from here on is redone by a plain rerun (opcost.journal.RunMark)
+        if mark.unfinished():
+            log.info("the last run of this job did not complete: redoing it")
         scheduled_with = mark.start()
         out = fn(*args, **kwargs)
         mark.done(scheduled_with)
