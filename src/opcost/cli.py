@@ -296,6 +296,7 @@ def _print_prediction(args) -> None:
 
     from opcost import database
     from opcost.analysis import estimate
+    from opcost.measure.plain import PROCESS
 
     db = database.read_db(args.db)
     spec = {}
@@ -328,7 +329,7 @@ def _print_prediction(args) -> None:
            if p.measured_s else "; no end-to-end measurement"))
     if p.runs_held > 1:
         print(_runs_line(p))
-    process = estimate.PROCESS.format(threads=p.conditions.get("threads"))
+    process = PROCESS.format(threads=p.conditions.get("threads"))
     print(f"  costs hold in opcost's measuring process ({process})" + (
         f"; a plain process took {p.plain_gap * 100:+.1f}% ({p.plain_gap_of})" if p.plain_gap is not None else ""))
     print(f"  {'overhead between operators':<32} {p.overhead_s * 1e3:10.3f} ms "

@@ -30,6 +30,7 @@ from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, one
 from opcost.database import latest, of_workload, runs
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
+from opcost.measure.plain import PROCESS  # the process the costs hold in
 from opcost.model.modes import is_decode
 from opcost.model.sweeps import PREFIX as SWEEP_PREFIX
 
@@ -138,13 +139,12 @@ class Prediction:
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
 
 
-PROCESS = "glibc keeping freed memory, {threads} thread(s)"  # what the costs hold in (opcost.measure.memory)
 
 
 def plain_gap(e2e: pd.DataFrame, model: str, batch: int, mode: str) -> tuple[float | None, str | None]:
     """How much longer a plain process (`e2e` method `plain`) took than opcost's dedicated run: the workload's own
     newest pair, else the median over the workloads that have one; (None, None) without any."""
-    from opcost.report.summary import plain_gaps
+    from opcost.measure.plain import plain_gaps
 
     gaps = plain_gaps(e2e)
     own = gaps.get(f"{model}/{mode}/b{int(batch)}")

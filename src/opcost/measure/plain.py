@@ -25,6 +25,7 @@ import pandas as pd
 
 METHOD = "plain"
 CONDITIONS = "glibc's default allocator, threads not pinned"  # what differs from opcost's measuring processes
+PROCESS = "glibc keeping freed memory, {threads} thread(s)"  # the measuring processes the costs hold in
 
 
 def time_plain(name: str, spec: dict, batch: int, mode: str, config: dict, settings) -> tuple[pd.DataFrame,
@@ -46,6 +47,17 @@ def time_plain(name: str, spec: dict, batch: int, mode: str, config: dict, setti
             raise RuntimeError(f"the plain process failed: {tail}")
         return (io.read_parquet(Path(tmp) / "out.e2e.parquet", tables.E2E),
                 io.read_parquet(Path(tmp) / "out.samples.parquet", tables.SAMPLES))
+
+
+def plain_gaps(e2e: pd.DataFrame) -> dict[str, float]:
+    """Per workload (``model/mode/bN``): its newest `plain` iteration time over its newest `dedicated` one, minus 1
+    (how much longer a plain process takes than opcost's)."""
+    out = {}
+    for (model, mode, batch), g in e2e.groupby(["model", "mode", "batch"], sort=False):
+        newest = {m: r.sort_values("timestamp")["median_s"].iloc[-1] for m, r in g.groupby("method")}
+        if METHOD in newest and "dedicated" in newest and newest["dedicated"] > 0:
+            out[f"{model}/{mode}/b{int(batch)}"] = float(newest[METHOD] / newest["dedicated"] - 1)
+    return out
 
 
 def _child(request_path: str, out_prefix: str) -> None:

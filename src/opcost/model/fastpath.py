@@ -37,6 +37,13 @@ log = logging.getLogger(__name__)
 _FUSED: "weakref.WeakSet[nn.Module]" = weakref.WeakSet()
 
 
+def cpu_profiler():
+    """``torch.profiler.profile`` of CPU activity, without Kineto's GPU probing noise on CPU-only hosts (the
+    profiler switches no fast path off: what a plain iteration runs is what it sees)."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+
+
 def candidates(module: nn.Module) -> dict[str, nn.Module]:
     """The submodules (path -> module) of classes with a fused fast path."""
     kinds = tuple(FAST_PATHS)
@@ -50,7 +57,6 @@ def probe(workload) -> list[str]:
     cands = candidates(workload.model.module)
     if not cands:
         return []
-    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's GPU probing noise on CPU-only hosts
     open_markers = []
 
     def pre(mod, args):
@@ -64,7 +70,7 @@ def probe(workload) -> list[str]:
     paths = {m: path for path, m in cands.items()}
     handles = [_ForwardWrap(m, pre, post) for m in cands.values()]  # hooks would switch the fast path off
     try:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with cpu_profiler() as prof:
             workload.step()
     finally:
         for h in reversed(handles):

@@ -85,10 +85,9 @@ OBSERVER_OPS = frozenset({"aten::detach", "aten::resolve_neg", "aten::resolve_co
 
 def aten_ops(step) -> set[str]:
     """The aten operators the profiler sees while ``step()`` runs (the profiler switches no fast path off)."""
-    import os
+    from opcost.model.fastpath import cpu_profiler
 
-    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # Kineto's GPU probing noise on CPU-only hosts
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    with cpu_profiler() as prof:
         step()
     return {ev.name for ev in prof.events() if ev.name.startswith("aten::")}
 

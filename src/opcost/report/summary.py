@@ -36,25 +36,14 @@ def measured_between(measurements: pd.DataFrame, e2e: pd.DataFrame) -> dict[str,
     return out
 
 
-def plain_gaps(e2e: pd.DataFrame) -> dict[str, float]:
-    """Per workload (``model/mode/bN``): its newest `plain` iteration time over its newest `dedicated` one, minus 1
-    (how much longer a plain process takes than opcost's)."""
-    from opcost.measure.plain import METHOD
-
-    out = {}
-    for (model, mode, batch), g in e2e.groupby(["model", "mode", "batch"], sort=False):
-        newest = {m: r.sort_values("timestamp")["median_s"].iloc[-1] for m, r in g.groupby("method")}
-        if METHOD in newest and "dedicated" in newest and newest["dedicated"] > 0:
-            out[f"{model}/{mode}/b{int(batch)}"] = float(newest[METHOD] / newest["dedicated"] - 1)
-    return out
-
-
 def run_facts(measurements: pd.DataFrame, e2e: pd.DataFrame, config: dict) -> dict:
     """What the summary says of the run's conditions: when it measured, the process its costs hold in, and how much
-    longer a plain process took (:func:`measured_between`, :func:`plain_gaps`)."""
+    longer a plain process took (:func:`measured_between`, :func:`opcost.measure.plain.plain_gaps`)."""
+    from opcost.measure.plain import PROCESS, plain_gaps
+
     pinned = "pinned" if config.get("affinity") == "pin" else "not pinned"
     return {"measured": measured_between(measurements, e2e), "plain": plain_gaps(e2e),
-            "process": f"glibc keeping freed memory, {config.get('threads')} thread(s) {pinned}"}
+            "process": f"{PROCESS.format(threads=config.get('threads'))} {pinned}"}
 
 
 def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFrame,
