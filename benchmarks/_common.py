@@ -1,12 +1,22 @@
 """Shared set-up for the benchmark scripts (run from the repository root with the venv active)."""
 from __future__ import annotations
 
+import json
+import math
+import os
+import shlex
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "benchmarks" / "records"
+# `--record` (or OPCOST_RECORD=1): summary() also writes benchmarks/records/<benchmark>.json. The flag is taken out
+# of sys.argv here, on import, before the benchmark's own argparse sees it.
+_ARGV = [a for a in sys.argv if a != "--record"]
+RECORD = len(_ARGV) < len(sys.argv) or os.environ.get("OPCOST_RECORD") == "1"
+sys.argv[:] = _ARGV
 DEFAULT_MODELS = ["resnet18", "mobilenet_v3_small", "tiny_bert", "tiny_dlrm"]
 
 
@@ -37,8 +47,61 @@ def p90(values) -> float:
 
 
 def summary(**kv) -> None:
+    """Print the benchmark's SUMMARY line; with ``--record`` (or OPCOST_RECORD=1) also write its record."""
     print("SUMMARY " + " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in kv.items()))
     sys.stdout.flush()
+    if RECORD:
+        path = write_record(kv)
+        print(f"record: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}", file=sys.stderr)
+
+
+def record_path(argv: list[str]) -> Path:
+    """benchmarks/records/<benchmark>.json, or <benchmark>@<config stem>.json when run with ``--config FILE``."""
+    name = Path(argv[0]).stem
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            name += "@" + Path(argv[i + 1]).stem
+        elif arg.startswith("--config="):
+            name += "@" + Path(arg.split("=", 1)[1]).stem
+    return RECORDS / f"{name}.json"
+
+
+def host_summary() -> dict:
+    """The host a record was measured on: CPU model, cores, GPU (None without CUDA)."""
+    import torch
+
+    from opcost.measure.hostinfo import allowed_cpus, cpu_model
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu_model(), "cores": allowed_cpus(), "gpu": gpu}
+
+
+def _json_value(v):
+    if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+        return v
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return f if math.isfinite(f) else str(f)
+
+
+def write_record(kv: dict, argv: list[str] | None = None) -> Path:
+    """Replace this benchmark's record (date UTC, host, command as run, the summary's key/values)."""
+    from opcost.measure.hostinfo import now
+
+    argv = list(_ARGV if argv is None else argv)
+    script = Path(argv[0]).resolve()
+    shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else Path(argv[0])
+    record = {"benchmark": Path(argv[0]).stem, "date": now(), "host": host_summary(),
+              "command": shlex.join(["python", str(shown), *argv[1:]]),
+              "summary": {k: _json_value(v) for k, v in kv.items()}}
+    path = record_path(argv)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    tmp.replace(path)
+    return path
 
 
 def model_entries(models: list[str], config_file: str | None) -> dict:
