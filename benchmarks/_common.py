@@ -56,13 +56,15 @@ def summary(**kv) -> None:
 
 
 def record_path(argv: list[str]) -> Path:
-    """benchmarks/records/<benchmark>.json, or <benchmark>@<config stem>.json when run with ``--config FILE``."""
+    """benchmarks/records/<benchmark>.json; a run with ``--config FILE`` or ``--mode MODE`` adds ``@<file stem>`` and
+    ``@<mode>``, so that two configs (or inference and training) of one benchmark keep a record each."""
     name = Path(argv[0]).stem
-    for i, arg in enumerate(argv):
-        if arg == "--config" and i + 1 < len(argv):
-            name += "@" + Path(argv[i + 1]).stem
-        elif arg.startswith("--config="):
-            name += "@" + Path(arg.split("=", 1)[1]).stem
+    for option in ("--config", "--mode"):
+        for i, arg in enumerate(argv):
+            if arg == option and i + 1 < len(argv):
+                name += "@" + Path(argv[i + 1]).stem
+            elif arg.startswith(option + "="):
+                name += "@" + Path(arg.split("=", 1)[1]).stem
     return RECORDS / f"{name}.json"
 
 
@@ -86,16 +88,21 @@ def _json_value(v):
     return f if math.isfinite(f) else str(f)
 
 
+_SUMMARIES: list[dict] = []  # this process's SUMMARY lines (training_split prints one per model)
+
+
 def write_record(kv: dict, argv: list[str] | None = None) -> Path:
-    """Replace this benchmark's record (date UTC, host, command as run, the summary's key/values)."""
+    """Replace this benchmark's record (date UTC, host, command as run, and the key/values of every SUMMARY line this
+    process printed so far, in order: ``summaries``)."""
     from opcost.measure.hostinfo import now
 
+    _SUMMARIES.append({k: _json_value(v) for k, v in kv.items()})
     argv = list(_ARGV if argv is None else argv)
     script = Path(argv[0]).resolve()
     shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else Path(argv[0])
     record = {"benchmark": Path(argv[0]).stem, "date": now(), "host": host_summary(),
               "command": shlex.join(["python", str(shown), *argv[1:]]),
-              "summary": {k: _json_value(v) for k, v in kv.items()}}
+              "summaries": list(_SUMMARIES)}
     path = record_path(argv)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
