@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDS = ROOT / "benchmarks" / "records"
+RECORDS = Path(os.environ.get("OPCOST_RECORDS") or ROOT / "benchmarks" / "records")  # where records are written
 # `--record` (or OPCOST_RECORD=1): summary() also writes benchmarks/records/<benchmark>.json. The flag is taken out
 # of sys.argv here, on import, before the benchmark's own argparse sees it.
 _ARGV = [a for a in sys.argv if a != "--record"]

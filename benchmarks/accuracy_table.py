@@ -1,0 +1,182 @@
+"""The accuracy table: docs/accuracy.md and README's "How accurate is it?" section, generated from the benchmarks'
+records (benchmarks/records/*.json, written by a benchmark run with ``--record``; see benchmarks/_common.py).
+
+One row per record and accuracy figure: the date and host of the run, the command that reproduces it, the figure and
+its value. Which SUMMARY keys of a benchmark are accuracy figures, and what each means, is the one mapping ``SHOWN``
+below. A benchmark run again with ``--record`` replaces its record, so the table always shows each benchmark's last
+recorded run.
+
+    python benchmarks/accuracy_table.py           # rewrite docs/accuracy.md and README's section
+    python benchmarks/accuracy_table.py --check   # exit 1 when either is not what the records give
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "benchmarks" / "records"
+DOC = ROOT / "docs" / "accuracy.md"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- accuracy:begin -->", "<!-- accuracy:end -->"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One accuracy figure of a benchmark's SUMMARY line: its key (or ``value``, computed from the line), what it
+    says, and how it is written (``abs``: a |relative error|, ``signed``: a relative error, ``of:<key>``: a fraction
+    of the line's ``<key>`` workloads, written "15 of 22")."""
+    key: str
+    what: str
+    form: str = "abs"
+    value: Callable[[dict], float] | None = None
+
+    def of(self, line: dict):
+        if self.value is not None:
+            try:
+                return self.value(line)
+            except (KeyError, TypeError, ZeroDivisionError):
+                return None
+        return line.get(self.key)
+
+
+ISO = "Σ isolated + overhead vs the rotation's iterations, median |error|"
+SHOWN: dict[str, list[Figure]] = {  # benchmark -> its accuracy figures, in the table's order
+    "prediction_accuracy": [
+        Figure("median_abs_err_isolated_ov", ISO),
+        Figure("median_abs_err_insitu", "Σ in-situ vs the interleaved iterations, median |error|"),
+    ],
+    "transformer_accuracy": [
+        Figure("median_abs_err_rot", f"transformers: {ISO}"),
+        Figure("median_abs_err_ded", "transformers: the same vs dedicated runs, median |error|"),
+    ],
+    "decode": [
+        Figure("median_abs_err_rot", f"decode steps: {ISO}"),
+        Figure("median_abs_err_extrap", "decode steps never measured (4× the context, another batch), median "
+                                        "|error|"),
+    ],
+    "generalisation": [
+        Figure("median_abs_err_model", "a model left out of the database, median |error|"),
+        Figure("within_15pct_model", "a model left out: workloads within ±15%", "of:workloads"),
+        Figure("median_abs_err_batch", "a batch size left out, median |error|"),
+        Figure("median_abs_err_unseen", "`predict_only` models never profiled vs dedicated runs, median |error|"),
+    ],
+    "training_split": [
+        Figure("isolated_vs_rotation", "training b1: Σ isolated vs the rotation's iterations", "signed",
+               lambda s: s["isolated_ms"] / s["rotation_ms"] - 1),
+    ],
+    "sweep_sampling": [
+        Figure("uncertain_median", "held-out sweep points, median |error|: points chosen where least certain"),
+        Figure("random_median", "held-out sweep points, median |error|: as many points drawn at random"),
+    ],
+    "insitu_clock": [
+        Figure("median_abs_err_events", "GPU: Σ in-situ vs the interleaved iterations, median |error|"),
+    ],
+    "gpu_check": [
+        Figure("err_isolated_ov_vs_dedicated", "GPU: Σ isolated + overhead vs a dedicated run", "signed"),
+        Figure("err_predicted_vs_measured", "GPU: predicted without profiling vs measured", "signed"),
+    ],
+}
+LABELS = ("model", "workload")  # a SUMMARY line's key that names what the line is about (one line per model)
+
+
+def load_records(folder: Path = RECORDS) -> list[dict]:
+    """Every record, in SHOWN's order of benchmarks (then by name)."""
+    order = list(SHOWN)
+    records = [dict(json.loads(p.read_text()), name=p.stem) for p in sorted(folder.glob("*.json"))]
+    return sorted(records, key=lambda r: (order.index(r["benchmark"]) if r["benchmark"] in order else len(order),
+                                          r["name"]))
+
+
+def host_text(host: dict) -> str:
+    if host.get("machine"):  # a record carried over from the log names the machine as the log does
+        return host["machine"]
+    cpu, cores, gpu = host.get("cpu"), host.get("cores"), host.get("gpu")
+    text = f"{cpu}, {cores} cores" if cpu and cores else cpu or (f"{cores} CPU cores" if cores else "")
+    return f"{gpu} ({text})" if gpu and text else gpu or text or "unknown"
+
+
+def value_text(value, form: str, line: dict) -> str:
+    if isinstance(value, str):
+        return value
+    if form.startswith("of:") and isinstance(line.get(form[3:]), (int, float)):
+        total = line[form[3:]]
+        return f"{round(value * total)} of {total}"
+    return f"{value:+.1%}" if form == "signed" else f"{value:.1%}"
+
+
+def rows(records: list[dict]) -> list[tuple[str, str, str, str, str]]:
+    """(date, host, command, figure, value) per record and figure of SHOWN that its SUMMARY lines hold."""
+    out = []
+    for rec in records:
+        for fig in SHOWN.get(rec["benchmark"], []):
+            for line in rec["summaries"]:
+                value = fig.of(line)
+                if value is None:
+                    continue
+                label = next((line[k] for k in LABELS if k in line), None)
+                what = f"{fig.what} ({label})" if label else fig.what
+                out.append((rec["date"][:10], host_text(rec["host"]), f"`{rec['command']}`", what,
+                            value_text(value, fig.form, line)))
+    return out
+
+
+def table(records: list[dict]) -> str:
+    lines = ["| date | host | command | figure | value |", "|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows(records)]
+    return "\n".join(lines) + "\n"
+
+
+def readme_section(records: list[dict]) -> str:
+    """What README holds between its markers: the table's current rows."""
+    return (f"{BEGIN}\n{table(records)}\nFrom the last recorded run of each benchmark; the records, their sources and "
+            f"how to refresh them: [docs/accuracy.md](docs/accuracy.md).\n{END}")
+
+
+def document(records: list[dict]) -> str:
+    seeded = [r for r in records if r.get("seeded_from")]
+    parts = [
+        "# Accuracy\n",
+        "Generated by `python benchmarks/accuracy_table.py` from the records in `benchmarks/records/`; do not edit "
+        "by hand. A benchmark run with `--record` (or `OPCOST_RECORD=1`) writes its record "
+        "(`benchmarks/records/<benchmark>[@<config>][@<mode>].json`: date, host, command and its SUMMARY lines), "
+        "replacing that benchmark's previous one; running this script then rewrites this table and README's "
+        "\"How accurate is it?\" section. Errors are predicted / measured − 1; how each benchmark measures is in "
+        "its docstring and in [methodology.md](methodology.md), the runs in [measurements.md](measurements.md).\n",
+        table(records),
+    ]
+    if seeded:
+        parts.append("Records carried over from the dated log ([measurements.md](measurements.md)), each with the "
+                     "date and command of its run as logged:\n")
+        parts.append("\n".join(f"- `{r['name']}`: {r['seeded_from']}" for r in seeded) + "\n")
+    return "\n".join(parts)
+
+
+def with_section(readme: str, section: str) -> str:
+    start, end = readme.index(BEGIN), readme.index(END) + len(END)
+    return readme[:start] + section + readme[end:]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="only check that both files are up to date")
+    args = ap.parse_args()
+    records = load_records()
+    wanted = {DOC: document(records), README: with_section(README.read_text(), readme_section(records))}
+    stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
+    if args.check:
+        for p in stale:
+            print(f"{p.relative_to(ROOT)} is not what the records give: run python benchmarks/accuracy_table.py")
+        sys.exit(1 if stale else 0)
+    for p in stale:
+        p.write_text(wanted[p])
+        print(f"wrote {p.relative_to(ROOT)}")
+    print(f"{len(rows(records))} rows from {len(records)} records")
+
+
+if __name__ == "__main__":
+    main()
