@@ -12,7 +12,7 @@ Every error is computed from the same measurements with each per-call statistic 
 costs and end-to-end times. Each source is also shown overhead-aware (`+ov`): plus the CPU overhead modelled from
 one Kineto trace in which each analysed model iteration follows another and precedes its operators replayed in
 model order (calls per top-level op type x (mean gap T1 in the model - mean gap T1r in the replay), plus the tail
-gap's difference; opcost.analysis.trace). Prints the error table and one SUMMARY line.
+gap's difference; opcost.analysis.overhead). Prints the error table and one SUMMARY line.
 
     python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--config FILE] [--batches 1 8] [--threads 2]
                                              [--cache fresh|rotation|warm|cold] [--order model|shuffled]
@@ -69,7 +69,7 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
     the model's iterations, and `replay_<part>` of its operators replayed in model order). ``keep``, where given,
     receives the workload's database rows: `layers`, `measurements` (isolated and in situ) and `e2e` (dedicated,
     interleaved and rotation rows)."""
-    from opcost.analysis import trace as tr
+    from opcost.analysis.overhead import summarize, trace_workload
     from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, predict, trace_overhead
     from opcost.measure.e2e import measure_e2e
     from opcost.measure.engine import engine_call_s, engine_cost
@@ -94,9 +94,8 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
     # as the pipeline's trace stage: each iteration paired with a replay of its (forward) operators, whose
     # gaps isolated costs already hold
     path = Path(f"/tmp/opcost_bench_{model}_{args.mode}_b{batch}.json.gz")
-    tt = tr.parse(tr.record(wl, path, iterations=10, warmup=3,
-                            paired=tr.replay_runner(wl, cfg["models"])[0]))
-    parts = tr.summarize(tt, model, args.mode, batch, "cpu", None, replay=tt.with_marker(tr.REPLAY_MARKER))
+    traced = trace_workload(wl, cfg["models"], path, iterations=10, warmup=3)
+    parts = traced.parts
     overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
     measurements = pd.concat([iso, ins], ignore_index=True)
     if keep is not None:
@@ -136,7 +135,7 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
             f"err_isolated_ov{sfx}": float(by.loc["isolated+overhead", "error"]),
             f"err_insitu{sfx}": float(by.loc["insitu", "error"]),
             f"err_insitu_ov{sfx}": float(by.loc["insitu+overhead", "error"])})
-    replay = tr.summarize(tt.with_marker(tr.REPLAY_MARKER), model, args.mode, batch, "cpu")
+    replay = summarize(traced.replay, model, args.mode, batch, "cpu")
     return row, {**parts, **{k.replace("trace_", "replay_"): v for k, v in replay.items()}}
 
 

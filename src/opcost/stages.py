@@ -379,20 +379,19 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
     """Kineto trace of the workload's end-to-end iterations (Perfetto-readable JSON) and its analysis tables
     (``out_tables``: part name in :data:`TRACE_PARTS` -> path). A configuration that cannot be replayed is left
     out of the replayed iterations (a failure row); see :func:`_guarded` for ``out_failures``."""
-    from opcost.analysis import trace as tr
+    from opcost.analysis.overhead import trace_prediction, trace_workload
+    from opcost.measure.trace import write_empty
 
     def body():
         wl = _workload(config, model, mode, batch)
         settings = config["trace"]
         # the gaps isolated costs already include, from the replayed operators recorded alongside
-        paired, left_out = tr.replay_runner(wl, config["models"], config["device"], config["dtype"])
-        tr.record(wl, out_trace, iterations=int(settings["iterations"]), warmup=int(settings["warmup"]),
-                  device=config["device"], paired=paired)
-        tt = tr.parse(out_trace)
-        parts = tr.summarize(tt, model, mode, batch, config["device"], None, tt.with_marker(tr.REPLAY_MARKER))
+        traced = trace_workload(wl, config["models"], out_trace, config["device"], config["dtype"],
+                                iterations=int(settings["iterations"]), warmup=int(settings["warmup"]))
+        tt, left_out = traced.tables, traced.left_out
         for part in TRACE_PARTS:
-            io.write_parquet(parts[f"trace_{part}"], out_tables[part], getattr(tables, f"TRACE_{part.upper()}"))
-        check = tr.trace_prediction(tt)
+            io.write_parquet(traced.parts[f"trace_{part}"], out_tables[part], getattr(tables, f"TRACE_{part.upper()}"))
+        check = trace_prediction(tt)
         log.info("%s %s b%s: %d traced iterations, median %.3f ms; top-level ops' %s time %.3f ms (%+.1f%%); "
                  "with modelled gaps %.3f ms (%+.1f%%)", model, mode, batch, tt.n_iterations,
                  check["measured_s"] * 1e3, "device" if tt.has_device else "CPU",
@@ -403,7 +402,7 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
 
     empty = {out_tables[p]: getattr(tables, f"TRACE_{p.upper()}") for p in TRACE_PARTS}
     prepare_process(config)
-    _guarded("trace", model, mode, batch, out_failures, {out_trace: tr.write_empty, **empty}, body)
+    _guarded("trace", model, mode, batch, out_failures, {out_trace: write_empty, **empty}, body)
 
 
 def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2e, out_layers, out_overheads=None,

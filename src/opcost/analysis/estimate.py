@@ -20,7 +20,6 @@ workloads, the overhead's 10–90% range instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -421,37 +420,17 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                       plain_gap=gap, plain_gap_of=gap_of)
 
 
-TRACE_NOW = {"iterations": 3, "warmup": 1}  # the short trace of a workload never traced: seconds, not minutes
-
-
 def overhead_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32") -> float:
     """Seconds per iteration of overhead between operators of the workload (``model``: its name and config entry)
     at ``batch`` in ``mode``, modelled from a short trace of its own taken now, as the trace stage models a
     profiled workload's (:func:`opcost.analysis.predict.trace_overhead`: each gap before a call, less the gap its
-    isolated replay already includes), in this process set up as the measuring ones were (``conditions``: the
-    database's device and threads; glibc keeping freed memory)."""
-    import tempfile
-
-    import torch
-
-    from opcost.analysis import trace as tr
+    isolated replay already includes), in a process of its own set up as the measuring ones were (``conditions``:
+    the database's device and threads; glibc keeping freed memory): :func:`opcost.analysis.overhead.trace_now`."""
+    from opcost.analysis.overhead import trace_now
     from opcost.analysis.predict import trace_overhead
-    from opcost.measure.memory import keep_freed_memory
-    from opcost.model.sources import load_model
-    from opcost.model.workload import make_workload
 
-    name, spec = model
-    device = str(conditions.get("device") or "cpu")
-    keep_freed_memory()
-    torch.set_num_threads(int(conditions.get("threads") or torch.get_num_threads()))
-    wl = make_workload(load_model(name, spec or {}, device, dtype), batch, mode)
-    paired, _ = tr.replay_runner(wl, {name: spec or {}}, device, dtype)
-    with tempfile.TemporaryDirectory(prefix="opcost-trace-") as tmp:
-        path = Path(tmp) / "trace.json.gz"
-        tr.record(wl, path, device=device, paired=paired, **TRACE_NOW)
-        tt = tr.parse(path)
-        parts = tr.summarize(tt, name, mode, batch, device, None, tt.with_marker(tr.REPLAY_MARKER))
-    return float(trace_overhead(parts["trace_overheads"], parts["trace_op_types"])[(name, int(batch), mode)])
+    parts = trace_now(model, batch, mode, conditions, dtype)
+    return float(trace_overhead(parts["trace_overheads"], parts["trace_op_types"])[(model[0], int(batch), mode)])
 
 
 def reference_run(pool: pd.DataFrame, e2e: pd.DataFrame, run: str | None = None) -> str | None:

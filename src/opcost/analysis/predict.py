@@ -103,8 +103,8 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
 def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tuple, float]:
     """(model, batch, mode) -> modelled CPU overhead seconds per iteration from the workload's trace: its calls per
     top-level op type x that type's mean gap T1 before a call, plus the gap after the last op (see
-    :class:`opcost.analysis.trace.OverheadModel`)."""
-    from opcost.analysis.trace import OverheadModel
+    :class:`opcost.analysis.overhead.OverheadModel`)."""
+    from opcost.analysis.overhead import OverheadModel
 
     out = {}
     for key, ov in overheads.groupby(["model", "batch", "mode"]):

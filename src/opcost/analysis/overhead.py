@@ -1,0 +1,277 @@
+"""The CPU overhead model of a traced workload, and the traced workload's tables.
+
+Overhead-aware prediction (:class:`OverheadModel`, :func:`predict`): an iteration costs, per top-level call, its
+modelled gap T1 (see :mod:`opcost.analysis.trace_analysis`) plus its cost, plus the ``<end>`` gap; on GPU the cost
+of a call is ``max(host side, device time)`` with host side ``T2 + L*T4 + (L-1)*T5 + T3`` for L launches per call
+(a per-op critical-path approximation).
+
+What to add to *isolated* costs: an isolated call is timed through the same Python entry points as in the model
+(module ``__call__``, the Python binding), so part of every gap T1 is already inside the isolated cost. The
+replay trace (:func:`opcost.measure.trace.replay_runner`: the workload's operator configurations replayed one after
+the other in the model's call order, each as the profiler calls it) has exactly that part as its gaps, ``T1r``. The
+glue the model adds per call of an op type is then ``T1 - T1r``: container modules, the parent's ``forward`` code.
+Both traces carry the same profiler bookkeeping per top-level call, which cancels in the difference, provided both
+are recorded at the same moments: :func:`opcost.measure.trace.record` with ``paired`` interleaves model and replay
+iterations in one profiler session (markers ``MARKER`` and ``REPLAY_MARKER``). :func:`trace_workload` is that
+sequence (replay, paired recording, parsing, tables), for the trace stage and for ``opcost predict``'s short trace
+of a model never traced (:func:`trace_now`, in a process of its own).
+
+Backward nodes (training; op types starting :data:`ENGINE_NODE`) have no replay: the replay calls forward
+operators. Against isolated costs (a paired trace), the gap before a backward node is the autograd engine's work
+between two nodes, with no Python glue, which an isolated backward row already holds (the engine's per-call cost is
+taken out of it, its per-node cost is not, see :mod:`opcost.measure.engine`), so it adds nothing; netting it of the
+forward replay's pooled gap, as an op type the replay lacks, took about 7 µs per backward node out of the
+prediction (docs/methodology.md, section 7).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from opcost.analysis.trace_analysis import (
+    ALL_TYPES,
+    END,
+    iterations,
+    op_calls,
+    op_kernels,
+    op_types,
+    overhead_samples,
+    overheads,
+)
+from opcost.analysis.trace_parse import TraceTables, parse
+from opcost.measure.trace import REPLAY_MARKER, record, replay_runner
+from opcost.tables import (
+    TRACE_ITERATIONS,
+    TRACE_OP_KERNELS,
+    TRACE_OP_TYPES,
+    TRACE_OVERHEAD_SAMPLES,
+    TRACE_OVERHEADS,
+    frame,
+)
+
+log = logging.getLogger("opcost")
+
+PROFILER = "<profiler>"  # the profiler's own cost per top-level call, calibrated (see profiler_dilation)
+REPLAY_KIND = "T1r"  # T1 statistics of the replay trace (see module docstring)
+ENGINE_NODE = "autograd::engine::evaluate_function: "  # the prefix of a backward node's top-level op type
+
+
+@dataclass(frozen=True)
+class OverheadModel:
+    """The modelled CPU overheads of one traced workload, seconds.
+
+    ``t1``: op type -> mean gap before a call; ``t1_default``: the pooled mean (for op types the trace lacks);
+    ``tail``: the ``<end>`` gap per iteration (gaps net of the calibrated profiler cost per call, a
+    ``<profiler>`` T1 row of the statistics, where present; where the statistics have replay rows, kind ``T1r``,
+    every gap is instead net of the replay's gap before the same op type, or of its pooled gap: the glue that
+    isolated costs lack, see the module docstring); ``host``: op type -> host-side time per call on GPU
+    (``T2 + L*T4 + (L-1)*T5 + T3`` for L >= 1 launches per call, else the op's mean CPU time); ``gpu``: whether
+    the trace has device activity (then :func:`predict` takes the per-call maximum of host and device time)."""
+
+    t1: dict[str, float]
+    t1_default: float
+    tail: float
+    host: dict[str, float] = field(default_factory=dict)
+    host_default: float = 0.0
+    gpu: bool = False
+
+    @classmethod
+    def from_trace(cls, tt: TraceTables) -> OverheadModel:
+        calls = op_calls(tt)
+        return cls.from_tables(overheads(overhead_samples(tt, calls)), op_types(tt, calls))
+
+    @classmethod
+    def from_tables(cls, stats: pd.DataFrame, types: pd.DataFrame) -> OverheadModel:
+        """From a `trace_overheads` and a `trace_op_types` frame of one workload (extra columns are ignored)."""
+        mean = {(t, k): v for t, k, v in zip(stats["op_type"], stats["kind"], stats["mean_s"]) if pd.notna(v)}
+        dilation = float(mean.pop((PROFILER, "T1"), 0.0))  # the profiler's own cost in each gap
+        replay = {t: v for (t, k), v in mean.items() if k == REPLAY_KIND}
+        if replay:  # net of what isolated calls already include (the profiler's cost cancels too)
+            pooled = replay.get(ALL_TYPES, 0.0)
+            mean = {(t, k): v - replay.get(t, pooled) if k == "T1" else v for (t, k), v in mean.items()
+                    if k != REPLAY_KIND}
+        else:
+            mean = {(t, k): max(0.0, v - dilation) if k == "T1" else v for (t, k), v in mean.items()}
+        t1 = {t: v for (t, k), v in mean.items() if k == "T1" and t not in (END, ALL_TYPES)}
+        if replay:  # what isolated costs lack: not the backward nodes' gaps (see the module docstring)
+            t1.update({t: 0.0 for t in t1 if t.startswith(ENGINE_NODE)})
+        gpu = bool(types["device_s"].notna().any()) if len(types) else False
+        host = {}
+        for t, calls, cpu, launches in zip(types["op_type"], types["calls"], types["cpu_s"], types["launches"]):
+            per_call = float(cpu) / float(calls)
+            n = float(launches) / float(calls)
+            parts = [mean.get((t, k)) for k in ("T2", "T3", "T4", "T5")]
+            if gpu and n >= 1 and all(p is not None for p in parts[:3]):
+                t2, t3, t4, t5 = parts
+                host[t] = t2 + n * t4 + (n - 1) * (t5 or 0.0) + t3
+            else:
+                host[t] = per_call
+        total_calls = float(types["calls"].sum()) if len(types) else 0.0
+        host_default = float(sum(host[t] * c for t, c in zip(types["op_type"], types["calls"])) / total_calls) \
+            if total_calls else 0.0
+        return cls(t1, float(mean.get((ALL_TYPES, "T1"), 0.0)), float(mean.get((END, "T1"), 0.0)), host,
+                   host_default, gpu)
+
+    def gap_s(self, calls: Mapping[str, float]) -> float:
+        """Modelled T1 seconds per iteration for ``calls`` (op type -> calls per iteration), ``<end>`` included.
+        Net of a replay, a type's gap may come out negative (two noisy means), but not the iteration's: the model
+        runs every entry point the replay runs plus its containers' code, so a negative sum is noise and counts 0."""
+        return max(0.0, sum(n * self.t1.get(t, self.t1_default) for t, n in calls.items()) + self.tail)
+
+
+def predict(calls: Mapping[str, float], costs: Mapping[str, float], model: OverheadModel) -> dict:
+    """Overhead-aware iteration time from op costs.
+
+    ``calls``: op type -> calls per iteration; ``costs``: op type -> seconds per call (on GPU: device time per
+    call); op types without a cost count their gaps (and, on GPU, host time) only. CPU: sum of calls x (cost + T1)
+    + ``<end>``. GPU: sum of calls x (T1 + max(host, cost)) + ``<end>``. Returns predicted_s, ops_s (sum of calls x
+    cost), overhead_s (the rest), calls and uncovered_calls (calls of op types without a cost)."""
+    ops = sum(n * costs[t] for t, n in calls.items() if t in costs)
+    if model.gpu:
+        busy = sum(n * max(model.host.get(t, model.host_default), costs.get(t, 0.0)) for t, n in calls.items())
+        predicted = busy + model.gap_s(calls)
+    else:
+        predicted = ops + model.gap_s(calls)
+    return {"predicted_s": predicted, "ops_s": ops, "overhead_s": predicted - ops,
+            "calls": float(sum(calls.values())), "uncovered_calls": float(sum(n for t, n in calls.items()
+                                                                            if t not in costs))}
+
+
+def trace_prediction(tt: TraceTables) -> dict:
+    """The trace checked against itself: measured_s (median iteration span), plain_s (median over iterations of
+    the summed top-level op time: CPU, or device time on GPU), and predicted_s from :func:`predict` with the
+    trace's own mean cost per call of each op type and its own overhead model; error = predicted / measured - 1,
+    plain_error likewise."""
+    calls = op_calls(tt)
+    types = op_types(tt, calls)
+    model = OverheadModel.from_tables(overheads(overhead_samples(tt, calls)), types)
+    col = "device_s" if tt.has_device else "cpu_s"
+    measured = float(iterations(tt, calls)["span_s"].median())
+    plain = float(calls.groupby("iteration")[col].sum().reindex(range(tt.n_iterations), fill_value=0.0).median())
+    p = predict(dict(zip(types["op_type"], types["calls"])),
+                dict(zip(types["op_type"], types[col] / types["calls"])), model)
+    return {"measured_s": measured, "plain_s": plain, "predicted_s": float(p["predicted_s"]),
+            "overhead_s": float(p["overhead_s"]), "error": float(p["predicted_s"] / measured - 1),
+            "plain_error": plain / measured - 1, "iterations": tt.n_iterations, "calls": p["calls"]}
+
+
+def summarize(tt: TraceTables, model: str, mode: str, batch: int, device: str | None = None,
+              dilation: float | None = None, replay: TraceTables | None = None) -> dict:
+    """The per-workload trace tables, keyed by table name, ready for :func:`opcost.io.write_parquet`:
+    `trace_op_types`, `trace_iterations`, `trace_op_kernels`, `trace_overheads`, `trace_overhead_samples`;
+    ``dilation`` (from :func:`profiler_dilation`) becomes the ``<profiler>`` row of `trace_overheads`; the T1
+    statistics of ``replay`` (the trace of :func:`replay_runner`) become its ``T1r`` rows."""
+    key = {"model": model, "mode": mode, "batch": batch,
+           "device": device or ("cuda" if tt.has_device else "cpu")}
+    calls = op_calls(tt)
+    samples = overhead_samples(tt, calls)
+    stats = overheads(samples)
+    if dilation is not None:
+        stats = pd.concat([stats, pd.DataFrame([{"op_type": PROFILER, "kind": "T1", "mean_s": dilation,
+                                                 "std_s": np.nan, "n": 1, "outliers": 0}])], ignore_index=True)
+    if replay is not None:
+        r = overheads(overhead_samples(replay))
+        stats = pd.concat([stats, r[r["kind"] == "T1"].assign(kind=REPLAY_KIND)], ignore_index=True)
+    parts = {TRACE_OP_TYPES: op_types(tt, calls), TRACE_ITERATIONS: iterations(tt, calls),
+             TRACE_OP_KERNELS: op_kernels(tt), TRACE_OVERHEADS: stats, TRACE_OVERHEAD_SAMPLES: samples}
+    return {t.name: frame(t, df.assign(**key)) for t, df in parts.items()}
+
+
+def profiler_dilation(path, calls: int = 2000, repeats: int = 7, record_shapes: bool = True) -> float:
+    """Seconds the profiler adds per top-level op call, measured: a loop of ``calls`` cheap aten calls (an add of
+    one-element tensors under inference_mode) timed without the profiler and under :func:`record` (same settings;
+    its trace written to ``path``), the fastest of ``repeats`` loops each: noise on a shared host only lengthens a
+    loop, and a median of unprofiled loops that a neighbour slowed down can exceed the profiled one (the plain loops
+    run before and after the recording, so a slow spell on either side does not decide). Gaps T1 in a trace include this
+    bookkeeping (the end of one op's record and the start of the next), which the unprofiled model never pays;
+    :class:`OverheadModel` subtracts it."""
+    import time
+
+    import torch
+
+    a, b = torch.ones(1), torch.ones(1)
+
+    def loop():
+        with torch.inference_mode():
+            for _ in range(calls):
+                torch.add(a, b)
+
+    def plain() -> float:
+        fastest = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            loop()
+            fastest = min(fastest, time.perf_counter() - t0)
+        return fastest
+
+    loop()
+    before = plain()
+    record(loop, path, iterations=repeats, warmup=1, record_shapes=record_shapes)
+    traced = float(iterations(parse(path))["span_s"].min())
+    return max(0.0, (traced - min(before, plain())) / calls)
+
+
+@dataclass
+class WorkloadTrace:
+    """A workload's trace, read: the model's iterations (``tables``), the paired replay's (``replay``), the
+    per-workload tables keyed by table name (``parts``, see :func:`summarize`) and the configurations left out of
+    the replay, {config_id: (op_type, reason)}."""
+
+    tables: TraceTables
+    replay: TraceTables
+    parts: dict[str, pd.DataFrame]
+    left_out: dict[str, tuple[str, str]]
+
+
+def trace_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "float32", iterations: int = 5,
+                   warmup: int = 2) -> WorkloadTrace:
+    """Trace workload ``wl`` (a :class:`opcost.model.workload.Workload` built from its config entry in ``models``)
+    into ``path`` and read it: its operator configurations replayed (:func:`opcost.measure.trace.replay_runner`),
+    ``iterations`` model iterations recorded after ``warmup`` with the replay paired in the same profiler session
+    (:func:`opcost.measure.trace.record`), the trace parsed and summarized with the replay's gaps as its ``T1r``
+    rows. In the calling process, as it is: the caller sets it up as a measuring process."""
+    paired, left_out = replay_runner(wl, models, device, dtype)
+    record(wl, path, iterations=iterations, warmup=warmup, device=device, paired=paired)
+    tt = parse(path)
+    replay = tt.with_marker(REPLAY_MARKER)
+    return WorkloadTrace(tt, replay, summarize(tt, wl.model.name, wl.mode, wl.batch, device, None, replay), left_out)
+
+
+TRACE_NOW = {"iterations": 3, "warmup": 1}  # the short trace of a workload never traced: seconds, not minutes
+
+
+def trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32") -> dict[str, pd.DataFrame]:
+    """The per-workload trace tables (:func:`summarize`) of a short trace (:data:`TRACE_NOW`) of workload ``model``
+    (its name and config entry) at ``batch`` in ``mode``, taken now by :func:`trace_workload` in a fresh process
+    set up as the measuring ones are (``conditions``: the device and threads of the costs it goes with; glibc
+    keeping freed memory), so that the caller's process keeps its own allocator settings and thread count."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_trace_now, model, int(batch), mode, dict(conditions), dtype).result()
+
+
+def _trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str) -> dict[str, pd.DataFrame]:
+    import tempfile
+
+    import torch
+
+    from opcost.measure.memory import keep_freed_memory
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
+
+    name, spec = model
+    spec = spec or {}
+    device = str(conditions.get("device") or "cpu")
+    keep_freed_memory()
+    if conditions.get("threads"):
+        torch.set_num_threads(int(conditions["threads"]))
+    wl = make_workload(load_model(name, spec, device, dtype), batch, mode)
+    with tempfile.TemporaryDirectory(prefix="opcost-trace-") as tmp:
+        return trace_workload(wl, {name: spec}, Path(tmp) / "trace.json.gz", device, dtype, **TRACE_NOW).parts
