@@ -439,6 +439,64 @@ def test_replay_gaps_are_subtracted_instead_of_the_profiler_cost():
     assert p["predicted_s"] == pytest.approx(1e-4) and p["overhead_s"] == pytest.approx(0.0)
 
 
+def _glue_stats(glue_s: float, std_s: float, rounds: int = 7) -> pd.DataFrame:
+    """T1 and T1r rows whose traced glue is 10 x 1.5 µs + 8 µs = 23 µs per iteration, and a G row."""
+    return pd.DataFrame({"op_type": ["aten::add", ta.ALL_TYPES, ta.END, "aten::add", ta.ALL_TYPES, ta.END,
+                                     ta.ALL_TYPES],
+                         "kind": ["T1"] * 3 + [overhead.REPLAY_KIND] * 3 + [overhead.GLUE_KIND],
+                         "mean_s": [5e-6, 5e-6, 9e-6, 3.5e-6, 3e-6, 1e-6, glue_s],
+                         "std_s": [None] * 6 + [std_s], "n": [10] * 6 + [rounds]})
+
+
+def test_glue_timed_without_the_profiler_replaces_the_traced_gaps_beyond_their_noise():
+    """Where the model's step minus its replay, timed without the profiler, exceeds the traced gaps' sum by more
+    than its noise, every call's gap grows by one amount, so that the workload's own calls cost the timed glue;
+    within its noise the traced gaps stand."""
+    types = pd.DataFrame({"op_type": ["aten::add"], "calls": [10.0], "cpu_s": [1e-4], "device_s": [None],
+                          "launches": [0.0]})
+    resolved = overhead.OverheadModel.from_tables(_glue_stats(123e-6, 5e-6), types)
+    assert resolved.gap_s({"aten::add": 10}) == pytest.approx(123e-6)
+    assert resolved.t1["aten::add"] == pytest.approx(1.5e-6 + 10e-6)
+    assert resolved.t1_default == pytest.approx(2e-6 + 10e-6)  # an op type the trace lacks: the same shift
+    noisy = overhead.OverheadModel.from_tables(_glue_stats(123e-6, 200e-6), types)
+    assert noisy.gap_s({"aten::add": 10}) == pytest.approx(23e-6)
+    without = _glue_stats(123e-6, 5e-6).iloc[:-1]
+    assert overhead.OverheadModel.from_tables(without, types).gap_s({"aten::add": 10}) == pytest.approx(23e-6)
+
+
+def test_glue_timing_finds_the_work_a_step_does_beyond_its_replay():
+    """A real pair: the "model" runs the replay's matrix product and two more of the same size."""
+    from opcost.measure.glue import time_glue
+
+    a = torch.randn(96, 96)
+
+    def replay():
+        torch.mm(a, a)
+
+    def step():
+        for _ in range(3):
+            torch.mm(a, a)
+
+    g = time_glue(step, replay, rounds=3, min_block_s=0.005, max_s=1.0)
+    assert g.rounds == 3 and g.model_s > g.replay_s > 0
+    assert g.glue_s == pytest.approx(g.model_s - g.replay_s, rel=0.5) and g.glue_s > 0 and g.std_s >= 0
+
+
+def test_traced_workload_has_its_glue_row_outside_training(tmp_path):
+    """trace_workload times the glue of an inference workload on a CPU (a `G` row the overhead model reads) and
+    not of a training one, whose replay holds no backward."""
+    from opcost.config import validate
+    from opcost.model.sources import load_model
+
+    models = validate({"models": {"mlp": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}}})["models"]
+    kinds = {}
+    for mode in ("inference", "training"):
+        wl = make_workload(load_model("mlp", models["mlp"]), 2, mode)
+        parts = overhead.trace_workload(wl, models, tmp_path / f"{mode}.json", iterations=2, warmup=1).parts
+        kinds[mode] = set(parts["trace_overheads"]["kind"])
+    assert overhead.GLUE_KIND in kinds["inference"] and overhead.GLUE_KIND not in kinds["training"]
+
+
 @pytest.mark.parametrize("paired", [True, False])
 def test_backward_node_gaps_add_nothing(paired):
     """Against isolated costs (a paired trace) the engine's work between backward nodes is inside the isolated

@@ -16,6 +16,12 @@ iterations in one profiler session (markers ``MARKER`` and ``REPLAY_MARKER``). :
 sequence (replay, paired recording, parsing, tables), for the trace stage and for ``opcost predict``'s short trace
 of a model never traced (:func:`trace_now`, in a process of its own).
 
+What a trace cannot see: at microseconds per call the profiler's own bookkeeping between two calls is as large as
+the glue and touches memory too, so the replay it records runs as cold as the model, and the operators' own
+slowdown inside the model (the caches its glue leaves cold) falls out of the difference. :func:`trace_workload`
+therefore also times the model's step and the replay without the profiler (:mod:`opcost.measure.glue`), and the
+model takes that difference, the glue per iteration, where the traced gaps' sum misses it by more than its noise.
+
 Backward nodes (training; op types starting :data:`ENGINE_NODE`) have no replay: the replay calls forward
 operators. Against isolated costs (a paired trace), the gap before a backward node is the autograd engine's work
 between two nodes, with no Python glue, which an isolated backward row already holds (the engine's per-call cost is
@@ -58,6 +64,8 @@ log = logging.getLogger("opcost")
 
 PROFILER = "<profiler>"  # the profiler's own cost per top-level call, calibrated (see profiler_dilation)
 REPLAY_KIND = "T1r"  # T1 statistics of the replay trace (see module docstring)
+GLUE_KIND = "G"  # the glue per iteration timed without the profiler, model minus replay (opcost.measure.glue)
+GLUE_Z = 2.0  # the timed glue replaces the traced gaps' sum where they differ by more than this many standard errors
 ENGINE_NODE = "autograd::engine::evaluate_function: "  # the prefix of a backward node's top-level op type
 
 
@@ -69,7 +77,8 @@ class OverheadModel:
     ``tail``: the ``<end>`` gap per iteration (gaps net of the calibrated profiler cost per call, a
     ``<profiler>`` T1 row of the statistics, where present; where the statistics have replay rows, kind ``T1r``,
     every gap is instead net of the replay's gap before the same op type, or of its pooled gap: the glue that
-    isolated costs lack, see the module docstring); ``host``: op type -> host-side time per call on GPU
+    isolated costs lack, see the module docstring; with a ``G`` row as well, the glue timed without the profiler,
+    every gap is shifted by one amount per call where their sum misses it beyond its noise, see :func:`_with_glue`); ``host``: op type -> host-side time per call on GPU
     (``T2 + L*T4 + (L-1)*T5 + T3`` for L >= 1 launches per call, else the op's mean CPU time); ``gpu``: whether
     the trace has device activity (then :func:`predict` takes the per-call maximum of host and device time)."""
 
@@ -97,9 +106,13 @@ class OverheadModel:
                     if k != REPLAY_KIND}
         else:
             mean = {(t, k): max(0.0, v - dilation) if k == "T1" else v for (t, k), v in mean.items()}
+        glue = mean.pop((ALL_TYPES, GLUE_KIND), None)
         t1 = {t: v for (t, k), v in mean.items() if k == "T1" and t not in (END, ALL_TYPES)}
         if replay:  # what isolated costs lack: not the backward nodes' gaps (see the module docstring)
             t1.update({t: 0.0 for t in t1 if t.startswith(ENGINE_NODE)})
+        t1_default, tail = float(mean.get((ALL_TYPES, "T1"), 0.0)), float(mean.get((END, "T1"), 0.0))
+        if replay and glue is not None:
+            t1, t1_default = _with_glue(t1, t1_default, tail, types, glue, _glue_se(stats))
         gpu = bool(types["device_s"].notna().any()) if len(types) else False
         host = {}
         for t, calls, cpu, launches in zip(types["op_type"], types["calls"], types["cpu_s"], types["launches"]):
@@ -114,14 +127,36 @@ class OverheadModel:
         total_calls = float(types["calls"].sum()) if len(types) else 0.0
         host_default = float(sum(host[t] * c for t, c in zip(types["op_type"], types["calls"])) / total_calls) \
             if total_calls else 0.0
-        return cls(t1, float(mean.get((ALL_TYPES, "T1"), 0.0)), float(mean.get((END, "T1"), 0.0)), host,
-                   host_default, gpu)
+        return cls(t1, t1_default, tail, host, host_default, gpu)
 
     def gap_s(self, calls: Mapping[str, float]) -> float:
         """Modelled T1 seconds per iteration for ``calls`` (op type -> calls per iteration), ``<end>`` included.
         Net of a replay, a type's gap may come out negative (two noisy means), but not the iteration's: the model
         runs every entry point the replay runs plus its containers' code, so a negative sum is noise and counts 0."""
         return max(0.0, sum(n * self.t1.get(t, self.t1_default) for t, n in calls.items()) + self.tail)
+
+
+def _glue_se(stats: pd.DataFrame) -> float:
+    from opcost.measure.glue import standard_error
+
+    row = stats[(stats["op_type"] == ALL_TYPES) & (stats["kind"] == GLUE_KIND)].iloc[0]
+    return standard_error(float(row["std_s"]) if pd.notna(row["std_s"]) else 0.0, int(row["n"]))
+
+
+def _with_glue(t1: dict[str, float], t1_default: float, tail: float, types: pd.DataFrame, glue: float,
+               se: float) -> tuple[dict[str, float], float]:
+    """(t1, t1_default) shifted by the same amount per call so that the workload's own calls cost ``glue`` per
+    iteration, where the traced gaps' sum differs from the glue timed without the profiler (kind ``G``, standard
+    error ``se``) by more than :data:`GLUE_Z` standard errors; else as they are. The shift is what the trace cannot
+    see: the operators' own slowdown inside the model (the caches the glue leaves cold) and glue the profiler's
+    bookkeeping hides (:mod:`opcost.measure.glue`)."""
+    calls = dict(zip(types["op_type"], types["calls"]))
+    total = float(sum(calls.values()))
+    traced = sum(n * t1.get(t, t1_default) for t, n in calls.items()) + tail
+    if total <= 0 or abs(glue - traced) <= GLUE_Z * se:
+        return t1, t1_default
+    shift = (glue - traced) / total
+    return {t: v + shift for t, v in t1.items()}, t1_default + shift
 
 
 def predict(calls: Mapping[str, float], costs: Mapping[str, float], model: OverheadModel) -> dict:
@@ -161,11 +196,12 @@ def trace_prediction(tt: TraceTables) -> dict:
 
 
 def summarize(tt: TraceTables, model: str, mode: str, batch: int, device: str | None = None,
-              dilation: float | None = None, replay: TraceTables | None = None) -> dict:
+              dilation: float | None = None, replay: TraceTables | None = None, glue=None) -> dict:
     """The per-workload trace tables, keyed by table name, ready for :func:`opcost.io.write_parquet`:
     `trace_op_types`, `trace_iterations`, `trace_op_kernels`, `trace_overheads`, `trace_overhead_samples`;
     ``dilation`` (from :func:`profiler_dilation`) becomes the ``<profiler>`` row of `trace_overheads`; the T1
-    statistics of ``replay`` (the trace of :func:`replay_runner`) become its ``T1r`` rows."""
+    statistics of ``replay`` (the trace of :func:`replay_runner`) become its ``T1r`` rows; ``glue`` (a
+    :class:`opcost.measure.glue.GlueTiming`) its ``G`` row."""
     key = {"model": model, "mode": mode, "batch": batch,
            "device": device or ("cuda" if tt.has_device else "cpu")}
     calls = op_calls(tt)
@@ -177,6 +213,10 @@ def summarize(tt: TraceTables, model: str, mode: str, batch: int, device: str | 
     if replay is not None:
         r = overheads(overhead_samples(replay))
         stats = pd.concat([stats, r[r["kind"] == "T1"].assign(kind=REPLAY_KIND)], ignore_index=True)
+    if glue is not None:
+        stats = pd.concat([stats, pd.DataFrame([{"op_type": ALL_TYPES, "kind": GLUE_KIND, "mean_s": glue.glue_s,
+                                                 "std_s": glue.std_s, "n": glue.rounds, "outliers": 0}])],
+                          ignore_index=True)
     parts = {TRACE_OP_TYPES: op_types(tt, calls), TRACE_ITERATIONS: iterations(tt, calls),
              TRACE_OP_KERNELS: op_kernels(tt), TRACE_OVERHEADS: stats, TRACE_OVERHEAD_SAMPLES: samples}
     return {t.name: frame(t, df.assign(**key)) for t, df in parts.items()}
@@ -234,12 +274,18 @@ def trace_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "fl
     into ``path`` and read it: its operator configurations replayed (:func:`opcost.measure.trace.replay_runner`),
     ``iterations`` model iterations recorded after ``warmup`` with the replay paired in the same profiler session
     (:func:`opcost.measure.trace.record`), the trace parsed and summarized with the replay's gaps as its ``T1r``
-    rows. In the calling process, as it is: the caller sets it up as a measuring process."""
+    rows; on a CPU, outside training (whose replay holds no backward), the model's step and the replay then timed
+    without the profiler (:func:`opcost.measure.glue.time_glue`), their difference the ``G`` row. In the calling
+    process, as it is: the caller sets it up as a measuring process."""
+    from opcost.measure.glue import time_glue
+
     paired, left_out = replay_runner(wl, models, device, dtype)
     record(wl, path, iterations=iterations, warmup=warmup, device=device, paired=paired)
     tt = parse(path)
     replay = tt.with_marker(REPLAY_MARKER)
-    return WorkloadTrace(tt, replay, summarize(tt, wl.model.name, wl.mode, wl.batch, device, None, replay), left_out)
+    glue = time_glue(wl.step, paired) if str(device) == "cpu" and wl.mode != "training" else None
+    return WorkloadTrace(tt, replay, summarize(tt, wl.model.name, wl.mode, wl.batch, device, None, replay, glue),
+                         left_out)
 
 
 TRACE_NOW = {"iterations": 3, "warmup": 1}  # the short trace of a workload never traced: seconds, not minutes

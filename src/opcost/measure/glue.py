@@ -1,0 +1,78 @@
+"""The glue between a model's operators, timed without the profiler.
+
+A model's iteration costs its operators plus the Python code between and around them (container modules, the
+parent's ``forward``, a Hugging Face model's mask and cache bookkeeping), and that code also costs the operators
+something: the caches it leaves cold. A decode step of a small Llama-shaped decoder ran each Linear in 65 µs inside
+the model where an immediate second call on the same input took 18 µs and the replay of the same calls in model
+order 31 µs (docs/measurements.md). A trace sees neither part well at this scale: the profiler's own bookkeeping
+between two calls is several microseconds and touches memory too, so the replay it records runs about as cold as the
+model, and the difference of the two traces misses what the glue does to the operators.
+
+:func:`time_glue` times the two iterations that :func:`opcost.measure.trace.record` pairs in a trace, the model's
+step and its operators replayed in model order (:func:`opcost.measure.trace.replay_runner`), without the profiler:
+alternately, in blocks of the same seconds, each block after one untimed iteration of its own (the state a run of
+the model finds), the order alternating between rounds so that a drift of the machine's speed cancels. The glue of
+one iteration is the median over rounds of model minus replay. :class:`opcost.analysis.overhead.OverheadModel` adds
+it where the trace's own model of the gaps falls short of it by more than its noise.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+ROUNDS = 7  # alternating (model, replay) block pairs
+MIN_BLOCK_S = 0.02  # each block at least this long: many µs-scale steps, or one long iteration
+MAX_S = 6.0  # the whole timing at most about this long (fewer rounds for slow iterations, never under 3)
+
+
+@dataclass(frozen=True)
+class GlueTiming:
+    """Per iteration: ``glue_s`` the median over ``rounds`` of model minus replay, ``std_s`` the standard deviation
+    of those differences, ``model_s`` and ``replay_s`` the medians of each."""
+
+    glue_s: float
+    std_s: float
+    rounds: int
+    model_s: float
+    replay_s: float
+
+    @property
+    def se_s(self) -> float:
+        """The standard error of ``glue_s`` (a median's: 1.2533 σ / √rounds)."""
+        return standard_error(self.std_s, self.rounds)
+
+
+def standard_error(std_s: float, rounds: int) -> float:
+    """The standard error of the median of ``rounds`` differences of standard deviation ``std_s``."""
+    return 1.2533 * std_s / math.sqrt(max(1, rounds))
+
+
+def _block(fn: Callable[[], object], sync: Callable[[], None], n: int) -> float:
+    fn()  # untimed: the block starts after an iteration of its own, as a run of the model does
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / n
+
+
+def time_glue(step: Callable[[], object], replay: Callable[[], object], sync: Callable[[], None] = lambda: None,
+              rounds: int = ROUNDS, min_block_s: float = MIN_BLOCK_S, max_s: float = MAX_S) -> GlueTiming:
+    """The model's ``step`` against its ``replay`` (both zero-argument; ``sync`` waits for a device), timed as the
+    module docstring says."""
+    once = max(_block(step, sync, 1), 1e-9)
+    n = max(1, math.ceil(min_block_s / once))
+    per_round = 2 * (n + 1) * once  # both blocks, each with its untimed iteration (the replay is the cheaper)
+    rounds = max(3, min(rounds, int(max_s / per_round)))
+    model, rep = [], []
+    for k in range(rounds):
+        order = ((model, step), (rep, replay)) if k % 2 == 0 else ((rep, replay), (model, step))
+        for out, fn in order:
+            out.append(_block(fn, sync, n))
+    diffs = [m - r for m, r in zip(model, rep)]
+    return GlueTiming(statistics.median(diffs), statistics.stdev(diffs), len(diffs), statistics.median(model),
+                      statistics.median(rep))
