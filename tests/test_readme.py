@@ -127,7 +127,8 @@ def test_record_flag_writes_the_record_and_leaves_argparse_alone(tmp_path):
         "import argparse, sys\n"
         f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
         "from _common import summary\n"
-        "ap = argparse.ArgumentParser(); ap.add_argument('--config'); args = ap.parse_args()\n"
+        "ap = argparse.ArgumentParser(); ap.add_argument('--config'); ap.add_argument('--smoke', action='store_true')\n"
+        "args = ap.parse_args()\n"
         "summary(model='a', err=0.25, n=3)\n"
         "summary(model='b', err=float('nan'))\n")
     env = {k: v for k, v in os.environ.items() if k != "OPCOST_RECORD"}
@@ -144,6 +145,9 @@ def test_record_flag_writes_the_record_and_leaves_argparse_alone(tmp_path):
                            text=True, timeout=120)
     assert again.returncode == 0 and json.loads((tmp_path / "records" / "probe@my.json").read_text()) == rec, \
         "without --record nothing is written"
+    smoke = subprocess.run([sys.executable, str(script), "--record", "--smoke"], env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert smoke.returncode == 0 and not (tmp_path / "records" / "probe.json").exists(), "a --smoke run records"
 
 
 def test_table_shows_a_new_record_in_place_of_the_old(tmp_path):
