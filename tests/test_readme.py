@@ -160,3 +160,18 @@ def test_table_shows_a_new_record_in_place_of_the_old(tmp_path):
     rows = table.rows(table.load_records(tmp_path))
     assert [r[4] for r in rows] == ["4.1%", "5.0%"]
     assert rows[0][:3] == ("2030-01-02", "Some CPU, 8 cores", "`python benchmarks/x.py --threads 1`")
+
+
+def test_llama_recipe_builds_the_stack_without_and_with_its_head():
+    """README's Llama-style recipe: `hf:llama` has no language-model head, `hf:LlamaForCausalLM` has it."""
+    import torch
+
+    from opcost.model.sources import load_model
+
+    text = next(body for _, body in FENCE.findall((ROOT / "README.md").read_text()) if "llama_body" in body)
+    entries = yaml.safe_load(text)["models"]
+    vocab = entries["llama_lm"]["kwargs"]["vocab_size"]
+    heads = {name: [path for path, m in load_model(name, entry).module.named_modules()
+                    if isinstance(m, torch.nn.Linear) and m.out_features == vocab]
+             for name, entry in entries.items()}
+    assert heads == {"llama_body": [], "llama_lm": ["model.lm_head"]}
