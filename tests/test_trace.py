@@ -497,6 +497,30 @@ def test_traced_workload_has_its_glue_row_outside_training(tmp_path):
     assert overhead.GLUE_KIND in kinds["inference"] and overhead.GLUE_KIND not in kinds["training"]
 
 
+def test_a_trace_taken_now_runs_in_a_process_of_its_own():
+    """opcost predict's short trace of a model never traced: the same tables as the trace stage's (through one
+    trace_workload), recorded in a fresh process set up as the measuring ones are, so that the caller keeps its
+    own thread count; a refusal there (an OpcostError) reaches the caller as one."""
+    from opcost.config import validate
+
+    models = validate({"models": {"mlp": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}}})["models"]
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        parts = overhead.trace_now(("mlp", models["mlp"]), 2, "inference", {"device": "cpu", "threads": 2})
+        assert torch.get_num_threads() == 1  # the caller's process as it was
+    finally:
+        torch.set_num_threads(before)
+    assert set(parts) == {"trace_op_types", "trace_iterations", "trace_op_kernels", "trace_overheads",
+                          "trace_overhead_samples"}
+    assert len(parts["trace_iterations"]) == overhead.TRACE_NOW["iterations"]
+    stats = parts["trace_overheads"]
+    assert {"T1", overhead.REPLAY_KIND} <= set(stats["kind"]) and (stats["model"] == "mlp").all()
+    assert "aten::linear" in set(parts["trace_op_types"]["op_type"])
+    with pytest.raises(OpcostError, match="nowhere"):
+        overhead.trace_now(("nowhere", {"model": "tests.tiny_models:no_such_factory"}), 2, "inference", {})
+
+
 @pytest.mark.parametrize("paired", [True, False])
 def test_backward_node_gaps_add_nothing(paired):
     """Against isolated costs (a paired trace) the engine's work between backward nodes is inside the isolated

@@ -50,6 +50,7 @@ from opcost.analysis.trace_analysis import (
     overheads,
 )
 from opcost.analysis.trace_parse import TraceTables, parse
+from opcost.errors import OpcostError
 from opcost.measure.trace import REPLAY_MARKER, record, replay_runner
 from opcost.tables import (
     TRACE_ITERATIONS,
@@ -78,9 +79,10 @@ class OverheadModel:
     ``<profiler>`` T1 row of the statistics, where present; where the statistics have replay rows, kind ``T1r``,
     every gap is instead net of the replay's gap before the same op type, or of its pooled gap: the glue that
     isolated costs lack, see the module docstring; with a ``G`` row as well, the glue timed without the profiler,
-    every gap is shifted by one amount per call where their sum misses it beyond its noise, see :func:`_with_glue`); ``host``: op type -> host-side time per call on GPU
-    (``T2 + L*T4 + (L-1)*T5 + T3`` for L >= 1 launches per call, else the op's mean CPU time); ``gpu``: whether
-    the trace has device activity (then :func:`predict` takes the per-call maximum of host and device time)."""
+    every gap is shifted by one amount per call where their sum misses it beyond its noise, see
+    :func:`_with_glue`); ``host``: op type -> host-side time per call on GPU (``T2 + L*T4 + (L-1)*T5 + T3`` for
+    L >= 1 launches per call, else the op's mean CPU time); ``gpu``: whether the trace has device activity (then
+    :func:`predict` takes the per-call maximum of host and device time)."""
 
     t1: dict[str, float]
     t1_default: float
@@ -300,10 +302,26 @@ def trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str 
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_trace_now, model, int(batch), mode, dict(conditions), dtype).result()
+        parts = pool.submit(_trace_now, model, int(batch), mode, dict(conditions), dtype).result()
+    if isinstance(parts, _Refused):  # sent back as culprit and cause (its pickled form would not rebuild)
+        raise OpcostError(parts.culprit, parts.cause)
+    return parts
 
 
-def _trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str) -> dict[str, pd.DataFrame]:
+def _trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str):
+    try:
+        return _traced_now(model, batch, mode, conditions, dtype)
+    except OpcostError as e:
+        return _Refused(e.culprit, e.cause)
+
+
+@dataclass(frozen=True)
+class _Refused:
+    culprit: str
+    cause: str
+
+
+def _traced_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str) -> dict[str, pd.DataFrame]:
     import tempfile
 
     import torch
