@@ -31,9 +31,15 @@ work                 FLOPs and bytes
 ===================  ====================================================================================
 
 An op type the table does not name has no family and no twin, and elementwise work.
+
+Op types are keys (tables, the database, the cost model): a module call's is its class name (``Linear``), a
+functional call's (an aten op outside leaf modules) its aten name without namespace (``linear``). What a reader
+sees is :func:`label`: the class name for a module, ``aten::linear`` for a functional call, so that ``F.linear``
+inside a model never reads as a second ``Linear``; the same form as the top-level ops of a Kineto trace.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # name                         family         twin           work
@@ -264,3 +270,23 @@ def twins(op_type: str) -> tuple[str, ...]:
 
 def work(op_type: str) -> str:
     return lookup(op_type).work
+
+
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ATEN = "aten::"
+
+
+def label(op_type: str, scope: str | None = None) -> str:
+    """The name a reader sees for ``op_type`` (see the module docstring): ``Linear`` for the module, ``aten::linear``
+    for the functional call. ``scope`` (the layers' `module` or `functional`) decides where given; without it the
+    name does: module classes are capitalised, aten ops are not. Names that already say what they are (a trace's
+    ``aten::linear`` or autograd node, ``autograd engine``, ``<end>``, ``other``) are returned as they are."""
+    if scope == "module" or not _BARE.fullmatch(op_type) or op_type == "other":
+        return op_type
+    return ATEN + op_type if scope == "functional" or not op_type[0].isupper() else op_type
+
+
+def labels(rows) -> list[str]:
+    """:func:`label` of each row of a frame with an `op_type` column (and a `scope` column where it has one)."""
+    scopes = rows["scope"] if "scope" in rows else [None] * len(rows)
+    return [label(t, s if isinstance(s, str) else None) for t, s in zip(rows["op_type"], scopes)]

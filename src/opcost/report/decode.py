@@ -1,6 +1,8 @@
 """What `opcost predict --mode decode` prints: a decode step's summary (:func:`opcost.analysis.decode.summary`)."""
 from __future__ import annotations
 
+from opcost.analysis.optypes import label
+
 
 def describe(s: dict) -> str:
     """A :func:`opcost.analysis.decode.summary` as the lines `opcost predict --mode decode` prints."""
@@ -16,5 +18,5 @@ def describe(s: dict) -> str:
              f"{s['kv_cache_bytes'] / 1e6:.3f} MB; attention and cache update {s['attention_share']:.0%} of the "
              "operator time",
              f"  {'overhead between operators':<32} {ms(s['overhead_s']):>12}"]
-    lines += [f"  {op_type:<32} {ms(t):>12}" for op_type, t in s["top_op_types_s"].items()]
+    lines += [f"  {label(op_type):<32} {ms(t):>12}" for op_type, t in s["top_op_types_s"].items()]
     return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""Op-type labels: a reader tells a module call (`Linear`) from a functional call (`aten::linear`), while the keys
+the tables and the cost model use stay as they are."""
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from opcost.analysis import optypes
+from opcost.measure.engine import ENGINE_OP_TYPE
+from opcost.model.extract import extract
+from opcost.model.sources import LoadedModel
+from opcost.model.workload import make_workload
+
+
+class _Both(nn.Module):
+    """An nn.Linear and a functional linear (a tied projection), as in a decoder with a tied head."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return F.linear(torch.relu(self.proj(x)), self.proj.weight)
+
+
+@pytest.mark.parametrize("op_type, scope, shown", [
+    ("Linear", "module", "Linear"),
+    ("linear", "functional", "aten::linear"),
+    ("Linear", None, "Linear"),  # no scope: a capitalised name is a module class
+    ("linear", None, "aten::linear"),
+    ("add_", None, "aten::add_"),
+    ("_softmax", None, "aten::_softmax"),
+    ("aten::linear", None, "aten::linear"),  # a trace's top-level op: already says what it is
+    ("autograd::engine::evaluate_function: AddmmBackward0", None,
+     "autograd::engine::evaluate_function: AddmmBackward0"),
+    (ENGINE_OP_TYPE, None, ENGINE_OP_TYPE),
+    ("<end>", None, "<end>"),
+    ("other", None, "other"),  # the figures' fold of the smaller types
+    ("picky", "module", "picky"),  # a module class with a lower-case name is still a module
+])
+def test_labels_tell_a_module_from_a_functional_call(op_type, scope, shown):
+    assert optypes.label(op_type, scope) == shown
+
+
+def test_a_model_calling_linear_both_ways_shows_two_distinct_labels_over_unchanged_keys():
+    torch.manual_seed(0)
+    wl = make_workload(LoadedModel("both", _Both(), lambda batch, seed=0: (torch.randn(batch, 8),)), 2, "inference")
+    layers = extract(wl)
+    keys = layers[["op_type", "scope"]].drop_duplicates().values.tolist()
+    assert ["Linear", "module"] in keys and ["linear", "functional"] in keys  # the keys as stored
+    shown = dict(zip(zip(layers["op_type"], layers["scope"]), optypes.labels(layers)))
+    assert shown[("Linear", "module")] == "Linear" and shown[("linear", "functional")] == "aten::linear"
+    assert optypes.labels(layers[["op_type"]]) == optypes.labels(layers)  # the name alone says the same here
+    assert optypes.labels(pd.DataFrame({"op_type": []})) == []
