@@ -296,6 +296,7 @@ def _print_prediction(args) -> None:
 
     from opcost import database
     from opcost.analysis import estimate
+    from opcost.analysis.optypes import label
     from opcost.measure.plain import PROCESS
 
     db = database.read_db(args.db)
@@ -335,7 +336,7 @@ def _print_prediction(args) -> None:
     print(f"  {'overhead between operators':<32} {p.overhead_s * 1e3:10.3f} ms "
           f"({estimate.OVERHEAD_FROM[p.overhead_from]})")
     for op_type, t in p.by_op_type().head(12).items():
-        print(f"  {op_type:<32} {t * 1e3:10.3f} ms")
+        print(f"  {label(op_type):<32} {t * 1e3:10.3f} ms")
     methods = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in sorted(p.methods().items()))
     print(f"by source: {methods}")
 
