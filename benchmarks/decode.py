@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from _common import model_entries, prepare, summary
 from prediction_accuracy import measure_workload
+from transformer_accuracy import glue_columns
 
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE / "configs" / "decode.yaml"
@@ -165,7 +166,8 @@ def main() -> None:
                 rows.append({"workload": f"{model}/{args.mode}/b{batch}", "e2e_rot_ms": row["e2e_rotation_ms"],
                              "e2e_ded_ms": ded, "drift": abs(row["e2e_after_ms"] / row["e2e_before_ms"] - 1),
                              "overhead_ms": row["overhead_ms"], "err_rot": row["err_isolated_ov"],
-                             "err_ded": row["err_isolated_ov_vs_dedicated"], "err_rot_plain": row["err_isolated"]})
+                             "err_ded": row["err_isolated_ov_vs_dedicated"], "err_rot_plain": row["err_isolated"],
+                             **glue_columns(row, trace)})
                 print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
                                                          float_format="{:.3f}".format), flush=True)
     table = pd.DataFrame(rows)
@@ -184,6 +186,7 @@ def main() -> None:
               med(rot), med(ded), *(med(g) for g in groups.values()), med(extra["err"].abs()),
               med(extra["err_now"].abs())))
     summary(workloads=len(table), median_abs_err_rot=med(rot), max_abs_err_rot=float(rot.max()),
+            median_abs_err_rot_traced=med(table["err_rot_traced"].abs()),
             median_abs_err_ded=med(ded), max_abs_err_ded=float(ded.max()), median_drift=med(table["drift"]),
             extrapolated=len(extra), median_abs_err_context=med(groups["context"]),
             median_abs_err_batch=med(groups["batch"]), median_abs_err_both=med(groups["both"]),

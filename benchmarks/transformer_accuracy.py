@@ -7,9 +7,12 @@ runs before and after profiling (`err_ded`, with their drift `drift`: what the m
 Then the attribution: from the trace in which each model iteration is paired with its operators replayed in model
 order, per top-level aten op type the CPU milliseconds per iteration inside the model minus those of the replay
 (positive: the op costs more inside the model than isolated), and the idle time between top-level ops in the model
-minus in the replay (the glue the modelled overhead must hold). Ends with a SUMMARY line.
+minus in the replay (the glue the modelled overhead must hold). `glue_ms`: the model's step minus the replay timed
+without the profiler (opcost.measure.glue), which the modelled overhead (`overhead_ms`) takes where the trace's own
+model (`traced_ms`, its error `err_rot_traced`) misses it beyond its noise. Ends with a SUMMARY line.
 
     python benchmarks/transformer_accuracy.py [--models gpt2 llama] [--batches 1] [--threads 1] [--top 6]
+    python benchmarks/transformer_accuracy.py --smoke     # one-layer llama and bert: a functional check
 """
 from __future__ import annotations
 
@@ -24,6 +27,12 @@ from _common import ROOT, model_entries, prepare, summary
 from prediction_accuracy import measure_workload
 
 CONFIG = Path(__file__).resolve().parent / "configs" / "transformers.yaml"
+SMOKE_MODELS = {  # --smoke: one layer, 32 wide, 16 tokens
+    "llama": {"seq_len": 16, "kwargs": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64,
+                                        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128}},
+    "bert": {"seq_len": 16, "kwargs": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64,
+                                       "num_attention_heads": 4, "vocab_size": 128}},
+}
 if str(ROOT) not in sys.path:  # `tests.tiny_models:make_fast_encoder` is a module:callable model
     sys.path.insert(0, str(ROOT))
 
@@ -40,6 +49,21 @@ def attribution(traces: dict, top: int) -> tuple[pd.DataFrame, float]:
     return both, idle * 1e3
 
 
+def glue_columns(row: dict, traces: dict) -> dict:
+    """The glue per iteration timed without the profiler (`glue_ms`, the `G` row), the overhead the trace alone
+    models without it (`traced_ms`, milliseconds) and the isolated+overhead error against the rotation with that
+    overhead instead (`err_rot_traced`), for a :func:`measure_workload` row and its trace tables."""
+    from opcost.analysis.overhead import GLUE_KIND
+    from opcost.analysis.predict import trace_overhead
+
+    ov, types = traces["trace_overheads"], traces["trace_op_types"]
+    g = ov.loc[ov["kind"] == GLUE_KIND, "mean_s"]
+    traced = list(trace_overhead(ov[ov["kind"] != GLUE_KIND], types).values())
+    traced_ms = traced[0] * 1e3 if traced else float("nan")
+    return {"err_rot_traced": row["err_isolated_ov"] + (traced_ms - row["overhead_ms"]) / row["e2e_rotation_ms"],
+            "traced_ms": traced_ms, "glue_ms": float(g.iloc[0]) * 1e3 if len(g) else float("nan")}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=[], help="default: every model of the config")
@@ -47,10 +71,19 @@ def main() -> None:
     ap.add_argument("--batches", nargs="+", type=int, default=[1])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--top", type=int, default=6, help="op types shown per workload in the attribution")
+    ap.add_argument("--smoke", action="store_true", help="one-layer llama and bert, sequence 16, tiny timing "
+                                                         "settings: a functional check (< 1 min)")
     args = ap.parse_args()
     args.mode, args.cache, args.order = "inference", "fresh", "model"
     prepare(args.threads)
-    cfg = model_entries(args.models, args.config)
+    cfg = model_entries(args.models or (list(SMOKE_MODELS) if args.smoke else []), args.config)
+    if args.smoke:
+        from decode import SMOKE_TIMING
+
+        for name, entry in cfg["models"].items():
+            entry.update(SMOKE_MODELS.get(name, {}))
+        for stage, timing in SMOKE_TIMING.items():
+            cfg[stage]["timing"] = {**cfg[stage]["timing"], **timing}
     rows, t0 = [], time.perf_counter()
     for name in cfg["models"]:
         for batch in args.batches:
@@ -61,13 +94,15 @@ def main() -> None:
                          "drift": abs(row["e2e_after_ms"] / row["e2e_before_ms"] - 1),
                          "err_rot": row["err_isolated_ov"], "err_ded": row["err_isolated_ov_vs_dedicated"],
                          "err_rot_plain": row["err_isolated"], "overhead_ms": row["overhead_ms"],
-                         "idle_extra_ms": idle})
+                         **glue_columns(row, traces), "idle_extra_ms": idle})
             print(pd.DataFrame([rows[-1]]).to_string(index=False, float_format="{:.3f}".format))
             print(ops.to_string(float_format="{:.3f}".format), "\n", flush=True)
     table = pd.DataFrame(rows)
     print(table.to_string(index=False, float_format="{:.3f}".format))
     rot, ded = table["err_rot"].abs(), table["err_ded"].abs()
+    traced = table["err_rot_traced"].abs()
     summary(workloads=len(table), median_abs_err_rot=float(np.median(rot)), max_abs_err_rot=float(rot.max()),
+            median_abs_err_rot_traced=float(np.median(traced)),
             median_abs_err_ded=float(np.median(ded)), max_abs_err_ded=float(ded.max()),
             median_drift=float(table["drift"].median()), within_8pct_rot=int((rot <= 0.08).sum()),
             wall_s=time.perf_counter() - t0)
