@@ -444,7 +444,7 @@ def markdown() -> str:
     return "\n".join(out) + "\n"
 
 
-# Kineto traces of whole model iterations (opcost.analysis.trace). Times inside parsed traces keep the trace's
+# Kineto traces of whole model iterations (opcost.analysis.trace_parse). Times inside parsed traces keep the trace's
 # microseconds.
 
 _TRACE_KEY = _MODEL_KEY + (
@@ -452,7 +452,7 @@ _TRACE_KEY = _MODEL_KEY + (
 )
 
 TRACE_EVENTS = Table(
-    "trace_events", "{trace}.events.parquet (cache of opcost.analysis.trace.parse, next to the trace)",
+    "trace_events", "{trace}.events.parquet (cache of opcost.analysis.trace_parse.parse, next to the trace)",
     "Host-side events of a Kineto trace (categories cpu_op, user_annotation, cuda_runtime, cuda_driver).",
     (
         _c("id", "Int64", "event id: rank in time order (start, longer first)"),
@@ -476,7 +476,7 @@ TRACE_EVENTS = Table(
 )
 
 TRACE_KERNELS = Table(
-    "trace_kernels", "{trace}.kernels.parquet (cache of opcost.analysis.trace.parse, next to the trace)",
+    "trace_kernels", "{trace}.kernels.parquet (cache of opcost.analysis.trace_parse.parse, next to the trace)",
     "Device activities of a Kineto trace (categories kernel, gpu_memcpy, gpu_memset); empty for CPU-only traces.",
     (
         _c("id", "Int64", "activity id: rank in time order"),
@@ -539,7 +539,7 @@ TRACE_OP_KERNELS = Table(
 
 TRACE_OVERHEAD_SAMPLES = Table(
     "trace_overhead_samples", "results/trace/{model}/{mode}_b{batch}.overhead_samples.parquet",
-    "CPU overhead samples T1-T5 (Lin et al. 2022; see `opcost.analysis.trace`) of the traced iterations.",
+    "CPU overhead samples T1-T5 (Lin et al. 2022; see `opcost.analysis.trace_analysis`) of the traced iterations.",
     _TRACE_KEY + (
         _c("iteration", "Int64", "iteration index in the trace"),
         _c("op_id", "Int64", "`trace_events` id of the top-level op; missing for `<end>`"),
@@ -555,7 +555,7 @@ TRACE_OVERHEADS = Table(
     "trace_overheads", "results/trace/{model}/{mode}_b{batch}.overheads.parquet",
     "Statistics of `trace_overhead_samples` per op type and kind, after dropping outliers: samples more than 3 "
     "robust standard deviations (1.4826 x MAD) from the median of the same call position over the iterations "
-    "(positions recorded in at least 5 iterations; `opcost.analysis.trace.outliers`).",
+    "(positions recorded in at least 5 iterations; `opcost.analysis.trace_analysis.outliers`).",
     _TRACE_KEY + (
         _c("op_type", "string", "as in `trace_overhead_samples`, or `<all>`: every op type pooled (without "
                                 "`<end>`), or `<profiler>` (kind T1, CPU traces): the profiler's own cost per "
