@@ -251,6 +251,12 @@ def test_gpu_prediction_takes_the_longer_of_host_and_device_per_op(gpu_trace):
     # per iteration: linear max(40 host, 25 device) + relu max(20, 10) + view 3 + T1 10+10+5 + <end> 12 = 100 us
     assert r["measured_s"] == pytest.approx(100e-6) and r["predicted_s"] == pytest.approx(100e-6)
     assert r["plain_s"] == pytest.approx(35e-6)
+    # walked on two timelines (the relu kernel queued at 70 after the linear's ended at 40): the CPU is busy
+    # the whole 100 us, so the CPU's issuing bounds the iteration
+    assert r["bound"] == "launch"
+    walks = overhead.trace_walk(gpu_trace)
+    assert [w.iteration_s for w in walks] == pytest.approx([100e-6, 100e-6])
+    assert walks[0].device_busy_s == pytest.approx(35e-6)
     model = overhead.OverheadModel.from_trace(gpu_trace)
     assert model.gpu and model.host["aten::linear"] == pytest.approx(40e-6)  # 5 + 2 x 5.5 + 4 + 20
     p = overhead.predict({"aten::linear": 1, "aten::relu": 1, "aten::view": 1},

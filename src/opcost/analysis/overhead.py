@@ -179,11 +179,32 @@ def predict(calls: Mapping[str, float], costs: Mapping[str, float], model: Overh
                                                                             if t not in costs))}
 
 
+SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero", "aten::equal"})
+
+
+def trace_walk(tt: TraceTables, calls: pd.DataFrame | None = None) -> list:
+    """Per iteration of a GPU trace, its calls walked on two timelines (:func:`opcost.analysis.critical_path.walk`):
+    each top-level call with its own gap T1, CPU time, kernel time and first launch (T2), the calls of
+    :data:`SYNC_OPS` synchronising, then the iteration's ``<end>`` gap."""
+    from opcost.analysis.critical_path import Call, walk
+
+    calls = op_calls(tt) if calls is None else calls
+    samples = overhead_samples(tt, calls)
+    tails = samples[(samples["op_type"] == END) & (samples["kind"] == "T1")].groupby("iteration")["seconds"].sum()
+    out = []
+    for it, c in calls.groupby("iteration", sort=True):
+        seq = [Call(gap, host, dev if pd.notna(dev) else 0.0, t2 if pd.notna(t2) else None, op in SYNC_OPS)
+               for gap, host, dev, t2, op in zip(c["t1_s"], c["cpu_s"], c["device_s"], c["t2_s"], c["op_type"])]
+        out.append(walk(seq, float(tails.get(it, 0.0))))
+    return out
+
+
 def trace_prediction(tt: TraceTables) -> dict:
     """The trace checked against itself: measured_s (median iteration span), plain_s (median over iterations of
     the summed top-level op time: CPU, or device time on GPU), and predicted_s from :func:`predict` with the
     trace's own mean cost per call of each op type and its own overhead model; error = predicted / measured - 1,
-    plain_error likewise."""
+    plain_error likewise. On a GPU trace, predicted_s is instead the median over iterations of their calls walked
+    on the CPU's and the device's timelines (:func:`trace_walk`), and ``bound`` says which side bounds them."""
     calls = op_calls(tt)
     types = op_types(tt, calls)
     model = OverheadModel.from_tables(overheads(overhead_samples(tt, calls)), types)
@@ -192,9 +213,14 @@ def trace_prediction(tt: TraceTables) -> dict:
     plain = float(calls.groupby("iteration")[col].sum().reindex(range(tt.n_iterations), fill_value=0.0).median())
     p = predict(dict(zip(types["op_type"], types["calls"])),
                 dict(zip(types["op_type"], types[col] / types["calls"])), model)
-    return {"measured_s": measured, "plain_s": plain, "predicted_s": float(p["predicted_s"]),
-            "overhead_s": float(p["overhead_s"]), "error": float(p["predicted_s"] / measured - 1),
-            "plain_error": plain / measured - 1, "iterations": tt.n_iterations, "calls": p["calls"]}
+    predicted, bound = float(p["predicted_s"]), None
+    if tt.has_device and len(calls):
+        walks = trace_walk(tt, calls)
+        predicted = float(np.median([w.iteration_s for w in walks]))
+        bound = pd.Series([w.bound for w in walks]).mode().iloc[0]
+    return {"measured_s": measured, "plain_s": plain, "predicted_s": predicted,
+            "overhead_s": predicted - float(p["ops_s"]), "error": predicted / measured - 1,
+            "plain_error": plain / measured - 1, "iterations": tt.n_iterations, "calls": p["calls"], "bound": bound}
 
 
 def summarize(tt: TraceTables, model: str, mode: str, batch: int, device: str | None = None,
