@@ -7,7 +7,9 @@ runs before and after profiling (`err_ded`, with their drift `drift`: what the m
 Then the attribution: from the trace in which each model iteration is paired with its operators replayed in model
 order, per top-level aten op type the CPU milliseconds per iteration inside the model minus those of the replay
 (positive: the op costs more inside the model than isolated), and the idle time between top-level ops in the model
-minus in the replay (the glue the modelled overhead must hold). `glue_ms`: the model's step minus the replay timed
+minus in the replay (the glue the modelled overhead must hold); the repeat probe: per leaf-module class, its call
+in the model against the same call repeated at once (`repeat_extra_ms`: what the model's glue leaves its operators
+to pay per iteration, cold caches). `glue_ms`: the model's step minus the replay timed
 without the profiler (opcost.measure.glue), which the modelled overhead (`overhead_ms`) takes where the trace's own
 model (`traced_ms`, its error `err_rot_traced`) misses it beyond its noise. Ends with a SUMMARY line.
 
@@ -64,6 +66,57 @@ def glue_columns(row: dict, traces: dict) -> dict:
             "traced_ms": traced_ms, "glue_ms": float(g.iloc[0]) * 1e3 if len(g) else float("nan")}
 
 
+def repeat_probe(wl, iterations: int = 30) -> pd.DataFrame:
+    """Per leaf-module class of the workload's model: its call inside the model's iteration (median µs) against the
+    same call repeated at once on the same input (the operator's own cost with its weights and input just touched),
+    and the milliseconds per iteration by which the first exceeds the second: what the model's glue and neighbours
+    leave the operator to pay (cold caches), which isolated timing in rotation does not see in full."""
+    import time
+
+    import torch
+
+    first: dict[str, list] = {}
+    again: dict[str, list] = {}
+    leaves = [m for m in wl.model.module.modules() if not list(m.children())]
+    originals = {}
+
+    def wrap(m):
+        fwd = m.forward
+
+        def timed(*a, **kw):
+            t0 = time.perf_counter()
+            out = fwd(*a, **kw)
+            t1 = time.perf_counter()
+            fwd(*a, **kw)
+            t2 = time.perf_counter()
+            name = type(m).__name__
+            first.setdefault(name, []).append(t1 - t0)
+            again.setdefault(name, []).append(t2 - t1)
+            return out
+        return timed
+
+    for _ in range(3):
+        wl.step()
+    for m in leaves:
+        originals[m] = m.__dict__.get("forward")
+        m.forward = wrap(m)
+    try:
+        with torch.inference_mode():
+            for _ in range(iterations):
+                wl.step()
+    finally:
+        for m, f in originals.items():
+            if f is None:
+                del m.forward
+            else:
+                m.forward = f
+    rows = [{"module": k, "calls": len(v) // iterations, "in_model_us": float(np.median(v)) * 1e6,
+             "repeat_us": float(np.median(again[k])) * 1e6,
+             "extra_ms": (float(np.median(v)) - float(np.median(again[k]))) * len(v) / iterations * 1e3}
+            for k, v in first.items()]
+    return pd.DataFrame(rows).sort_values("extra_ms", ascending=False)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=[], help="default: every model of the config")
@@ -71,6 +124,8 @@ def main() -> None:
     ap.add_argument("--batches", nargs="+", type=int, default=[1])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--top", type=int, default=6, help="op types shown per workload in the attribution")
+    ap.add_argument("--no-probe", dest="probe", action="store_false",
+                    help="skip the repeat probe (each leaf module's call in the model against its immediate repeat)")
     ap.add_argument("--smoke", action="store_true", help="one-layer llama and bert, sequence 16, tiny timing "
                                                          "settings: a functional check (< 1 min)")
     args = ap.parse_args()
@@ -97,6 +152,13 @@ def main() -> None:
                          **glue_columns(row, traces), "idle_extra_ms": idle})
             print(pd.DataFrame([rows[-1]]).to_string(index=False, float_format="{:.3f}".format))
             print(ops.to_string(float_format="{:.3f}".format), "\n", flush=True)
+            if args.probe:
+                from opcost.model.sources import load_model
+                from opcost.model.workload import make_workload
+
+                probe = repeat_probe(make_workload(load_model(name, cfg["models"][name]), batch, args.mode))
+                rows[-1]["repeat_extra_ms"] = float(probe["extra_ms"].sum())
+                print(probe.head(args.top).to_string(index=False, float_format="{:.2f}".format), "\n", flush=True)
     table = pd.DataFrame(rows)
     print(table.to_string(index=False, float_format="{:.3f}".format))
     rot, ded = table["err_rot"].abs(), table["err_ded"].abs()
