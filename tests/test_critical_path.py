@@ -55,3 +55,37 @@ def test_mixed_sequence_and_an_early_launch():
 
 def test_nothing_to_walk():
     assert walk([]).iteration_s == 0.0
+
+
+def test_a_gpu_workload_of_the_h200_fixture_is_walked_in_its_call_order():
+    """The isolated device costs of resnet18 at batch 8 measured on an H200 (tests/data/h200), walked with a
+    trace's host time and gap per call: slow issuing makes it launch-bound (the CPU's work plus one kernel), fast
+    issuing device-bound (the first launch plus every kernel); the `+overhead` prediction on a GPU is that walk."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from opcost.analysis.critical_path import workload_calls
+    from opcost.analysis.overhead import OverheadModel
+    from opcost.analysis.predict import costed_layers, predict
+
+    data = Path(__file__).parent / "data" / "h200"
+    layers = pd.read_parquet(data / "layers.parquet")
+    meas = pd.read_parquet(data / "measurements.parquet")
+    wl = layers[(layers["model"] == "resnet18") & (layers["mode"] == "inference") & (layers["batch"] == 8)]
+    costed = costed_layers(wl, meas, "cuda")
+    calls = workload_calls(costed, host_s=100 * US, gap_s=20 * US)
+    n, device = len(calls), float(costed["total_s"].sum())
+    assert n == int(wl["count"].sum()) and sum(c.device_s for c in calls) == pytest.approx(device)
+    slow = walk(calls, 0.0)
+    assert slow.bound == "launch" and slow.iteration_s == pytest.approx(n * 120 * US + calls[-1].device_s, rel=1e-9)
+    fast = walk(workload_calls(costed, host_s=0.1 * US, gap_s=0.0), 0.0)
+    assert fast.bound == "device" and fast.iteration_s == pytest.approx(0.1 * US + device, rel=1e-6)
+    from opcost import tables
+
+    e2e = tables.frame(tables.E2E, [])
+    model = OverheadModel(t1={}, t1_default=20 * US, tail=5 * US, host_default=100 * US, gpu=True)
+    rows = predict(wl, meas, e2e, "cuda", sources=("isolated",),
+                   overhead={("resnet18", 8, "inference"): 0.0}, walks={("resnet18", 8, "inference"): model})
+    walked = rows[rows["source"] == "isolated+overhead"]["predicted_s"].iloc[0]
+    assert walked == pytest.approx(walk(calls, 5 * US).iteration_s)

@@ -13,8 +13,11 @@ On a CPU there is one timeline: the sum of gaps and costs (:func:`opcost.analysi
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+import pandas as pd
 
 BOUND_SHARE = 0.9  # a side busy for at least this share of the iteration bounds it
 
@@ -68,3 +71,21 @@ def walk(calls: Iterable[Call], tail_s: float = 0.0) -> Walk:
         return Walk(0.0, 0.0, 0.0, 0.0, 0.0, "mixed")
     bound = "device" if busy_dev >= BOUND_SHARE * end else "launch" if busy_cpu >= BOUND_SHARE * end else "mixed"
     return Walk(end, busy_cpu, wait, busy_dev, end - busy_dev, bound)
+
+
+def workload_calls(costed: pd.DataFrame, host_s: float, gap_s: float) -> list[Call]:
+    """One workload's calls in the model's call order (its `layers` rows' `positions`; rows without them after the
+    rest, ``count`` calls each) from its costed layer rows (:func:`opcost.analysis.predict.costed_layers`): each
+    call's device time its configuration's isolated cost (0 where unmeasured), its CPU time ``host_s`` or the row's
+    own ``host_s`` where the measurements give one, and ``gap_s`` before it."""
+    own = costed["host_s"] if "host_s" in costed else pd.Series(float("nan"), index=costed.index)
+    placed, rest = [], []
+    for pos, n, cost, host in zip(costed.get("positions", pd.Series(None, index=costed.index)), costed["count"],
+                                  costed["cost_s"], own):
+        call = Call(gap_s, float(host) if pd.notna(host) else host_s, float(cost) if pd.notna(cost) else 0.0)
+        at = json.loads(pos) if isinstance(pos, str) and pos else None
+        if at:
+            placed += [(int(p), call) for p in at]
+        else:
+            rest += [call] * int(n)
+    return [c for _, c in sorted(placed, key=lambda pc: pc[0])] + rest

@@ -114,6 +114,19 @@ def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tupl
     return out
 
 
+def trace_models(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict:
+    """(model, batch, mode) -> the :class:`opcost.analysis.overhead.OverheadModel` of each workload's GPU trace (the
+    host time per call and the gaps that :func:`predict` walks beside the device's costs)."""
+    from opcost.analysis.overhead import OverheadModel
+
+    out = {}
+    for key, ov in overheads.groupby(["model", "batch", "mode"]):
+        model = OverheadModel.from_tables(ov, of_workload(op_types, *key))
+        if model.gpu:
+            out[(key[0], int(key[1]), key[2])] = model
+    return out
+
+
 def overhead_rows(overheads: pd.DataFrame, op_types: pd.DataFrame, layers: pd.DataFrame,
                   e2e: pd.DataFrame) -> pd.DataFrame:
     """The database's `overheads` table: per traced workload, its modelled overhead per iteration
@@ -184,10 +197,15 @@ def reference_spread(e2e: pd.DataFrame, device: str,
 
 def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame, device: str,
             sources=SOURCES, overhead: dict[tuple, float] | None = None,
-            statistic: str = DEFAULT_STATISTIC) -> pd.DataFrame:
+            statistic: str = DEFAULT_STATISTIC, walks: dict | None = None) -> pd.DataFrame:
     """One `predictions` row per workload and source that has any measurement; with ``overhead`` (from
-    :func:`trace_overhead`) also a `<source>+overhead` row: the same sum plus the workload's modelled overhead.
-    Costs and references are ``statistic`` (:data:`STATISTICS`) of their samples."""
+    :func:`trace_overhead`) also a `<source>+overhead` row: the same sum plus the workload's modelled overhead; on
+    a GPU, for the workloads of ``walks`` (:func:`trace_models`), the workload's calls walked on the CPU's and the
+    device's timelines instead (:mod:`opcost.analysis.critical_path`: the trace's host time and gap per call
+    beside each configuration's device cost). Costs and references are ``statistic`` (:data:`STATISTICS`) of their
+    samples."""
+    from opcost.analysis.critical_path import walk, workload_calls
+
     rows = []
     e2e = e2e[e2e["device"] == device]
     # energy: the e2e runs that measure it (dedicated), newest first
@@ -220,8 +238,14 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
             }
             rows.append(row)
             extra = (overhead or {}).get((model, int(batch), mode))
-            if extra is not None:
+            gpu_model = (walks or {}).get((model, int(batch), mode)) if str(device).startswith("cuda") else None
+            if gpu_model is not None:
+                with_ov = walk(workload_calls(g, gpu_model.host_default, gpu_model.t1_default),
+                               gpu_model.tail).iteration_s
+                extra = with_ov - predicted
+            elif extra is not None:
                 with_ov = predicted + extra
+            if extra is not None:
                 rows.append({**row, "source": f"{source}+overhead", "overhead_s": extra, "predicted_s": with_ov,
                              "ratio": with_ov / measured if measured else None,
                              "error": with_ov / measured - 1 if measured else None})
