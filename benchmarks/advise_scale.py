@@ -9,6 +9,7 @@ groups, half of the groups interacting with the activations (sub- or super-addit
 models of repeated layers: G groups of 12 kinds (a transformer block's), which merging solves as 12 integers.
 
     python benchmarks/advise_scale.py [--sizes 100 1000 10000 30000] [--limit 5]
+    python benchmarks/advise_scale.py --smoke   # 100 groups only: a check
 
 Prints one line per size (worst solve time of the three budgets, whether all were proven optimal, the optimiser's
 predicted slowdown against greedy's), then a SUMMARY line: ``largest_exact_under_limit``, the largest G whose three
@@ -72,7 +73,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="+", type=int, default=[100, 1000, 3000, 10000, 30000])
     ap.add_argument("--limit", type=float, default=5.0, help="seconds a solve may take (default 5)")
+    ap.add_argument("--smoke", action="store_true", help="100 groups only (a functional check, in seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        args.sizes = [100]
     largest, results = 0, {}
     print(f"{'groups':>8} {'kinds':>7} {'solve_s':>8} {'exact':>6} {'greedy_s':>9} {'opt/greedy':>11} {'opt/ft':>8}")
     for kinds in (None, 12):

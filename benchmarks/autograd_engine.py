@@ -7,7 +7,7 @@ backward of a small elementwise op (``x * 2``, 8 elements) called alone, for 20 
 and for a chain of 20 such ops in one call, then one SUMMARY line (``engine_us``: alone minus per node in a chain,
 the fixed cost each isolated backward pays once more than in the model).
 
-    python benchmarks/autograd_engine.py [--threads 1] [--nodes 20]
+    python benchmarks/autograd_engine.py [--threads 1] [--nodes 20] [--smoke]   (--smoke: a tenth of the calls)
 """
 from __future__ import annotations
 
@@ -30,22 +30,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--nodes", type=int, default=20)
+    ap.add_argument("--smoke", action="store_true", help="a tenth of the calls (a functional check)")
     args = ap.parse_args()
     prepare(args.threads)
+    share = 0.1 if args.smoke else 1.0
+
+    def per_call(fn, calls: int) -> float:
+        return per_call_us(fn, int(calls * share), int(200 * share))
+
     import torch
 
     x = torch.randn(8, requires_grad=True)
     y = x * 2
-    alone = per_call_us(lambda: torch.autograd.backward([y], [torch.ones_like(y)], retain_graph=True), 3000)
+    alone = per_call(lambda: torch.autograd.backward([y], [torch.ones_like(y)], retain_graph=True), 3000)
     outs = [x * 2 for _ in range(args.nodes)]
     grads = [torch.ones_like(o) for o in outs]
-    independent = per_call_us(lambda: torch.autograd.backward(outs, grads, retain_graph=True), 1000) / args.nodes
+    independent = per_call(lambda: torch.autograd.backward(outs, grads, retain_graph=True), 1000) / args.nodes
     chain = x
     for _ in range(args.nodes):
         chain = chain * 2
-    chained = per_call_us(lambda: torch.autograd.backward([chain], [torch.ones_like(chain)], retain_graph=True),
-                          1000) / args.nodes
-    forward = per_call_us(lambda: x * 2, 3000)
+    chained = per_call(lambda: torch.autograd.backward([chain], [torch.ones_like(chain)], retain_graph=True),
+                       1000) / args.nodes
+    forward = per_call(lambda: x * 2, 3000)
     print(f"{'backward of x * 2':<44} {'us per node':>12}")
     print(f"{'alone, one engine call each':<44} {alone:12.1f}")
     print(f"{f'{args.nodes} independent outputs in one call':<44} {independent:12.1f}")

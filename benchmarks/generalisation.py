@@ -29,6 +29,8 @@ transformers beside the eleven) were predicted by the run from its whole databas
 of a user's model that no leave-one-out stands in for (``unseen_*`` in the SUMMARY line).
 
     python benchmarks/generalisation.py [--db results/db] [--mode inference] [--unseen PATH]
+    python benchmarks/generalisation.py --smoke --db DIR   # the rule alone, no variants: a functional check (e.g. on
+                                                           # the database of a run on tests/data/tiny.yaml)
 """
 from __future__ import annotations
 
@@ -74,7 +76,9 @@ def main() -> None:
     ap.add_argument("--mode", default="inference")
     ap.add_argument("--unseen", help="the run's predict_only predictions (default: validation/unseen.parquet beside "
                                      "the database's folder)")
+    ap.add_argument("--smoke", action="store_true", help="the rule alone, without the variants (a functional check)")
     args = ap.parse_args()
+    variants = VARIANTS[:1] if args.smoke else VARIANTS
 
     from opcost import database
     from opcost.analysis import estimate
@@ -101,7 +105,7 @@ def main() -> None:
             timed = used[used["config_id"].isin(wl["config_id"])]
             timed_s = float((timed["n"].astype(float) * timed["calls_per_sample"].astype(float).fillna(1)
                              * timed[col].astype(float)).sum())
-            for variant in VARIANTS:
+            for variant in variants:
                 t = time.perf_counter()
                 p = _predict(estimate, held_db, wl.reset_index(drop=True), variant)
                 took = time.perf_counter() - t

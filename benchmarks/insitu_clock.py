@@ -9,6 +9,7 @@ microseconds at every operator boundary. Prints a table and one SUMMARY line.
 
     python benchmarks/insitu_clock.py --device cuda [--models resnet18 tiny_bert tiny_dlrm] [--batches 8]
                                       [--training tiny_dlrm] [--threads 2] [--repeats 2]
+    python benchmarks/insitu_clock.py --smoke   # a tiny model, short caps: a functional check
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import time
 import numpy as np
 import pandas as pd
 from _common import model_entries, prepare, summary
+import _smoke
 
 
 def main() -> None:
@@ -28,7 +30,11 @@ def main() -> None:
     ap.add_argument("--batches", nargs="+", type=int, default=[8])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2, help="alternations of the two clocks per workload")
+    ap.add_argument("--smoke", action="store_true", help="a tiny model at batch 1 in both modes, one repeat, caps "
+                                                         "of milliseconds (a functional check, in seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        args.models, args.training, args.batches, args.repeats = [_smoke.MODEL], [_smoke.MODEL], [1], 1
     prepare(args.threads)
 
     import torch
@@ -47,7 +53,7 @@ def main() -> None:
             torch.cuda.synchronize()
             return time.perf_counter()
 
-    cfg = model_entries(sorted(set(args.models) | set(args.training)), None)
+    cfg = _smoke.config() if args.smoke else model_entries(sorted(set(args.models) | set(args.training)), None)
     settings = TimingSettings.from_config(cfg["insitu"]["timing"])
     clocks = {"events": lambda device: clock_for(device),
               "sync": lambda device: SyncClock() if str(device).startswith("cuda") else Clock()}

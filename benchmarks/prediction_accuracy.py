@@ -16,6 +16,7 @@ gap's difference; opcost.analysis.overhead). Prints the error table and one SUMM
 
     python benchmarks/prediction_accuracy.py [--models resnet18 tiny_bert] [--config FILE] [--batches 1 8] [--threads 2]
                                              [--cache fresh|rotation|warm|cold] [--order model|shuffled]
+    python benchmarks/prediction_accuracy.py --smoke   # a tiny model, short caps: a functional check
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from _common import DEFAULT_MODELS, model_entries, prepare, summary, workload_configs
+import _smoke
 
 
 def main() -> None:
@@ -40,10 +42,15 @@ def main() -> None:
                     help="isolated profiling cache state (config profile.cache)")
     ap.add_argument("--order", default="model", choices=["model", "shuffled"],
                     help="rotation order (config profile.order)")
+    ap.add_argument("--smoke", action="store_true", help="a tiny model at batch 1, caps of milliseconds (a "
+                                                         "functional check, in seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        args.batches = [1]
     prepare(args.threads)
 
-    cfg = model_entries(args.models or ([] if args.config else DEFAULT_MODELS), args.config)
+    cfg = _smoke.config() if args.smoke else model_entries(args.models or ([] if args.config else DEFAULT_MODELS),
+                                                           args.config)
     rows = []
     t0 = time.perf_counter()
     for model in cfg["models"]:

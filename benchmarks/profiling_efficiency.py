@@ -32,6 +32,7 @@ the dedicated one, as in `p90_rel_diff_vs_e2e`).
 
     python benchmarks/profiling_efficiency.py [--models resnet18] [--batch 1] [--threads 2] [--limit N]
                                               [--save medians.parquet]
+    python benchmarks/profiling_efficiency.py --smoke   # a tiny model, short caps: a functional check
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ import time
 
 import pandas as pd
 from _common import p90, prepare, summary, workload_configs
+import _smoke
 
 
 def main() -> None:
@@ -49,7 +51,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--limit", type=int, default=0, help="at most N configurations per model (0: all)")
     ap.add_argument("--save", help="write every tool's per-configuration medians of both runs to this Parquet file")
+    ap.add_argument("--smoke", action="store_true", help="a tiny model, three configurations, caps of milliseconds "
+                                                         "(a functional check, in seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        args.models, args.limit = [_smoke.MODEL], args.limit or 3
     prepare(args.threads)
 
     import torch
@@ -62,24 +68,25 @@ def main() -> None:
     from opcost.measure.timing import TimingSettings
     from opcost.model.replay import ModelCache, build, refresher
 
-    cfg = validate({"models": {m: {} for m in args.models}})
+    cfg = _smoke.config() if args.smoke else validate({"models": {m: {} for m in args.models}})
+    run_s = 0.02 if args.smoke else 1.0  # the baselines' time per configuration
     settings = TimingSettings.from_config(cfg["profile"]["timing"])
     e2e_settings = TimingSettings.from_config(cfg["e2e"]["timing"])
     cache = ModelCache(cfg["models"], "cpu", "float32")
 
     def adaptive(fn):
         t = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-        return t.adaptive_autorange(threshold=0.05, max_run_time=1.0).median
+        return t.adaptive_autorange(threshold=0.05, max_run_time=run_s).median
 
     def blocked(fn):
         t = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-        return t.blocked_autorange(min_run_time=1.0).median
+        return t.blocked_autorange(min_run_time=run_s).median
 
     tools = {"torch_adaptive": adaptive, "torch_blocked": blocked}
     rows, e2e, rotation_e2e, op_type_all = [], {}, {}, {}
     every = int(cfg["profile"]["e2e_every"])
     for model in args.models:
-        wl, _, configs = workload_configs(model, args.batch)
+        wl, _, configs = workload_configs(model, args.batch, spec=cfg["models"][model])
         configs = measurement_order(configs)
         if args.limit:
             configs = configs.head(args.limit)
@@ -96,7 +103,7 @@ def main() -> None:
                 print(f"{model} run {rnd}: e2e {e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
                 t0 = time.perf_counter()
                 n = len(calls)  # two model iterations close every e2e_every-th round, as in the pipeline
-                ms = with_iterations(rotation, wl.step, every).measure(settings, targets=range(n))  # operators
+                ms = with_iterations(rotation, [wl.step], every).measure(settings, targets=range(n))  # operators
                 wall = (time.perf_counter() - t0) / n
                 rotation_e2e[(model, rnd)] = ms[-1].median
                 rows += [{"model": model, "config_id": cid, "tool": "opcost_fresh", "round": rnd, "median_s": m.median,

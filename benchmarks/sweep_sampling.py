@@ -15,6 +15,8 @@ percentile of |estimate / measured - 1|), beside the model without sweep points 
 timing: every cost comes from the database. Ends with one SUMMARY line.
 
     python benchmarks/sweep_sampling.py [--db results/db] [--budget 24] [--rounds 4] [--seeds 5]
+    python benchmarks/sweep_sampling.py --smoke --db DIR   # budget 1, one round, one seed: a functional check (e.g.
+                                                           # on the database of a run on tests/data/tiny.yaml)
 """
 from __future__ import annotations
 
@@ -32,7 +34,11 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=24)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="one point, one round, one random draw (a functional check "
+                                                         "on a tiny database)")
     args = ap.parse_args()
+    if args.smoke:
+        args.budget, args.rounds, args.seeds = 1, 1, 1
 
     from opcost import database
     from opcost.analysis import estimate

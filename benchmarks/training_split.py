@@ -4,6 +4,7 @@ batch 1. Prints the rotation and interleaved references, the sums per phase and 
 excess, and a SUMMARY per model.
 
     python benchmarks/training_split.py MODEL [MODEL ...] [--threads 2]
+    python benchmarks/training_split.py --smoke   # a tiny model, short caps: a functional check
 """
 from __future__ import annotations
 
@@ -12,13 +13,20 @@ import argparse
 import pandas as pd
 
 from _common import model_entries, prepare, summary, workload_configs
+import _smoke
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="+")
+    ap.add_argument("models", nargs="*")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--smoke", action="store_true", help="a tiny model, caps of milliseconds (a functional check, "
+                                                         "in seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        args.models = [_smoke.MODEL]
+    elif not args.models:
+        ap.error("name at least one model")
     prepare(args.threads)
 
     from opcost.measure.engine import engine_cost
@@ -27,8 +35,8 @@ def main() -> None:
     from opcost.measure.timing import TimingSettings
 
     for model in args.models:
-        cfg = model_entries([model], None)
-        wl, layers, configs = workload_configs(model, 1, "training")
+        cfg = _smoke.config() if args.smoke else model_entries([model], None)
+        wl, layers, configs = workload_configs(model, 1, "training", cfg["models"][model])
         timing = TimingSettings.from_config(cfg["profile"]["timing"])
         rotation = []
         iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", ProfileSettings(timing, e2e_every=4),

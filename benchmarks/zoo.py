@@ -6,6 +6,7 @@ backward in training), exactly as profiling will (opcost.check). Prints pass/fai
 failure's reason, then one SUMMARY line. Target: every configuration replays (replay_failures=0).
 
     python benchmarks/zoo.py [--modes inference training] [--batch 2] [--only vit deit] [--threads 2]
+    python benchmarks/zoo.py --smoke   # one tiny model of each source (SMOKE), both modes: a functional check
 """
 from __future__ import annotations
 
@@ -61,6 +62,13 @@ ZOO = {
     "hf_roberta": {"model": "hf:RobertaModel", "kwargs": _BERT, "seq_len": 64},
 }
 
+SMOKE = {  # --smoke: one model of each source, as small as its family allows
+    "squeezenet1_1": {"input_shapes": [[3, 64, 64]]},
+    "timm_test_vit": {"model": "timm:test_vit"},  # timm's test model: a two-block vision transformer
+    "hf_bert": {"model": "hf:BertModel", "kwargs": dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                                                       intermediate_size=64), "seq_len": 8},
+}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -69,17 +77,19 @@ def main() -> None:
                     help="batch size (2 and more: expanded inputs, such as a class token, have stride 0)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", nargs="+", help="model names of the zoo to check (default: all)")
+    ap.add_argument("--smoke", action="store_true", help="one tiny model of each source (a functional check)")
     args = ap.parse_args()
     prepare(args.threads)
 
     from opcost.check import check_workload
 
-    names = args.only or list(ZOO)
+    zoo = SMOKE if args.smoke else ZOO
+    names = args.only or list(zoo)
     results = []
     for name in names:
         for mode in args.modes:
             t0 = time.perf_counter()
-            res = check_workload(name, ZOO[name], args.batch, mode)
+            res = check_workload(name, zoo[name], args.batch, mode)
             results.append((name, res))
             status = "pass" if res.ok else f"FAIL ({len(res.replay_failures)} configurations)" \
                 if res.error is None else "FAIL"
