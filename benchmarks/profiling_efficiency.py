@@ -10,9 +10,9 @@ by each tool, same threads, same callables (opcost's replay of the configuration
   configuration, or stopped once the medians still short of it could not get there before the cap); its wall time is
   divided among the configurations;
 * opcost_warm: `opcost.measure.profile.profile_configs` with `profile.cache: warm` (the baselines' conditions:
-  back-to-back calls reading the same inputs), same settings, default `profile.visits` (passes over the model's configurations
-  until two visits of each agree) and `profile.remeasure`; its wall time, model loading included, is divided among
-  the configurations;
+  back-to-back calls reading the same inputs), same settings, default `profile.visits` (passes over the model's
+  configurations until two visits of each agree) and `profile.remeasure`; its wall time, model loading included, is
+  divided among the configurations;
 * torch adaptive: `Timer.adaptive_autorange(threshold=0.05, max_run_time=1)`;
 * torch blocked: `Timer.blocked_autorange(min_run_time=1)`.
 
