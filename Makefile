@@ -19,8 +19,10 @@ run: setup  ## the main job on the default config
 test: setup  ## the test suite
 	$(BIN)/python -m pytest -q
 
-gpu-check: setup  ## on a CUDA host: a short workflow run and the GPU tests (benchmarks/gpu_check.sh; gpu_check/)
-	PYTHON=$(abspath $(BIN))/python bash benchmarks/gpu_check.sh
+GPU_CONFIG ?= tests/data/gpu.yaml
+GPU_CHECK_ARGS ?=
+gpu-check: setup  ## on a CUDA host: a short workflow run and the GPU tests, under results/gpu-check/ (benchmarks/gpu_check.sh)
+	PYTHON=$(abspath $(BIN))/python bash benchmarks/gpu_check.sh --config $(GPU_CONFIG) $(GPU_CHECK_ARGS)
 
 lint: setup
 	$(BIN)/snakemake --lint
