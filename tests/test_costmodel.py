@@ -547,3 +547,72 @@ def test_sweep_suggest_prints_unmeasured_points_as_a_config_fragment(tiny_run, t
     names = [n for n in cfgmod.validate({"models": {"x": {}}, "sweeps": fragment["sweeps"]})["models"]
              if n.startswith("sweep-")]
     assert sorted(names) == ["sweep-Linear-f384-r3", "sweep-Linear-f96-r3"]
+
+
+def test_transformer_attention_and_rmsnorm_features_by_hand():
+    """Grouped-query attention: FLOPs at the query's heads, keys' and values' bytes at their fewer heads; a causal
+    call computes the query-key pairs its mask keeps (the CPU kernels skip masked blocks); an RMSNorm reads one
+    weight vector over the last dimension, a LayerNorm weight and bias over its normalized_shape."""
+    q, kv = _spec([2, 8, 128, 64]), _spec([2, 2, 128, 64])
+    gqa = {"args": [q, kv, kv, None, 0.0, False], "kwargs": {"D": {"enable_gqa": True}}}
+    full = configuration_features("scaled_dot_product_attention", gqa, [q, kv, kv], [q])
+    assert full["flops"] == 4 * 2 * 8 * 128 * 128 * 64
+    assert full["bytes"] == (2 * 2 * 8 * 128 * 64 + 2 * 2 * 2 * 128 * 64) * 4  # q and out; k and v at 2 heads
+    causal = configuration_features("scaled_dot_product_attention", {**gqa, "args": [q, kv, kv, None, 0.0, True]},
+                                    [q, kv, kv], [q])
+    assert causal["flops"] == 4 * 2 * 8 * (128 * 129 // 2) * 64 and causal["bytes"] == full["bytes"]
+    by_keyword = configuration_features("scaled_dot_product_attention", {"kwargs": {"D": {"is_causal": True}}},
+                                        [q, kv, kv], [q])
+    assert by_keyword["flops"] == causal["flops"]
+    # a training call dispatches the CPU flash kernel, its is_causal the 5th argument
+    flash = configuration_features("_scaled_dot_product_flash_attention_for_cpu", {"args": [q, kv, kv, 0.0, True]},
+                                   [q, kv, kv], [q])
+    assert flash["flops"] == causal["flops"]
+    # one query over 512 keys with is_causal: SDPA aligns the mask at the top left, query 0 sees key 0 alone (why
+    # transformers passes is_causal only for more than one query)
+    step = configuration_features("scaled_dot_product_attention", {"args": [q, kv, kv, None, 0.0, True]},
+                                  [_spec([1, 8, 1, 64]), _spec([1, 2, 512, 64])], [_spec([1, 8, 1, 64])])
+    assert step["flops"] == 4 * 8 * 1 * 64
+    x = [_spec([2, 128, 256])]
+    for op in ("LlamaRMSNorm", "Qwen2RMSNorm"):
+        assert configuration_features(op, {"param_dtype": ["float32"]}, x, x)["param_bytes"] == 256 * 4
+    ln = {"normalized_shape": [256], "elementwise_affine": True, "bias": True}
+    assert configuration_features("LayerNorm", ln, x, x)["param_bytes"] == 2 * 256 * 4
+    assert configuration_features("LayerNorm", {"eps": 1e-6}, x, x)["param_bytes"] == 2 * 256 * 4  # timm's
+    bn = configuration_features("BatchNorm2d", {"num_features": 16}, [_spec([2, 16, 8, 8])], [_spec([2, 16, 8, 8])])
+    assert bn["param_bytes"] == 2 * 16 * 4
+
+
+def test_transformer_module_classes_take_the_sweeps_measured_types_as_twins():
+    """Every model's RMSNorm and rotary-embedding class (named after the model) is one twin group with the sweep's
+    (a generic rule on the class name, torch's fused RMSNorm apart); transformers' SiLU and erf GELU classes are
+    twins of torch's, GPT-2's Python tanh GELU of the sweep's, its Conv1D of Linear."""
+    from opcost.analysis import optypes
+
+    for op in ("LlamaRMSNorm", "Qwen2RMSNorm", "MistralRMSNorm", "GemmaRMSNorm", "T5LayerNorm"):
+        assert "SweepRMSNorm" in optypes.twins(op) and optypes.work(op) == "norm", op
+    assert optypes.twins("RMSNorm") == () and optypes.lookup("RMSNorm").work == "norm"
+    for op in ("LlamaRotaryEmbedding", "Qwen2RotaryEmbedding", "MistralRotaryEmbedding"):
+        assert optypes.twins(op) == ("SweepRotaryEmbedding",), op
+    assert optypes.lookup("RotaryEmbedding").family is None  # the suffix alone names no class of the table
+    assert "SiLU" in optypes.twins("SiLUActivation") and "GELU" in optypes.twins("GELUActivation")
+    assert "TanhGELU" in optypes.twins("NewGELUActivation") and "Linear" in optypes.twins("Conv1D")
+    assert "scaled_dot_product_attention" in optypes.twins("_scaled_dot_product_flash_attention_for_cpu")
+
+    def norm(op, rows, seconds):
+        shape = json.dumps([_spec([rows, 256])])
+        return {"config_id": f"{op}{rows}", "op_type": op, "mode": "inference", "phase": "forward",
+                "params": json.dumps({"param_dtype": ["float32"]}), "inputs": shape, "outputs": shape,
+                "seconds": seconds}
+
+    law = lambda rows: 3e-6 + rows * 256 * 8 * 5 / 4e9  # noqa: E731  (five passes over the tensor, 4 GB/s)
+    rows = [norm("SweepRMSNorm", n, law(n)) for n in (16, 64, 256, 1024, 4096)]
+    rows += [{**norm("LayerNorm", n, law(n) / 4), "params": json.dumps({"normalized_shape": [256], "bias": True})}
+             for n in (16, 64, 256, 1024, 4096)]  # the family's other member, four times cheaper
+    model = CostModel.fit(pd.concat([_synthetic(lambda f, b: 1e-6 + b / 5e9, n=20), pd.DataFrame(rows)],
+                                    ignore_index=True))
+    asked = pd.DataFrame([norm(op, n, law(n)) for op in ("Qwen2RMSNorm", "MistralRMSNorm") for n in (32, 2048)])
+    est = model.estimate(asked)
+    assert list(est["method"]) == ["twin"] * 4
+    ratio = (est["estimate"] / asked["seconds"]).to_numpy()
+    assert ((0.8 < ratio) & (ratio < 1.25)).all(), est  # the sweep's RMSNorm law, not LayerNorm's

@@ -176,3 +176,76 @@ def test_suggested_points_are_where_the_cost_model_is_least_certain():
     assert model.error_growth[1] > 0 and doubt[point[2048]] > doubt[point[1024]] > doubt[point[64]]
     assert choose(model, cands, 2) == [point[2048], point[1024]]
     assert len(choose(model, cands, 9)) == 5 and choose(model, cands, 0) == []
+
+
+def _ops(layers, scope=None):
+    rows = layers if scope is None else layers[layers["scope"] == scope]
+    return set(rows["op_type"])
+
+
+def test_transformer_sweeps_compute_and_record_what_hugging_face_decoders_do():
+    """The sweeps' RMSNorm, rotary embeddings, tanh GELU and gated MLP compute what transformers' Llama and GPT-2
+    classes compute, and their points record the op types a tiny Llama records: SDPA called with ``enable_gqa``
+    and ``is_causal`` at fewer key/value heads, the rotary aten ops, the gated MLP's Linears, SiLU and mul."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.activations import NewGELUActivation
+    from transformers.models.llama import modeling_llama as ml
+
+    from opcost.analysis import optypes
+    from opcost.model.sweeps import SweepRMSNorm, SweepRotaryEmbedding, TanhGELU
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 32)
+    assert torch.allclose(SweepRMSNorm(32)(x), ml.LlamaRMSNorm(32)(x))
+    assert torch.allclose(TanhGELU()(x), NewGELUActivation()(x))
+    config = transformers.LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                      intermediate_size=48, num_hidden_layers=1, vocab_size=100)
+    positions = torch.arange(16).unsqueeze(0).expand(2, -1)
+    cos, sin = SweepRotaryEmbedding(8)(x, positions)
+    ref_cos, ref_sin = ml.LlamaRotaryEmbedding(config)(x, positions)
+    assert torch.allclose(cos, ref_cos) and torch.allclose(sin, ref_sin)
+    rotary = chain("rotary", depth=1, seq=16, heads=4, head_dim=8)
+    q = x.view(2, 16, 4, 8).transpose(1, 2)
+    assert torch.allclose(rotary(x), ml.apply_rotary_pos_emb(q, q, ref_cos, ref_sin)[0], atol=1e-6)
+
+    cfg = cfgmod.validate({"models": {"llama": {"model": "hf:llama", "seq_len": 16, "kwargs": {
+        "num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 100}}}, "batch_sizes": [2], "sweeps": [
+        {"op": "attention", "grid": {"seq": [16], "heads": [4], "head_dim": [8], "heads_kv": [2, 3], "causal": [1]},
+         "depth": 2},
+        {"op": "rotary", "points": [{"seq": 16, "heads": 4, "head_dim": 8}], "depth": 2},
+        {"op": "RMSNorm", "points": [{"features": 32, "rows": 16}]},
+        {"op": "gated_mlp", "points": [{"features": 32, "rows": 16, "inter": 48}], "depth": 2},
+        {"op": "lm_head", "points": [{"features": 32, "rows": 16, "vocab": 100}]}]})
+    assert "sweep-attention-causal1-d8-n4-kv3-l16" not in cfg["models"]  # 3 key/value heads do not divide 4
+    extracted = {name: extract(make_workload(load_model(name, entry), 2, "inference"))
+                 for name, entry in cfg["models"].items()}
+    model = extracted.pop("llama")
+
+    def sdpa(layers):
+        row = layers[layers["op_type"] == "scaled_dot_product_attention"].iloc[0]
+        p = json.loads(row["params"])
+        return [t["T"] for t in json.loads(row["inputs"])], p["args"][3:], sorted(p["kwargs"]["D"])
+
+    assert sdpa(extracted["sweep-attention-causal1-d8-n4-kv2-l16"]) == sdpa(model) == (
+        [[2, 4, 16, 8], [2, 2, 16, 8], [2, 2, 16, 8]], [None, 0.0, True], ["enable_gqa", "scale"])
+    rot = extracted["sweep-rotary-d8-n4-l16"]
+    assert {"mul", "slice", "neg", "cat", "add"} <= _ops(rot, "functional") & _ops(model, "functional")
+    assert optypes.twins("LlamaRotaryEmbedding") == ("SweepRotaryEmbedding",) and "SweepRotaryEmbedding" in _ops(rot)
+    neg = rot[rot["op_type"] == "neg"]
+    assert [t["T"] for t in json.loads(neg["inputs"].iloc[0])] == [[2, 4, 16, 4]] and int(neg["count"].iloc[0]) == 2
+    assert "SweepRMSNorm" in optypes.twins("LlamaRMSNorm") and _ops(extracted["sweep-RMSNorm-f32-r16"]) == \
+        {"SweepRMSNorm"}
+    mlp = extracted["sweep-gated_mlp-f32-i48-r16"]
+    assert _ops(mlp) == {"Linear", "SiLU", "mul"} and "SiLU" in optypes.twins("SiLUActivation")
+    assert {"Linear", "SiLUActivation", "mul"} <= _ops(model)
+    lin = mlp[mlp["op_type"] == "Linear"]
+    assert sorted(json.loads(p)["out_features"] for p in lin["params"]) == [32, 48] and \
+        sorted(lin["count"]) == [2, 4]  # down once, gate and up (one configuration) twice per layer
+    head = extracted["sweep-lm_head-f32-r16-vocab100"]
+    assert [t["T"] for t in json.loads(head["outputs"].iloc[0])] == [[2, 16, 100]]
+    assert json.loads(head["params"].iloc[0])["bias"] is False
+    # in training the chain's attention dispatches the flash kernel, a twin of SDPA
+    trained = extract(make_workload(load_model("sweep-attention-causal1-d8-n4-kv2-l16",
+                                               cfg["models"]["sweep-attention-causal1-d8-n4-kv2-l16"]), 2, "training"))
+    assert "_scaled_dot_product_flash_attention_for_cpu" in _ops(trained)

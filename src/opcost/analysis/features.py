@@ -8,13 +8,16 @@ work rule is a line of :data:`opcost.analysis.optypes.TABLE`; in short:
   linear layers and matrix products ``2 x output elements x reduced dimension`` (``Linear``: in_features;
   transformers' ``Conv1D``: nx; ``mm``/``bmm``/``matmul``/``linear``: the first operand's last dimension; ``addmm``:
   the second's, after the added term);
-  ``scaled_dot_product_attention`` ``4 x batch x heads x query length x key length x head dimension``; windowed
+  ``scaled_dot_product_attention`` ``4 x batch x heads x query length x key length x head dimension`` (causal:
+  the query-key pairs the mask keeps, ``L (L + 1) / 2`` of ``L x L``; grouped-query attention: the query's heads,
+  keys' and values' bytes at their fewer heads); windowed
   pooling ``output elements x kernel volume``; every other operator the larger of its largest input's and its
   outputs' element counts (elementwise work).
 * Bytes: every tensor input and output at its dtype's size, plus the parameter bytes of the module types whose
-  parameter shapes follow from their constructor arguments (convolutions, linear layers, normalisations,
-  embeddings: the rows touched, and in backward the whole table, whose dense gradient is zeroed and accumulated);
-  other modules' parameters are not counted.
+  parameter shapes follow from their constructor arguments (convolutions, linear layers, normalisations: weight
+  and bias over the normalised shape, a weight alone for an RMSNorm; embeddings: the rows touched, and in
+  backward the whole table, whose dense gradient is zeroed and accumulated); other modules' parameters are not
+  counted.
 * No work, 0 FLOPs and 0 bytes, for calls that only make a view (``view``, ``permute``, ``unsqueeze``...; and
   ``select``, ``split``, ``expand``... in forward: their backward writes or reduces a gradient of the input's
   size), for ``contiguous``, ``reshape`` and ``flatten`` that return a view (a contiguous input, or a strided
@@ -92,6 +95,41 @@ def _dropout_p(p: dict) -> float:
     return float(v) if isinstance(v, (int, float)) else 0.5
 
 
+def _is_causal(op_type: str, p: dict) -> bool:
+    """Whether an attention call masks the future (``is_causal``: a keyword, or the positional argument of
+    ``scaled_dot_product_attention`` (6th) or of the CPU flash kernel a training call dispatches (5th))."""
+    kwargs = p.get("kwargs") or {}
+    kwargs = kwargs.get("D", kwargs) if isinstance(kwargs, dict) else {}
+    if "is_causal" in kwargs:
+        return bool(kwargs["is_causal"])
+    at = 4 if op_type.startswith("_scaled_dot_product_flash") else 5
+    args = _args(p)
+    return len(args) > at and args[at] is True
+
+
+def _attended(lq: int, lk: int, causal: bool) -> int:
+    """Query-key pairs an attention computes: all ``lq x lk``, or with a causal mask (aligned at the top left, as
+    SDPA aligns it) the ``min(i + 1, lk)`` keys of each query ``i``: the CPU kernels skip the masked blocks."""
+    if not causal:
+        return lq * lk
+    full = min(lq, lk)  # queries i < lk see i + 1 keys, the rest all lk
+    return full * (full + 1) // 2 + (lq - full) * lk
+
+
+def _norm_params(op_type: str, p: dict, first: list) -> int:
+    """Parameter elements a normalisation reads: weight and bias over ``normalized_shape`` (LayerNorm; one vector
+    without a bias, none without ``elementwise_affine``), two vectors of ``num_features`` or ``num_channels``
+    (batch and group norms), else over the input's last dimension (channels for a ``...2d`` class: timm's
+    LayerNorm2d), one vector for an RMSNorm (Llama's and its twins: a weight, no bias), two for others."""
+    if p.get("normalized_shape"):
+        n = math.prod(int(v) for v in _pair(p["normalized_shape"]))
+        return n * (1 + bool(p.get("bias"))) if p.get("elementwise_affine", True) else 0
+    if p.get("num_features") or p.get("num_channels"):
+        return 2 * int(p.get("num_features") or p.get("num_channels"))
+    n = int(first[1] if op_type.endswith("2d") and len(first) > 1 else first[-1])
+    return n * (1 if optypes.lookup(op_type).twin == "rms_norm_py" else 2)
+
+
 def configuration_features(op_type: str, params, inputs, outputs, mode: str | None = None,
                            phase: str | None = None) -> dict:
     """The features of one configuration (see the module docstring); ``params``/``inputs``/``outputs`` are the
@@ -133,9 +171,10 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
         reduce_dim = int(operand["T"][-1])
         flops = 2 * out_numel * reduce_dim
     elif work == "attention" and len(ins) >= 2:
-        q, k = ins[0]["T"], ins[1]["T"]
+        q, k = ins[0]["T"], ins[1]["T"]  # grouped-query attention: k and v at fewer heads than q (their bytes)
         reduce_dim = int(q[-1])
-        flops = 4 * math.prod(q[:-1]) * int(k[-2]) * reduce_dim
+        pairs = _attended(int(q[-2]), int(k[-2]), _is_causal(op_type, p))
+        flops = 4 * math.prod(q[:-2]) * pairs * reduce_dim
     elif work == "pool":
         kernel = _kernel_volume(op_type, p)
         flops = out_numel * kernel
@@ -147,7 +186,7 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
             if backward and not p.get("sparse"):  # the dense gradient of the whole table, zeroed and accumulated
                 param_bytes += int(p.get("num_embeddings", 0)) * dim * elt
         elif work == "norm":
-            param_bytes = 2 * (int(p.get("num_features") or p.get("num_channels") or channels or 1)) * elt
+            param_bytes = _norm_params(op_type, p, first) * elt
     nbytes = io_bytes + param_bytes
     contiguous = all(_contiguous(s) for s in ins)
     # a reshape, flatten or contiguous() copies only where no view can serve: its input strided and its output

@@ -30,7 +30,9 @@ work                 FLOPs and bytes
 ``elementwise``      (any other op type) the larger of the largest input's and the outputs' element counts
 ===================  ====================================================================================
 
-An op type the table does not name has no family and no twin, and elementwise work.
+A module class whose name ends in ``RMSNorm`` or ``RotaryEmbedding`` (the per-model classes of Hugging Face
+transformers) takes the line of Llama's (:data:`SUFFIXES`). An op type neither names has no family and no twin,
+and elementwise work.
 
 Op types are keys (tables, the database, the cost model): a module call's is its class name (``Linear``), a
 functional call's (an aten op outside leaf modules) its aten name without namespace (``linear``). What a reader
@@ -46,7 +48,7 @@ from dataclasses import dataclass
 TABLE = """
 Linear                         matmul         linear         linear
 linear                         matmul         linear         matmul
-Conv1D                         matmul         -              conv1d_gpt
+Conv1D                         matmul         linear         conv1d_gpt
 addmm                          matmul         linear         addmm
 mm                             matmul         -              matmul
 bmm                            matmul         -              matmul
@@ -63,7 +65,8 @@ ConvTranspose1d                convolution    -              conv
 ConvTranspose2d                convolution    -              conv
 ConvTranspose3d                convolution    -              conv
 convolution                    convolution    -              elementwise
-scaled_dot_product_attention   attention      -              attention
+scaled_dot_product_attention   attention      sdpa           attention
+_scaled_dot_product_flash_attention_for_cpu attention sdpa   attention
 MultiheadAttention             attention      -              elementwise
 BatchNorm1d                    normalisation  -              norm
 BatchNorm2d                    normalisation  batch_norm     norm
@@ -78,8 +81,9 @@ GroupNorm                      normalisation  group_norm     norm
 group_norm                     normalisation  group_norm     elementwise
 InstanceNorm2d                 normalisation  -              norm
 RMSNorm                        normalisation  -              norm
-LlamaRMSNorm                   normalisation  -              norm
-T5LayerNorm                    normalisation  -              norm
+LlamaRMSNorm                   normalisation  rms_norm_py    norm
+SweepRMSNorm                   normalisation  rms_norm_py    norm
+T5LayerNorm                    normalisation  rms_norm_py    norm
 rms_norm                       normalisation  -              elementwise
 ReLU                           activation     relu           elementwise
 relu                           activation     relu           elementwise
@@ -91,11 +95,14 @@ hardtanh                       activation     relu           elementwise
 hardtanh_                      activation     relu           elementwise
 GELU                           activation     gelu           elementwise
 gelu                           activation     gelu           elementwise
-GELUActivation                 activation     -              elementwise
-NewGELUActivation              activation     -              elementwise
+GELUActivation                 activation     gelu           elementwise
+NewGELUActivation              activation     gelu_tanh_py   elementwise
+TanhGELU                       activation     gelu_tanh_py   elementwise
+FastGELUActivation             activation     gelu_tanh_py   elementwise
 SiLU                           activation     silu           elementwise
 silu                           activation     silu           elementwise
 silu_                          activation     silu           elementwise
+SiLUActivation                 activation     silu           elementwise
 Sigmoid                        activation     sigmoid        elementwise
 sigmoid                        activation     sigmoid        elementwise
 Tanh                           activation     tanh           elementwise
@@ -132,6 +139,7 @@ AdaptiveAvgPool2d              pooling        adaptive_avg   elementwise
 adaptive_avg_pool2d            pooling        adaptive_avg   elementwise
 AdaptiveMaxPool2d              pooling        -              elementwise
 mean                           pooling        -              elementwise
+SweepRotaryEmbedding           rotary         rotary_emb     elementwise
 Embedding                      embedding      embedding      embedding
 embedding                      embedding      embedding      elementwise
 EmbeddingBag                   embedding      embedding_bag  embedding
@@ -253,9 +261,23 @@ for _t in OP_TYPES.values():
 COMPUTE_FAMILIES = frozenset({"matmul", "convolution", "attention"})  # scaled by FLOPs, not bytes, when no law
 
 
+# module classes the table need not list one by one: a name ending in the suffix (and longer than it) takes the
+# line of the named type. Hugging Face models name their RMSNorm and rotary-embedding classes after the model
+# (LlamaRMSNorm, Qwen2RMSNorm, MistralRMSNorm, GemmaRMSNorm...; LlamaRotaryEmbedding, Qwen2RotaryEmbedding...), each
+# computed in Python as Llama's is; torch's own ``RMSNorm`` (one fused operator) is listed apart.
+SUFFIXES = (("RMSNorm", "LlamaRMSNorm"), ("RotaryEmbedding", "SweepRotaryEmbedding"))
+
+
 def lookup(op_type: str) -> OpType:
-    """The table's line of ``op_type``; an op type it does not name: no family, no twin, elementwise work."""
-    return OP_TYPES.get(op_type) or OpType(op_type, None, None, "elementwise")
+    """The table's line of ``op_type``, else that of a :data:`SUFFIXES` rule its name matches; an op type neither
+    names: no family, no twin, elementwise work."""
+    if op_type in OP_TYPES:
+        return OP_TYPES[op_type]
+    for suffix, like in SUFFIXES:
+        if op_type.endswith(suffix) and op_type != suffix:
+            t = OP_TYPES[like]
+            return OpType(op_type, t.family, t.twin, t.work)
+    return OpType(op_type, None, None, "elementwise")
 
 
 def family(op_type: str) -> str | None:

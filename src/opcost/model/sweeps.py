@@ -20,12 +20,27 @@ the choice depends on a database, so it is made between runs, never silently ins
 Operators (parameters; default value): ``Conv2d`` (channels 32, kernel 3, stride 1, groups 1, size 28, ratio 1:
 with a ratio, each layer is a pair that widens to ratio x channels and narrows back, as the 1x1 convolutions of a
 MobileNet block do),
-``Linear`` (features 256, rows 1), ``mlp`` (features 256, rows 64, ratio 4: Linear to ratio x features, GELU,
-Linear back, as in a transformer's feed-forward block; the Linear layers of other widths that a chain of identical
-shape-keeping layers cannot hold), ``attention`` (seq 128, heads 4, head_dim 32: q, k and v three interleaved
-slices of a packed input, as a fused qkv projection writes them in ViTs and BERTs, one
-``scaled_dot_product_attention``; with q = k = v the call read a third of the memory and measured 373 µs where
-vit_tiny's call of the same shape measured 602 µs), ``LayerNorm`` (features 256, rows 64), ``BatchNorm2d``,
+``Linear`` (features 256, rows 1), ``mlp`` (features 256, rows 64, ratio 4, act 0: Linear to ratio x features,
+GELU, Linear back, as in a transformer's feed-forward block; the Linear layers of other widths that a chain of
+identical shape-keeping layers cannot hold; ``act`` 1: GELU's tanh approximation computed in Python as GPT-2's
+``NewGELUActivation`` computes it, :class:`TanhGELU`), ``gated_mlp`` (features 256, rows 64, inter 688: the gated
+feed-forward block of Llama, Qwen2 and Mistral, gate and up Linears to ``inter``, SiLU, ``mul``, down Linear, no
+biases), ``lm_head`` (features 256, rows 64, vocab 32000: a language-model head, one Linear from ``features`` to
+``vocab`` logits without bias, a chain of one; at 128 rows and vocabulary 32000 its output is 16 MiB per sample and
+its weight 32 MiB at 256 features, beyond a 32 MiB last-level cache from batch 2 or 512 features on),
+``attention`` (seq 128, heads 4, head_dim 32, heads_kv 0, causal 0: q, k and v three interleaved slices of a
+packed input, as a fused qkv projection writes them in ViTs and BERTs, one ``scaled_dot_product_attention``; with
+q = k = v the call read a third of the memory and measured 373 µs where vit_tiny's call of the same shape
+measured 602 µs; with ``heads_kv`` below ``heads`` (grouped-query attention: it must divide ``heads``; 0 means
+``heads``) or ``causal`` 1, q, k and v are consecutive slices, each viewed and transposed to [batch, heads, seq,
+head_dim] as the separate projections of a Hugging Face decoder leave them, and SDPA is called as transformers 5's
+``sdpa_attention_forward`` calls it without a mask: ``is_causal``, ``scale``, and ``enable_gqa`` where ``heads_kv``
+< ``heads``, keys and values at ``heads_kv`` heads, no ``repeat_kv`` copy), ``rotary`` (seq 128, heads 4, head_dim
+64: rotary position embeddings as ``apply_rotary_pos_emb`` applies them to a decoder layer's queries or keys, the
+aten ops mul, slice, neg, cat, mul, add at [batch, heads, seq, head_dim] on a head-split (strided) view, ``depth``
+times, after one :class:`SweepRotaryEmbedding` call that computes the cosines and sines as
+``LlamaRotaryEmbedding`` does), ``LayerNorm`` and ``RMSNorm`` (features 256, rows 64; ``RMSNorm``:
+:class:`SweepRMSNorm`, computed as ``LlamaRMSNorm`` computes it), ``BatchNorm2d``,
 ``ReLU``, ``GELU``, ``add`` (x + x; channels 32, size 28 for these four), ``MaxPool2d`` (also kernel 3, stride 1;
 padding kernel // 2), ``cat`` (also parts 2: the input's channels in ``parts`` chunks concatenated again, the
 channel concat of a block's branches as in SqueezeNet's fire modules, Inception or DenseNet), ``Dropout`` (also p
@@ -44,6 +59,7 @@ LayerNorm leaves its output so). The batch size of a point is its grid's ``batch
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import torch
@@ -58,9 +74,13 @@ _SPATIAL = {"channels": 32, "size": 28, "channels_last": 0}
 DEFAULTS = {
     "Conv2d": {"channels": 32, "kernel": 3, "stride": 1, "groups": 1, "size": 28, "ratio": 1, "channels_last": 0},
     "Linear": {"features": 256, "rows": 1},
-    "mlp": {"features": 256, "rows": 64, "ratio": 4},
-    "attention": {"seq": 128, "heads": 4, "head_dim": 32},
+    "mlp": {"features": 256, "rows": 64, "ratio": 4, "act": 0},
+    "gated_mlp": {"features": 256, "rows": 64, "inter": 688},
+    "lm_head": {"features": 256, "rows": 64, "vocab": 32000},
+    "attention": {"seq": 128, "heads": 4, "head_dim": 32, "heads_kv": 0, "causal": 0},
+    "rotary": {"seq": 128, "heads": 4, "head_dim": 64},
     "LayerNorm": {"features": 256, "rows": 64},
+    "RMSNorm": {"features": 256, "rows": 64},
     "BatchNorm2d": dict(_SPATIAL),
     "ReLU": dict(_SPATIAL),
     "GELU": dict(_SPATIAL),
@@ -75,7 +95,7 @@ _LOOKUPS = ("Embedding", "EmbeddingBag")  # ops whose input is ids below the tab
 OPS = tuple(DEFAULTS)
 _SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": "h", "features": "f", "rows": "r",
           "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p", "p": "p", "num": "v", "dim": "e",
-          "channels_last": "nhwc"}
+          "channels_last": "nhwc", "act": "a", "inter": "i", "vocab": "vocab", "heads_kv": "kv", "causal": "causal"}
 _FLOAT = {"p"}  # parameters that are not integers
 
 
@@ -108,22 +128,129 @@ class _Bags(nn.Module):
         return torch.stack([bag(ids, offsets) for bag in self.bags], dim=1)
 
 
+class SweepRMSNorm(nn.Module):
+    """Root-mean-square normalisation over the last dimension, computed as transformers' ``LlamaRMSNorm`` (and
+    Qwen2's, Mistral's, T5's ``T5LayerNorm``) compute it, in Python: float32, ``pow(2).mean(-1)``, ``rsqrt``, two
+    products. Its class name ends in ``RMSNorm``, so that :mod:`opcost.analysis.optypes` puts it in one twin group
+    with theirs; ``torch.nn.RMSNorm`` (one fused operator) is another computation."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(dtype)
+
+
+class SweepRotaryEmbedding(nn.Module):
+    """The cosines and sines of rotary position embeddings for ``head_dim``, computed as transformers'
+    ``LlamaRotaryEmbedding`` (the default rope type) computes them from the position ids, once per forward call;
+    its class name ends in ``RotaryEmbedding``, a twin of theirs (:mod:`opcost.analysis.optypes`)."""
+
+    def __init__(self, head_dim: int, base: float = 10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.attention_scaling = 1.0
+
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1).to(x.device)
+        freqs = (inv.float() @ position_ids[:, None, :].float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * self.attention_scaling).to(x.dtype), (emb.sin() * self.attention_scaling).to(x.dtype)
+
+
+class TanhGELU(nn.Module):
+    """GELU's tanh approximation computed in Python, as transformers' ``NewGELUActivation`` (GPT-2's
+    ``gelu_new``) computes it: eight elementwise operators where ``nn.GELU`` runs one kernel."""
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class _GatedMLP(nn.Module):
+    """A gated feed-forward block as Llama, Qwen2 and Mistral run it (``LlamaMLP``): gate and up projections,
+    SiLU of the gate times the up projection (a ``mul`` outside leaf modules), down projection; no biases."""
+
+    def __init__(self, features: int, inter: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(features, inter, bias=False)
+        self.up_proj = nn.Linear(features, inter, bias=False)
+        self.down_proj = nn.Linear(inter, features, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+def _rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class _Rotary(nn.Module):
+    """Rotary embeddings applied ``depth`` times, as transformers' ``apply_rotary_pos_emb`` applies them to a
+    layer's queries (or keys): ``x * cos + rotate_half(x) * sin`` (mul, two slices, neg, cat, mul, add) at
+    [batch, heads, seq, head_dim], the input a head-split view of a projection's output ([batch, seq, heads x
+    head_dim] viewed and transposed: strided, as in the model), the cosines and sines from one
+    :class:`SweepRotaryEmbedding` call per forward, as a model computes them once for all its layers."""
+
+    def __init__(self, heads: int, head_dim: int, depth: int):
+        super().__init__()
+        self.heads, self.head_dim, self.depth = heads, head_dim, depth
+        self.rotary_emb = SweepRotaryEmbedding(head_dim)
+
+    def forward(self, x):
+        x = _differentiable(self, x)
+        b, n, _ = x.shape
+        positions = torch.arange(n, device=x.device).unsqueeze(0).expand(b, -1)
+        cos, sin = self.rotary_emb(x, positions)
+        x = x.view(b, n, self.heads, self.head_dim).transpose(1, 2)
+        for _ in range(self.depth):
+            c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+            x = (x * c) + (_rotate_half(x) * s)
+        return x
+
+
 class _Functional(nn.Module):
     """A chain of an operator called outside leaf modules (attention, cat, add); its child makes it a non-leaf."""
 
-    def __init__(self, op: str, depth: int, heads: int = 1, parts: int = 2):
+    def __init__(self, op: str, depth: int, heads: int = 1, parts: int = 2, heads_kv: int = 0, causal: int = 0):
         super().__init__()
         self.op, self.depth, self.heads, self.parts = op, depth, heads, parts
+        self.heads_kv, self.causal = heads_kv or heads, bool(causal)
         self.keep = nn.Identity()
+
+    def _attention(self, x):
+        """One attention layer; x: packed q, k, v per token, as a fused qkv projection writes them. With fewer key
+        and value heads (grouped-query attention), q, k and v are slices of the packed input, each viewed and
+        transposed to [batch, heads, seq, head_dim] as Llama's separate projections leave them, and SDPA is called
+        as transformers' ``sdpa_attention_forward`` calls it (``enable_gqa``, the scale, ``is_causal``)."""
+        b, n, width = x.shape
+        if self.heads_kv == self.heads and not self.causal:  # ViT's and BERT's call
+            q, k, v = x.view(b, n, 3, self.heads, width // (3 * self.heads)).permute(2, 0, 3, 1, 4).unbind(0)
+            out = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, width // 3)
+            return out.repeat(1, 1, 3)  # the next layer's q, k and v: three tensors' worth of memory, as in a model
+        d = width // (self.heads + 2 * self.heads_kv)
+        q, k, v = x.split([self.heads * d, self.heads_kv * d, self.heads_kv * d], dim=-1)
+        q, k, v = (t.view(b, n, -1, d).transpose(1, 2) for t in (q, k, v))
+        gqa = {"enable_gqa": True} if self.heads_kv < self.heads else {}
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, scale=d ** -0.5,
+                                             is_causal=self.causal and n > 1, **gqa)
+        out = out.transpose(1, 2).reshape(b, n, self.heads * d)
+        # the next layer's q, k and v in fresh memory, as the next layer's projections write them
+        return torch.cat((out, out[..., : 2 * self.heads_kv * d]), dim=-1)
 
     def forward(self, x):
         x = self.keep(_differentiable(self, x))
         for _ in range(self.depth):
-            if self.op == "attention":  # x: packed q, k, v per token, as a fused qkv projection writes them
-                b, n, e3 = x.shape
-                q, k, v = x.view(b, n, 3, self.heads, e3 // (3 * self.heads)).permute(2, 0, 3, 1, 4).unbind(0)
-                out = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, e3 // 3)
-                x = out.repeat(1, 1, 3)  # the next layer's q, k and v: three tensors' worth of memory, as in a model
+            if self.op == "attention":
+                x = self._attention(x)
             elif self.op == "cat":
                 x = torch.cat(x.chunk(self.parts, dim=1), dim=1)
             else:
@@ -153,25 +280,35 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
         return _Bags(p["num"], p["dim"], depth)
     if op == "LayerNorm":
         return _Chain(*(nn.LayerNorm(p["features"]) for _ in range(depth)))
+    if op == "RMSNorm":
+        return _Chain(*(SweepRMSNorm(p["features"]) for _ in range(depth)))
     if op == "mlp":  # a transformer's feed-forward block: the one Linear pair a shape-keeping chain can hold
         f, wide = p["features"], p["features"] * p["ratio"]
-        return _Chain(*(nn.Sequential(nn.Linear(f, wide), nn.GELU(), nn.Linear(wide, f))
-                        for _ in range(depth)))
+        act = TanhGELU if p["act"] else nn.GELU
+        return _Chain(*(nn.Sequential(nn.Linear(f, wide), act(), nn.Linear(wide, f)) for _ in range(depth)))
+    if op == "gated_mlp":
+        return _Chain(*(_GatedMLP(p["features"], p["inter"]) for _ in range(depth)))
+    if op == "lm_head":  # hidden states to vocabulary logits: a chain of one
+        return _Chain(nn.Linear(p["features"], p["vocab"], bias=False))
+    if op == "rotary":
+        return _Rotary(p["heads"], p["head_dim"], depth)
     layer = {"BatchNorm2d": lambda: nn.BatchNorm2d(p["channels"]), "ReLU": nn.ReLU, "GELU": nn.GELU,
              "MaxPool2d": lambda: nn.MaxPool2d(p["kernel"], stride=p["stride"], padding=p["kernel"] // 2),
              "Dropout": lambda: nn.Dropout(p["p"])}.get(op)
     if layer is not None:
         return _Chain(*(layer() for _ in range(depth)))
-    return _Functional(op, depth, p.get("heads", 1), p.get("parts", 2))
+    return _Functional(op, depth, p.get("heads", 1), p.get("parts", 2), p.get("heads_kv", 0), p.get("causal", 0))
 
 
 def input_shape(op: str, p: dict) -> list[int]:
     """Per-sample input shape of a point."""
     p = {**DEFAULTS[op], **p}
-    if op in ("Linear", "LayerNorm", "mlp"):
+    if op in ("Linear", "LayerNorm", "RMSNorm", "mlp", "gated_mlp", "lm_head"):
         return [p["rows"], p["features"]]
     if op == "attention":
-        return [p["seq"], 3 * p["heads"] * p["head_dim"]]
+        return [p["seq"], (p["heads"] + 2 * (p["heads_kv"] or p["heads"])) * p["head_dim"]]
+    if op == "rotary":
+        return [p["seq"], p["heads"] * p["head_dim"]]
     if op in _LOOKUPS:
         return [p["rows"]]
     return [p["channels"], p["size"], p["size"]]
@@ -187,6 +324,8 @@ def points(sweep: dict) -> list[dict]:
     combos = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
     if sweep.get("op") == "Conv2d":  # groups must divide the channels
         combos = [c for c in combos if c.get("channels", 32) % c.get("groups", 1) == 0]
+    if sweep.get("op") == "attention":  # key/value heads must divide the heads
+        combos = [c for c in combos if c.get("heads", 4) % (c.get("heads_kv") or c.get("heads", 4)) == 0]
     n = sweep.get("samples")
     if n is not None and n < len(combos):
         combos = random.Random(0).sample(combos, n)
