@@ -1,7 +1,9 @@
-from opcost import stages
-from opcost.config import workloads
+from pathlib import Path
+
+from opcost import rule, stages
 
 i, o = snakemake.input, snakemake.output
-stages.run_rule(snakemake, stages.advise, snakemake.config,
-                db_paths={name: i[name] for name in ("layers", "measurements", "e2e", "overheads")},
-                out_plans=dict(zip(workloads(snakemake.config), o.plans)), out_figure=o.figure)
+plans = {(Path(p).parent.name, *Path(p).stem.rsplit("_b", 1)): p for p in o.plans}  # {model}/{mode}_b{batch}.yaml
+rule.run_rule(snakemake, stages.advise, rule.stage_config(snakemake, "advise"),
+              db_paths={name: i[name] for name in ("layers", "measurements", "e2e", "overheads")},
+              out_plans={(m, mode, int(b)): p for (m, mode, b), p in plans.items()}, out_figure=o.figure)

@@ -1,3 +1,3 @@
-from opcost import stages
+from opcost import rule, stages
 
-stages.run_rule(snakemake, stages.make_catalog, layer_paths=snakemake.input, out=snakemake.output[0])
+rule.run_rule(snakemake, stages.make_catalog, layer_paths=snakemake.input, out=snakemake.output[0])

@@ -1,5 +1,5 @@
-from opcost import stages
+from opcost import rule, stages
 
 w, o = snakemake.wildcards, snakemake.output
-stages.run_rule(snakemake, stages.coplace, snakemake.config, model=w.model, mode=w.mode, batch=int(w.batch),
-                out=o.table, out_summary=o.summary, out_failures=o.failures)
+rule.run_rule(snakemake, stages.coplace, rule.stage_config(snakemake, "coplace"), model=w.model, mode=w.mode,
+              batch=int(w.batch), out=o.table, out_summary=o.summary, out_failures=o.failures)

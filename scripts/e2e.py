@@ -1,5 +1,5 @@
-from opcost import stages
+from opcost import rule, stages
 
 w, o = snakemake.wildcards, snakemake.output
-stages.run_rule(snakemake, stages.e2e, snakemake.config, model=w.model, mode=w.mode, batch=int(w.batch), out=o.table,
-                out_samples=o.samples, out_failures=o.failures)
+rule.run_rule(snakemake, stages.e2e, rule.stage_config(snakemake, "e2e"), model=w.model, mode=w.mode,
+              batch=int(w.batch), out=o.table, out_samples=o.samples, out_failures=o.failures)

@@ -1,10 +1,12 @@
 # The job's memory is bound to the tier before anything starts torch (and its threads, which inherit the binding).
+from opcost.config import StageConfig
 from opcost.measure.numa import bind_to_tier
 
 w, o = snakemake.wildcards, snakemake.output
-unbound = bind_to_tier(snakemake.config["placement"], w.tier)
+config = StageConfig.from_params("e2e_tier", snakemake.params.settings, w.model)
+unbound = bind_to_tier(config["placement"], w.tier)
 
-from opcost import stages  # noqa: E402
+from opcost import rule, stages  # noqa: E402
 
-stages.run_rule(snakemake, stages.e2e_tier, snakemake.config, model=w.model, mode=w.mode, batch=int(w.batch),
-                tier=w.tier, unbound=unbound, out=o.table, out_samples=o.samples, out_failures=o.failures)
+rule.run_rule(snakemake, stages.e2e_tier, config, model=w.model, mode=w.mode, batch=int(w.batch), tier=w.tier,
+              unbound=unbound, out=o.table, out_samples=o.samples, out_failures=o.failures)

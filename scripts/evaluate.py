@@ -1,7 +1,8 @@
-from opcost import stages
+from opcost import rule, stages
 
 i = snakemake.input
-stages.run_rule(snakemake, stages.evaluate, snakemake.config, iteration=int(snakemake.wildcards.n),
-                configs_path=i.configs, previous_evaluation=i.previous if "previous" in i.keys() else None,
-                layer_paths=i.layers, measurement_paths=[*i.profiles, *i.insitu], e2e_paths=[*i.e2e, *i.profile_e2e],
-                out=snakemake.output[0], overhead_paths=i.overheads, op_type_paths=i.op_types)
+inputs = stages.EvaluationFiles(configs=i.configs, previous=i.previous if "previous" in i.keys() else None,
+                                layers=i.layers, measurements=[*i.profiles, *i.insitu], e2e=[*i.e2e, *i.profile_e2e],
+                                overheads=i.overheads, op_types=i.op_types)
+rule.run_rule(snakemake, stages.evaluate, rule.stage_config(snakemake, "evaluate"),
+              iteration=int(snakemake.wildcards.n), inputs=inputs, out=snakemake.output[0])

@@ -1,5 +1,5 @@
-from opcost import stages
+from opcost import rule, stages
 
 w, o = snakemake.wildcards, snakemake.output
-stages.run_rule(snakemake, stages.extract, snakemake.config, model=w.model, mode=w.mode, batch=int(w.batch),
-                out=o.layers, out_failures=o.failures)
+rule.run_rule(snakemake, stages.extract, rule.stage_config(snakemake, "extract"), model=w.model, mode=w.mode,
+              batch=int(w.batch), out=o.layers, out_failures=o.failures)

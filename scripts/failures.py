@@ -1,5 +1,5 @@
-from opcost import stages
+from opcost import rule, stages
 
 i = snakemake.input
-stages.run_rule(snakemake, stages.failures, failure_paths=i.failures, measurements_path=i.measurements,
-                layers_path=i.layers, out_tsv=snakemake.output[0])
+rule.run_rule(snakemake, stages.failures, failure_paths=i.failures, measurements_path=i.measurements,
+              layers_path=i.layers, out_tsv=snakemake.output[0])

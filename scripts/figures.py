@@ -1,9 +1,10 @@
-from opcost import stages
+from opcost import rule, stages
+from opcost.report.figures import FigureFiles
 
-i = snakemake.input
-stages.run_rule(snakemake, stages.make_figures, snakemake.config, layers=i.layers, measurements=i.measurements,
-                e2e=i.e2e, predictions=i.predictions, consistency=i.consistency, loop=i.loop,
-                outdir=snakemake.output[0], tiers=i.tiers,
-                traces={part: i[f"trace_{part}"] for part in ("op_types", "iterations", "overhead_samples")},
-                coplace=i.coplace, unseen=i.unseen, failures=i.failures, summary=snakemake.output.summary,
-                tier_costs=i.tier_costs)
+i, o = snakemake.input, snakemake.output
+files = FigureFiles(layers=i.layers, measurements=i.measurements, e2e=i.e2e, predictions=i.predictions,
+                    consistency=i.consistency, loop=i.loop, tiers=i.tiers, coplace=i.coplace, unseen=i.unseen,
+                    traces={part: i[f"trace_{part}"] for part in ("op_types", "iterations", "overhead_samples")},
+                    tier_costs=i.tier_costs)
+rule.run_rule(snakemake, stages.make_figures, rule.stage_config(snakemake, "figures"), files=files,
+              outdir=o[0], failures=i.failures, summary=o.summary)

@@ -1,5 +1,5 @@
-from opcost import stages
+from opcost import rule, stages
 
 o = snakemake.output
-stages.run_rule(snakemake, stages.loop_summary, evaluation_paths=snakemake.input, out_summary=o.summary,
-                out_text=o.text, out_fragment=o.fragment)
+rule.run_rule(snakemake, stages.loop_summary, evaluation_paths=snakemake.input, out_summary=o.summary,
+              out_text=o.text, out_fragment=o.fragment)

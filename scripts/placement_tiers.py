@@ -1,3 +1,4 @@
-from opcost import stages
+from opcost import rule, stages
 
-stages.run_rule(snakemake, stages.placement_tiers, snakemake.config, out=snakemake.output[0])
+rule.run_rule(snakemake, stages.placement_tiers, rule.stage_config(snakemake, "placement_tiers"),
+              out=snakemake.output[0])

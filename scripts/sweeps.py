@@ -1,4 +1,5 @@
-from opcost import stages
+from opcost import rule, stages
 
 o = snakemake.output
-stages.run_rule(snakemake, stages.extract_sweeps, snakemake.config, out=o.layers, out_failures=o.failures)
+rule.run_rule(snakemake, stages.extract_sweeps, rule.stage_config(snakemake, "sweeps"), out=o.layers,
+              out_failures=o.failures)

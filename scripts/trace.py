@@ -1,5 +1,6 @@
-from opcost import stages
+from opcost import rule, stages
 
 o, w = snakemake.output, snakemake.wildcards
-stages.run_rule(snakemake, stages.trace, snakemake.config, model=w.model, mode=w.mode, batch=int(w.batch),
-                out_trace=o.trace, out_tables={part: o[part] for part in stages.TRACE_PARTS}, out_failures=o.failures)
+rule.run_rule(snakemake, stages.trace, rule.stage_config(snakemake, "trace"), model=w.model, mode=w.mode,
+              batch=int(w.batch), out_trace=o.trace, out_tables={part: o[part] for part in stages.TRACE_PARTS},
+              out_failures=o.failures)

@@ -1,6 +1,8 @@
-from opcost import stages
+from opcost import rule, stages
 
 i, o = snakemake.input, snakemake.output
-stages.run_rule(snakemake, stages.validate, snakemake.config, layer_paths=i.layers, measurements_path=i.measurements,
-                e2e_path=i.e2e, out=o.table, out_tsv=o.tsv, out_consistency=o.consistency, overhead_paths=i.overheads,
-                op_type_paths=i.op_types, out_tiers=o.tiers, out_tiers_tsv=o.tiers_tsv)
+rule.run_rule(snakemake, stages.validate, rule.stage_config(snakemake, "validate"),
+              inputs=stages.ValidationFiles(layers=i.layers, measurements=i.measurements, e2e=i.e2e,
+                                            overheads=i.overheads, op_types=i.op_types),
+              out=stages.ValidationOutputs(predictions=o.table, tsv=o.tsv, consistency=o.consistency,
+                                           tiers=o.tiers, tiers_tsv=o.tiers_tsv))

@@ -90,9 +90,9 @@ def test_rotation_context_configurations_rotate_but_are_not_recorded(monkeypatch
     seen = []
     real = rotation.measure_rotation
 
-    def spy(fns, settings, device, prepare, **kw):
-        seen.append((len(fns), list(kw["targets"]), kw["shuffle"], kw["sequence"]))
-        return real(fns, settings, device, prepare, **kw)
+    def spy(rot, settings, device, **kw):
+        seen.append((len(rot.calls), list(kw["targets"]), rot.shuffle, rot.sequence))
+        return real(rot, settings, device, **kw)
 
     monkeypatch.setattr(rotation, "measure_rotation", spy)
     fast = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3)
@@ -137,7 +137,8 @@ def _profile_spied(monkeypatch, configs, models, e2e_every):
     fast = TimingSettings(max_seconds=0.05, warmup_s=0.0, min_samples=40, max_samples=40, target_rel_ci=1e-9)
     got, seen, real = [], [], rotation.measure_rotation
     monkeypatch.setattr(rotation, "measure_rotation",
-                        lambda fns, *a, **kw: seen.append((fns, kw)) or real(fns, *a, **kw))
+                        lambda rot, *a, **kw: seen.append((rot.calls, {"sequence": rot.sequence, "every": rot.every,
+                                                                       "release": rot.release})) or real(rot, *a, **kw))
     meas, _ = profile_configs(configs, models, "cpu", "float32", ProfileSettings(fast, e2e_every=e2e_every),
                               on_e2e=lambda row, smp: got.append((row, smp)))
     return meas, got, seen

@@ -78,14 +78,14 @@ def test_the_database_answers_a_question_about_one_configuration(tiny_run):
     linear = db["configs"][db["configs"]["op_type"] == "Linear"]
     widths = sorted({json.loads(p)["in_features"] for p in linear["params"]})
     assert len(widths) >= 2  # mlp (16) and the sweep points (4, 12, 24), tiny_dlrm's MLPs
-    one = database.show(db, op="Linear", source="isolated", params={"in_features": str(widths[0])})
+    one = database.show(db, database.Filter(op="Linear", source="isolated", params={"in_features": str(widths[0])}))
     assert len(one) and (one["params"].map(lambda p: json.loads(p)["in_features"]) == widths[0]).all()
     assert (one["cost_s"] == one.merge(db["measurements"], on=["config_id", "phase", "source", "placement"])
             ["trimmed_mean_s"].to_numpy()).all()
     shape = one["shapes"].iloc[0].split(", ")[0]
-    by_shape = database.show(db, op="Linear", shape=shape.replace("x", ","), statistic="median")
+    by_shape = database.show(db, database.Filter(op="Linear", shape=shape.replace("x", ",")), statistic="median")
     assert len(by_shape) and by_shape["shapes"].str.split(", ").map(lambda s: shape in s).all()
-    assert set(by_shape["config_id"]) < set(database.show(db, op="Linear")["config_id"])
+    assert set(by_shape["config_id"]) < set(database.show(db, database.Filter(op="Linear"))["config_id"])
     out = subprocess.run([sys.executable, "-m", "opcost.cli", "db", "show", "--db", str(tiny_run / "results" / "db"),
                           "--op", "Linear", "--param", f"in_features={widths[0]}", "--phase", "forward", "--csv"],
                          capture_output=True, text=True, check=True).stdout

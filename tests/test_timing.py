@@ -11,10 +11,10 @@ from opcost.measure.timing import (
     RotationError,
     TimingSettings,
     measure,
-    measure_rotation,
     median_ci,
     trimmed_mean,
 )
+from opcost.measure.rotation import Rotation, measure_rotation
 
 
 def test_median_ci_order_statistics():
@@ -109,7 +109,7 @@ def test_rotation_calls_each_callable_once_per_round_in_shuffled_orders():
     clock = PerCallableClock({k: itertools.repeat(1e-3) for k in "abc"})
     fns = [lambda k=k: events.append(k) or k for k in "abc"]
     prepare = [lambda k=k: events.append("prep-" + k) for k in "abc"]
-    ms = measure_rotation(fns, ROT, clock=clock, prepare=prepare, seed=1)
+    ms = measure_rotation(Rotation(fns, prepare), ROT, clock=clock, seed=1)
     rounds = [clock.calls[i:i + 3] for i in range(0, len(clock.calls), 3)]
     assert all(sorted(r) == ["a", "b", "c"] for r in rounds)  # once per round
     assert len({tuple(r) for r in rounds}) > 1  # the order changes between rounds
@@ -121,12 +121,12 @@ def test_rotation_calls_each_callable_once_per_round_in_shuffled_orders():
 def test_rotation_follows_a_call_sequence_with_repeats():
     clock = PerCallableClock({k: itertools.repeat(t) for k, t in zip("abc", (1e-3, 2e-3, 3e-3))})
     seq = [0, 1, 1, 2, 1]  # b called three times per round, twice in a row, as a model may call it
-    a, b, c = measure_rotation([lambda k=k: k for k in "abc"], ROT, clock=clock, sequence=seq, shuffle=False)
+    a, b, c = measure_rotation(Rotation([lambda k=k: k for k in "abc"], sequence=seq), ROT, clock=clock)
     assert clock.calls[:10] == list("abbcb" * 2)  # every round exactly the sequence
     assert a.n == c.n == 10 and b.n == 30  # the stop rule counts rounds; each call is one sample
     assert (a.median, b.median, c.median) == (1e-3, 2e-3, 3e-3)
     with pytest.raises(ValueError, match="every callable"):
-        measure_rotation([lambda: "a", lambda: "b"], ROT, clock=clock, sequence=[0, 0])
+        measure_rotation(Rotation([lambda: "a", lambda: "b"], sequence=[0, 0]), ROT, clock=clock)
 
 
 class Output:
@@ -166,10 +166,10 @@ def test_rotation_keeps_outputs_alive_until_their_release_call_drops_them():
 
     fns = [lambda k=k: Output(k, freed) for k in "abcd"]
     # a's output lives until d's call (as a residual), b's until c's, c's and d's die at once
-    measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2, 3], shuffle=False, release=[3, 2, 2, 3])
+    measure_rotation(Rotation(fns, sequence=[0, 1, 2, 3], release=[3, 2, 2, 3]), ROT, clock=FreeLog(freed, log))
     assert log[:8] == [("a", []), ("b", []), ("c", ["b", "c"]), ("d", ["a", "d"])] * 2  # frees sorted by name
     with pytest.raises(ValueError, match="release"):
-        measure_rotation(fns, ROT, clock=FreeLog(freed, log), release=[0, 1, 2, 3])
+        measure_rotation(Rotation(fns, release=[0, 1, 2, 3]), ROT, clock=FreeLog(freed, log))
 
 
 def test_rotation_feeds_each_call_the_outputs_its_producers_made_in_the_same_round():
@@ -189,25 +189,24 @@ def test_rotation_feeds_each_call_the_outputs_its_producers_made_in_the_same_rou
     fns = [lambda: produce("a"), lambda: produce("b"), consume]
     # c reads a's and b's outputs; the model drops a's right after b (release 1) and b's at c (release 2);
     # a feeder's output is kept for its reader even so, and freed right after the reader's call, with its arguments
-    ms = measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2], shuffle=False, release=[1, 2, 2],
-                          feed=[None, None, (bind, [0, 1])])
+    ms = measure_rotation(Rotation(fns, sequence=[0, 1, 2], release=[1, 2, 2], feed=[None, None, (bind, [0, 1])]),
+                          ROT, clock=FreeLog(freed, log))
     assert all(m.n == 10 for m in ms)
     first = log[:3]
     assert first[0] == ("a0", []) and first[1] == ("b1", [])
     assert first[2] == ("c<a0,b1", ["a0", "b1", "c<a0,b1"])  # read this round's outputs; all freed after it
     assert log[3:6] == [("a2", []), ("b3", []), ("c<a2,b3", ["a2", "b3", "c<a2,b3"])]
     with pytest.raises(ValueError, match="does not run before"):
-        measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2], shuffle=False, release=[1, 2, 2],
-                         feed=[(bind, [2]), None, None])
+        measure_rotation(Rotation(fns, sequence=[0, 1, 2], release=[1, 2, 2], feed=[(bind, [2]), None, None]),
+                         ROT, clock=FreeLog(freed, log))
     with pytest.raises(ValueError, match="feed needs a release"):
-        measure_rotation(fns, ROT, clock=FreeLog(freed, log), sequence=[0, 1, 2], shuffle=False,
-                         feed=[None, None, None])
+        measure_rotation(Rotation(fns, sequence=[0, 1, 2], feed=[None, None, None]), ROT, clock=FreeLog(freed, log))
 
 
 def test_rotation_calls_a_sparse_member_every_nth_round_only():
     clock = PerCallableClock({k: itertools.repeat(t) for k, t in zip("abm", (1e-3, 2e-3, 5e-3))})
-    a, b, m = measure_rotation([lambda k=k: k for k in "abm"], ROT, clock=clock, sequence=[0, 1, 2],
-                               shuffle=False, targets=[0, 1], every=[1, 1, 3])
+    a, b, m = measure_rotation(Rotation([lambda k=k: k for k in "abm"], sequence=[0, 1, 2], every=[1, 1, 3]), ROT,
+                               clock=clock, targets=[0, 1])
     # warm-up round 0 (with m), then rounds 1..10: m closes rounds 3, 6, 9
     assert "".join(clock.calls) == "abm" + "ab" * 2 + ("abm" + "ab" * 2) * 2 + "abm" + "ab"
     assert a.n == b.n == 10 and m.n == 3 and m.median == 5e-3
@@ -217,12 +216,12 @@ def test_rotation_stops_at_the_cap_and_flags_the_imprecise_callable():
     rng = np.random.default_rng(0)
     short = replace(ROT, max_samples=FUTILITY_ROUNDS - 10)  # the cap comes before any judgement of futility
     clock = PerCallableClock({"stable": itertools.repeat(2e-3), "noisy": iter(rng.choice([1e-3, 3e-3], 1000))})
-    stable, noisy = measure_rotation([lambda: "stable", lambda: "noisy"], short, clock=clock)
+    stable, noisy = measure_rotation(Rotation([lambda: "stable", lambda: "noisy"]), short, clock=clock)
     assert stable.n == noisy.n == short.max_samples  # one imprecise member keeps the whole rotation going
     assert not stable.noisy and noisy.noisy and noisy.rel_ci > ROT.target_rel_ci
     # only the members named as targets decide when to stop
     clock = PerCallableClock({"stable": itertools.repeat(2e-3), "noisy": iter(rng.choice([1e-3, 3e-3], 1000))})
-    stable, noisy = measure_rotation([lambda: "stable", lambda: "noisy"], ROT, clock=clock, targets=[0])
+    stable, noisy = measure_rotation(Rotation([lambda: "stable", lambda: "noisy"]), ROT, clock=clock, targets=[0])
     assert stable.n == noisy.n == 10
 
 
@@ -234,7 +233,7 @@ def test_rotation_gives_up_on_a_median_the_caps_leave_no_rounds_to_make_precise(
         scripts = {"stable": itertools.repeat(2e-3),
                    "bimodal": iter(rng.choice([1e-3, 3e-3], 5000)),  # median CI stays ~100% wide: hopeless
                    "uniform": iter(rng.uniform(0.9e-3, 1.1e-3, 5000))}  # ~3% at 50 rounds, 1% at ~400
-        return measure_rotation([lambda k=k: k for k in names], long, clock=PerCallableClock(
+        return measure_rotation(Rotation([lambda k=k: k for k in names]), long, clock=PerCallableClock(
             {k: scripts[k] for k in names}))
 
     stable, bimodal = run(["stable", "bimodal"])
@@ -244,7 +243,8 @@ def test_rotation_gives_up_on_a_median_the_caps_leave_no_rounds_to_make_precise(
     assert FUTILITY_ROUNDS < uniform.n < long.max_samples  # the uniform one could, and was given the rounds
     assert uniform.precise and uniform.rel_ci <= long.target_rel_ci and bimodal.noisy
     # a narrowing median gets no rounds the caps cannot pay for: 60 in all cannot make 3% into 1%
-    _, uniform = measure_rotation([lambda k=k: k for k in ("stable", "uniform")], replace(ROT, max_samples=60),
+    _, uniform = measure_rotation(Rotation([lambda k=k: k for k in ("stable", "uniform")]),
+                                  replace(ROT, max_samples=60),
                                   clock=PerCallableClock({"stable": itertools.repeat(2e-3),
                                                           "uniform": iter(rng.uniform(0.9e-3, 1.1e-3, 500))}))
     assert uniform.n == FUTILITY_ROUNDS and not uniform.precise
@@ -259,7 +259,7 @@ def test_rotation_time_cap_counts_the_measured_callables_not_the_context():
         time.sleep(next(delays))
 
     s = replace(ROT, max_seconds=0.05, max_samples=1000, warmup_calls=1)
-    ms = measure_rotation([noisy] + [lambda: time.sleep(0.001)] * 4, s, targets=[0])
+    ms = measure_rotation(Rotation([noisy] + [lambda: time.sleep(0.001)] * 4), s, targets=[0])
     # warm-up and one block of 10 rounds (each >= 5 ms) spend the 0.05 s of the one target; 5 x 0.05 s would
     # allow about 4 blocks more
     assert ms[0].n == s.block and not ms[0].precise
@@ -277,7 +277,7 @@ def test_rotation_names_the_failing_callable():
         raise ValueError("bad shape")
 
     with pytest.raises(RotationError) as e:
-        measure_rotation([lambda: None, boom], ROT)
+        measure_rotation(Rotation([lambda: None, boom]), ROT)
     assert e.value.index == 1 and "bad shape" in str(e.value)
 
 

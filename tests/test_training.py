@@ -93,9 +93,9 @@ def test_a_training_rotation_measures_the_engine_in_its_own_rounds(monkeypatch):
     configs = catalog(extract(make_workload(load_model("timed", cfg["models"]["timed"]), 4, "training")))
     seen, real = [], rotation.measure_rotation
 
-    def spy(fns, *a, **kw):
-        ms = real(fns, *a, **kw)
-        seen.append((fns, kw, ms))
+    def spy(rot, *a, **kw):
+        ms = real(rot, *a, **kw)
+        seen.append((rot.calls, {"sequence": rot.sequence, "release": rot.release}, ms))
         return ms
     monkeypatch.setattr(rotation, "measure_rotation", spy)
     fast = TimingSettings(max_seconds=0.2, warmup_s=0.0, min_samples=20, max_samples=20, target_rel_ci=1e-9)

@@ -149,8 +149,9 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "extract":
             from opcost import io, stages, tables
+            from opcost.rule import setup_logging
 
-            stages.setup_logging()
+            setup_logging()
             stages.extract(_config(args), args.model, _mode(args), args.batch, args.out)
             df = io.read_parquet(args.out, tables.LAYERS)
             summary = df.groupby(["scope", "op_type"])["count"].sum()
@@ -175,9 +176,10 @@ def main(argv=None) -> int:
                         raise OpcostError(f"--param {item}", "expected NAME=VALUE, e.g. kernel_size=[3,3]")
                     k, v = item.split("=", 1)
                     params[k] = v
-                table = database.show(database.read_db(args.db), op=args.op, device=args.device,
-                                      placement=args.placement, source=args.source, host=args.host, mode=args.mode,
-                                      phase=args.phase, params=params, shape=args.shape, statistic=args.statistic)
+                where = database.Filter(op=args.op, device=args.device, placement=args.placement,
+                                        source=args.source, host=args.host, mode=args.mode, phase=args.phase,
+                                        params=params, shape=args.shape)
+                table = database.show(database.read_db(args.db), where, statistic=args.statistic)
                 if args.csv:
                     sys.stdout.write(table.to_csv(index=False))
                 else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
@@ -97,10 +98,7 @@ def validate(config: dict) -> dict:
             culprit, _, cause = lines[0].partition(": ")
             raise OpcostError(culprit, cause)
         raise Problems(lines)
-    from opcost.model.sweeps import model_entries
-
-    op_modes = [m for m in config["modes"] if m in ("inference", "training")] or ["inference"]  # sweeps: no decode
-    for name, entry in model_entries(config["sweeps"], config["batch_sizes"], op_modes).items():
+    for name, entry in sweep_entries(config).items():
         config["models"].setdefault(name, entry)  # idempotent: a validated config validates again unchanged
     merged = _MERGED.setdefault(id(config["models"]), (config["models"], set()))[1]  # held: its id stays its own
     for name, entry in config["predict_only"].items():  # built like any model; `workloads` tells them apart
@@ -116,6 +114,26 @@ def validate(config: dict) -> dict:
             raise OpcostError(f"config: models.{name}", "a model name names files and table rows: use letters, "
                                                         "digits and _ . + - (the entry's `model` says what to build)")
     return config
+
+
+def sweep_entries(config) -> dict[str, dict]:
+    """The model entries of the config's sweep points (:func:`opcost.model.sweeps.model_entries`), from its
+    ``sweeps``, ``batch_sizes`` and ``modes`` (sweeps keep inference and training, never decode); none without
+    sweeps (and no torch import)."""
+    if not config["sweeps"]:
+        return {}
+    from opcost.model.sweeps import model_entries
+
+    op_modes = [m for m in config["modes"] if m in ("inference", "training")] or ["inference"]
+    return model_entries(config["sweeps"], config["batch_sizes"], op_modes)
+
+
+SWEEP_MODEL = "opcost.model.sweeps:chain"  # a sweep point's `model` (opcost.model.sweeps.MODEL, without torch)
+
+
+def is_sweep(entry: dict) -> bool:
+    """Whether a config model entry is a sweep point (:mod:`opcost.model.sweeps`)."""
+    return entry.get("model") == SWEEP_MODEL
 
 
 def load(path) -> dict:
@@ -140,7 +158,6 @@ def workloads(config: dict, kind: str = "models") -> list[tuple[str, str, int]]:
     validated end to end), ``sweeps`` (sweep points, profiled only; :mod:`opcost.model.sweeps`) or ``predict_only``
     (timed end to end and predicted from the database, never profiled). Mode ``decode`` is a workload per context
     length of ``context_lens`` (the entry's, else the config's): ``decode<L>``."""
-    from opcost.model.sweeps import is_sweep
     from opcost.model.modes import decode_mode
 
     if kind not in WORKLOAD_KINDS:
@@ -175,7 +192,8 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "coplace": (*_HOST, "placement", "insitu"),
     "evaluate": ("device", "statistic", "loop"),
     "validate": ("device", "statistic"),
-    "figures": ("device", "statistic", "threads", "affinity"),
+    "unseen": ("device", "statistic", "threads"),
+    "figures": ("device", "dtype", "statistic", "threads", "affinity", "models"),  # models, dtype: decode steps
     "advise": ("device", "dtype", "statistic", "models", "placement", "advise"),
 }
 # a model entry's keys that only choose workloads (new workloads are new jobs; existing ones are unaffected)
@@ -189,7 +207,9 @@ def model_entry(config: dict, model: str) -> dict:
 
 def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
     """The slice of ``config`` that shapes ``stage``'s output (for a per-workload stage, also the model's entry),
-    as canonical JSON: a rule's ``params``, so that Snakemake reruns the job when, and only when, it changes."""
+    as JSON: a rule's ``params``, so that Snakemake reruns the job when, and only when, it changes. Keys keep the
+    config's order, which can matter (the first of ``placement.tiers`` is the fast tier): the stage reads this very
+    text back (:class:`StageConfig`)."""
     import json
 
     part = {k: config[k] for k in STAGE_KEYS[stage] if k in config}
@@ -197,4 +217,59 @@ def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
         part["models"] = {m: model_entry(config, m) for m in sorted(config["models"])}
     if model is not None:
         part["model"] = model_entry(config, model)
-    return json.dumps(part, sort_keys=True, separators=(",", ":"), default=str)
+    return json.dumps(part, separators=(",", ":"), default=str)
+
+
+class UndeclaredKey(OpcostError):
+    """A stage read a config key outside its rule's params: a bug, never a workload's failure (the job fails)."""
+
+
+class StageConfig(Mapping):
+    """The config a stage may read: its rule's params (:func:`stage_settings`), nothing else. Reading, testing or
+    getting another top-level key raises :class:`UndeclaredKey`, so that no config change can leave a stage's
+    result stale (Snakemake reruns a job only when its params change). A per-workload stage's ``models`` holds its
+    own model's entry."""
+
+    def __init__(self, stage: str, part: dict, model: str | None = None):
+        part = dict(part)
+        own = part.pop("model", None)
+        if own is not None and "models" not in part:
+            part["models"] = {model: own}
+        self.stage, self._part = stage, part
+        self._declared = set(STAGE_KEYS[stage]) | ({"models"} if own is not None else set())
+
+    @classmethod
+    def from_params(cls, stage: str, params: str, model: str | None = None) -> "StageConfig":
+        """From a rule's params string (:func:`stage_settings`, followed by the job's run mark)."""
+        import json
+
+        part, _ = json.JSONDecoder().raw_decode(params)
+        return cls(stage, part, model)
+
+    @classmethod
+    def of(cls, config: dict, stage: str, model: str | None = None) -> "StageConfig":
+        """What the rule's params give the stage, from a validated ``config`` (the same JSON round trip)."""
+        return cls.from_params(stage, stage_settings(config, stage, model), model)
+
+    def _check(self, key) -> None:
+        if key not in self._declared:
+            raise UndeclaredKey(f"stage {self.stage}", f"reads config key {key!r}, which is not in its rule's params: "
+                                                       "add it to opcost.config.STAGE_KEYS")
+
+    def __getitem__(self, key):
+        self._check(key)
+        return self._part[key]
+
+    def __contains__(self, key) -> bool:
+        self._check(key)
+        return key in self._part
+
+    def get(self, key, default=None):
+        self._check(key)
+        return self._part.get(key, default)
+
+    def __iter__(self):
+        return iter(self._part)
+
+    def __len__(self) -> int:
+        return len(self._part)

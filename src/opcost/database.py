@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -144,29 +145,39 @@ def merge(paths, out) -> dict[str, pd.DataFrame]:
     return merged
 
 
-def show(db: dict, *, op: str | None = None, device: str | None = None, placement: str | None = None,
-         source: str | None = None, host: str | None = None, mode: str | None = None, phase: str | None = None,
-         params: dict[str, str] | None = None, shape: str | None = None,
-         statistic: str | None = None) -> pd.DataFrame:
-    """Measurements with their operator, parameters and input shapes, filtered: ``op`` (op type or full op name),
-    ``device``, ``placement``, ``source``, ``host``, ``mode``, ``phase`` by equality; ``params`` by the value of
-    each named parameter (as text: ``{"kernel_size": "[3, 3]"}`` or ``"[3,3]"``); ``shape`` by an input shape
-    (``8,64,56,56``). ``cost_s`` is ``statistic`` (default: the one predictions use) per call."""
+@dataclass(frozen=True)
+class Filter:
+    """Which measurements :func:`show` keeps: ``op`` (op type or full op name), ``device``, ``placement``,
+    ``source``, ``host``, ``mode``, ``phase`` by equality; ``params`` by the value of each named parameter (as text:
+    ``{"kernel_size": "[3, 3]"}`` or ``"[3,3]"``); ``shape`` by an input shape (``8,64,56,56``). None: any."""
+    op: str | None = None
+    device: str | None = None
+    placement: str | None = None
+    source: str | None = None
+    host: str | None = None
+    mode: str | None = None
+    phase: str | None = None
+    params: dict[str, str] | None = None
+    shape: str | None = None
+
+
+def show(db: dict, where: Filter = Filter(), statistic: str | None = None) -> pd.DataFrame:
+    """Measurements with their operator, parameters and input shapes, those ``where`` keeps (:class:`Filter`).
+    ``cost_s`` is ``statistic`` (default: the one predictions use) per call."""
     col = STATISTICS[statistic or DEFAULT_STATISTIC]
     m = db["measurements"].merge(db["configs"][["config_id", "op", "params", "inputs"]], on="config_id", how="left")
-    if op is not None:
-        m = m[(m["op_type"] == op) | (m["op"] == op)]
-    for name, val in (("device", device), ("placement", placement), ("source", source), ("host", host),
-                      ("mode", mode), ("phase", phase)):
-        if val is not None:
+    if where.op is not None:
+        m = m[(m["op_type"] == where.op) | (m["op"] == where.op)]
+    for name in ("device", "placement", "source", "host", "mode", "phase"):
+        if (val := getattr(where, name)) is not None:
             m = m[m[name].astype(str) == str(val)]
     compact = lambda v: json.dumps(v, separators=(",", ":")) if not isinstance(v, str) else v  # noqa: E731
-    for key, want in (params or {}).items():
+    for key, want in (where.params or {}).items():
         want = str(want).replace(" ", "")
         m = m[m["params"].map(lambda p: p is not None and not pd.isna(p) and key in json.loads(p)
                               and compact(json.loads(p)[key]).strip('"') == want.strip('"'))]
-    if shape is not None:
-        dims = [int(d) for d in str(shape).replace("x", ",").split(",") if d.strip()]
+    if where.shape is not None:
+        dims = [int(d) for d in str(where.shape).replace("x", ",").split(",") if d.strip()]
         m = m[m["inputs"].map(lambda s: s is not None and not pd.isna(s)
                               and any(t.get("T") == dims for t in json.loads(s) if isinstance(t, dict)))]
     m = m.assign(cost_s=m[col], shapes=m["inputs"].map(_shapes))

@@ -258,7 +258,7 @@ def job_of(rule: str, wildcards) -> str:
 def run_marked(params, rule: str, folder=FOLDER):
     """A rule's params function: ``params(wildcards)`` and the :class:`RunMark` of the job (:func:`job_of`), so that
     a plain rerun redoes the job when its last run did not complete. The job's script sets and clears the mark
-    (:func:`opcost.stages.run_rule`)."""
+    (:func:`opcost.rule.run_rule`)."""
 
     def with_mark(wildcards):
         token = RunMark(folder, job_of(rule, wildcards.items())).token()

@@ -152,7 +152,7 @@ def problems(config: dict, cache_dir=None, where=".") -> list[str]:
     """Every problem of a validated ``config`` that can be found without running a model, one line each (empty: none
     found). ``cache_dir``: where model entries that passed are remembered; ``where``: a path on the file system
     results are written to."""
-    from opcost.model.sweeps import is_sweep
+    from opcost.config import is_sweep
 
     out = _name_problems(config, where) + _device_problem(config)
     cache = Path(cache_dir) if cache_dir is not None else None

@@ -1,132 +1,44 @@
 """One function per workflow stage: what a Snakemake rule's script (and the ``opcost`` CLI) calls.
 
-Each takes the validated config and paths, reads its inputs, and writes its outputs atomically.
+Each takes its rule's slice of the config (:class:`opcost.config.StageConfig`: the keys of the rule's params, so that
+a changed key reruns the jobs it shapes; the CLI passes a whole validated config) and paths, reads its inputs, and
+writes its outputs atomically.
 """
 from __future__ import annotations
 
 import json
 import logging
 import socket
-import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from opcost import io, tables
+from opcost.analysis.hosts import prediction_host
 from opcost.database import catalog, of_workload
-from opcost.errors import HOST_ERRNOS, OpcostError, from_os_error
+from opcost.errors import OpcostError
+from opcost.measure.job import JobEnergy, prepare_process
 from opcost.report import figures
+from opcost.report.figures import FigureFiles
+from opcost.rule import guarded
 
 log = logging.getLogger("opcost")
 
 
-def setup_logging(log_path=None) -> None:
-    handlers = [logging.StreamHandler(sys.stderr)]
-    if log_path:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_path, mode="w"))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers,
-                        force=True)
-
-
-def prepare_process(config: dict) -> None:
-    import torch
-
-    from opcost.measure.hostinfo import allowed_cpus, pin_threads
-    from opcost.measure.memory import keep_freed_memory
-
-    keep_freed_memory()  # same allocator behaviour for operator and end-to-end timing (see opcost.measure.memory)
-    threads, cpus = int(config["threads"]), allowed_cpus()
-    if threads > cpus:  # more threads than CPUs would time the OS's time slicing; rows record what really ran
-        log.warning("config: threads: %d requested but this process may run on %d CPU(s): measuring with %d threads",
-                    threads, cpus, cpus)
-        threads = cpus
-    torch.set_num_threads(threads)
-    if config["affinity"] == "pin":
-        log.info("pinned to CPUs %s", pin_threads(threads))
-    device = config["device"]
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise OpcostError("config: device", f"{device!r} requested but torch finds no CUDA device on this host")
-
-
-class _Energy:
-    """The job's energy meter, its idle power (measured at the start, checked for drift at the end), and the
-    per-callable measurement the timing stages use."""
-
-    def __init__(self, config: dict):
-        from opcost.measure.energy import EnergySettings, detect, idle_power
-
-        self.settings = EnergySettings.from_config(config["energy"])
-        self.meter = detect(config["device"], self.settings.meter)
-        self.device = config["device"]
-        self.idle_w = idle_power(self.meter, self.settings.idle_s) if self.meter.available else None
-        if self.meter.available:
-            log.info("energy meter %s, idle power %.2f W", self.meter.name, self.idle_w)
-
-    def __call__(self, fn) -> dict:
-        from opcost.measure.energy import measure_energy, missing
-
-        if not self.meter.available:
-            return missing(self.meter)
-        import torch
-
-        sync = torch.cuda.synchronize if self.device.startswith("cuda") else (lambda: None)
-        return measure_energy(fn, self.meter, self.settings, self.idle_w, sync)
-
-    def close(self) -> None:
-        from opcost.measure.energy import idle_power
-
-        if self.meter.available:
-            end = idle_power(self.meter, self.settings.idle_s)
-            if abs(end - self.idle_w) > self.settings.drift * self.idle_w:
-                log.warning("idle power drifted from %.2f W to %.2f W during the job: active energy is suspect",
-                            self.idle_w, end)
-
-
-def _workload(config: dict, model: str, mode: str, batch: int):
+def _workload(config, model: str, mode: str, batch: int, entry: dict | None = None):
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
 
-    if model not in config["models"]:
+    if entry is None and model not in config["models"]:
         raise OpcostError(f"model {model}", "not in config `models`")
-    loaded = load_model(model, config["models"][model], config["device"], config["dtype"])
+    loaded = load_model(model, entry or config["models"][model], config["device"], config["dtype"])
     return make_workload(loaded, int(batch), mode)
 
 
-def _guarded(stage: str, model: str, mode: str, batch: int, out_failures, empty: dict, body) -> None:
-    """Run one workload's stage, ``body()``, which returns the failure rows of configurations it went on without
-    (or nothing). Without ``out_failures`` (the CLI) an error propagates. With it, an error of the whole workload is
-    recorded as a failure row, every output in ``empty`` (path -> :class:`opcost.tables.Table`, or a function
-    writing the path) is written empty, and the stage succeeds: the run goes on with the other workloads. The
-    failure rows are written to ``out_failures`` (table :data:`opcost.tables.FAILURES`; empty when all went well).
-    Callers run :func:`prepare_process` first: a host that cannot run the config at all (a CUDA device it lacks) fails
-    the job, not one workload."""
-    from opcost.failures import failure
-    from opcost.model.workload import workload_key
-
-    key = workload_key(model, mode, batch)
-    try:
-        rows = list(body() or [])
-    except Exception as e:
-        if out_failures is None or (isinstance(e, OSError) and e.errno in HOST_ERRNOS):
-            raise
-        if isinstance(e, OpcostError):
-            reason = str(e)
-            log.error("%s failed: %s", stage, reason)
-        else:
-            reason = failure(e)
-            log.exception("%s failed (the run goes on without this workload)", stage)
-        rows = [{"config_id": None, "op_type": None, "reason": reason}]
-        for path, table in empty.items():
-            table(path) if callable(table) else io.write_parquet(tables.frame(table, []), path, table)
-    if out_failures is not None:
-        io.write_parquet(tables.frame(tables.FAILURES, [{"stage": stage, "workload": key, "kind": "failed", **r}
-                                                        for r in rows]),
-                         out_failures, tables.FAILURES)
-
-
-def extract(config: dict, model: str, mode: str, batch: int, out, out_failures=None) -> None:
-    """Operator configurations of one workload (table `layers`); see :func:`_guarded` for ``out_failures``."""
+def extract(config: Mapping, model: str, mode: str, batch: int, out, out_failures=None) -> None:
+    """Operator configurations of one workload (table `layers`); ``out_failures``: :func:`opcost.rule.guarded`."""
     from opcost.model.extract import extract as run
 
     def body():
@@ -143,24 +55,26 @@ def extract(config: dict, model: str, mode: str, batch: int, out, out_failures=N
         return [{"config_id": None, "op_type": None, "reason": f"model {model}: {why}", "kind": "warning"}
                 for why in found]
 
-    prepare_process(config)
-    _guarded("extract", model, mode, batch, out_failures, {out: tables.LAYERS}, body)
+    prepare_process(config, measuring=False)
+    guarded("extract", model, mode, batch, out_failures, {out: tables.LAYERS}, body)
 
 
-def extract_sweeps(config: dict, out, out_failures) -> None:
+def extract_sweeps(config: Mapping, out, out_failures) -> None:
     """Operator configurations of every sweep point (:mod:`opcost.model.sweeps`), in one process, into one `layers`
     table; a point that fails is recorded and the others go on."""
-    from opcost.config import workloads
+    from opcost.config import sweep_entries
     from opcost.model.extract import extract as run
 
-    prepare_process(config)
+    prepare_process(config, measuring=False)
     parts, failures = [], []
-    for model, mode, batch in workloads(config, "sweeps"):
-        def body(model=model, mode=mode, batch=batch):
-            parts.append(run(_workload(config, model, mode, batch)))
+    points = [(model, mode, int(batch), entry) for model, entry in sweep_entries(config).items()
+              for mode in entry["modes"] for batch in entry["batch_sizes"]]
+    for model, mode, batch, entry in points:
+        def body(model=model, mode=mode, batch=batch, entry=entry):
+            parts.append(run(_workload(config, model, mode, batch, entry)))
 
         tmp = Path(out_failures).with_name(f".{model}_{mode}_b{batch}.failures.parquet")
-        _guarded("extract", model, mode, batch, tmp, {}, body)
+        guarded("extract", model, mode, batch, tmp, {}, body)
         failures.append(io.read_parquet(tmp, tables.FAILURES))
         tmp.unlink()
     layers = pd.concat([tables.frame(tables.LAYERS, []), *parts], ignore_index=True)
@@ -170,7 +84,7 @@ def extract_sweeps(config: dict, out, out_failures) -> None:
     log.info("%d sweep points: %d configurations", len(parts), layers["config_id"].nunique())
 
 
-def placement_tiers(config: dict, out) -> dict:
+def placement_tiers(config: Mapping, out) -> dict:
     """What memory this host has and which configured tiers are usable (strict: an error names the missing tier)."""
     from opcost.measure.placement import Settings, discover, usable_tiers
 
@@ -196,7 +110,7 @@ def make_catalog(layer_paths, out) -> pd.DataFrame:
     return df
 
 
-def profile(config: dict, configs_path, iteration: int, chunk: int, previous_evaluation, out_measurements,
+def profile(config: Mapping, configs_path, iteration: int, chunk: int, previous_evaluation, out_measurements,
             out_samples, out_e2e=None, journal_dir="results/journal") -> pd.DataFrame:
     """Isolated profiling of the configurations whose op type is new in loop ``iteration`` and which hash to
     ``chunk``; resumes the journal of its interrupted run (a completed run's journal is discarded: a rerun measures
@@ -206,7 +120,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     from opcost.journal import for_job, profile_job, settings_key
     from opcost.measure.engine import engine_call_s, needs_engine, without_engine_calls
     from opcost.measure.profile import METHOD_VERSION, ProfileSettings, chunk_of, profile_configs
-    from opcost.model.sweeps import is_sweep
+    from opcost.config import is_sweep
 
     job = profile_job(iteration, chunk)
     prepare_process(config)
@@ -247,7 +161,7 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     done = set(done_meas["config_id"])
     if done:
         log.info("journal %s: %d configurations already measured, resuming", journal.path, len(done))
-    energy = _Energy(config)
+    energy = JobEnergy(config)
 
     def on_e2e(row: pd.DataFrame, smp: pd.DataFrame) -> None:
         e2e_rows.append(row)
@@ -278,14 +192,14 @@ def profile(config: dict, configs_path, iteration: int, chunk: int, previous_eva
     return meas
 
 
-def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples, out_failures=None) -> None:
+def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, out_failures=None) -> None:
     from opcost.measure import plain
     from opcost.measure.e2e import measure_e2e
     from opcost.measure.timing import TimingSettings
 
     def body():
         wl = _workload(config, model, mode, batch)
-        energy = _Energy(config)
+        energy = JobEnergy(config)
         settings = TimingSettings.from_config(config["e2e"]["timing"])
         row, samples = measure_e2e(wl, settings, config["device"], energy)
         energy.close()
@@ -311,10 +225,10 @@ def e2e(config: dict, model: str, mode: str, batch: int, out, out_samples, out_f
         return warned
 
     prepare_process(config)
-    _guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
+    guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
 
 
-def e2e_tier(config: dict, model: str, mode: str, batch: int, tier: str, unbound: str | None, out, out_samples,
+def e2e_tier(config: Mapping, model: str, mode: str, batch: int, tier: str, unbound: str | None, out, out_samples,
              out_failures=None) -> None:
     """End-to-end timing of one workload with its memory on the slower NUMA tier ``tier`` (`e2e` method `tier`,
     :func:`opcost.measure.e2e.measure_on_tier`), the check of its placements against the whole model on that tier
@@ -350,10 +264,10 @@ def e2e_tier(config: dict, model: str, mode: str, batch: int, tier: str, unbound
                                           r["placement_verified"], "" if ok else " (MISMATCH)")
 
     prepare_process(config)
-    _guarded("e2e_tier", model, mode, batch, out_failures, empty, body)
+    guarded("e2e_tier", model, mode, batch, out_failures, empty, body)
 
 
-def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, out_e2e, out_failures=None) -> None:
+def insitu(config: Mapping, model: str, mode: str, batch: int, out, out_samples, out_e2e, out_failures=None) -> None:
     from opcost.measure.insitu import profile_insitu
     from opcost.measure.timing import TimingSettings
 
@@ -368,17 +282,17 @@ def insitu(config: dict, model: str, mode: str, batch: int, out, out_samples, ou
                  int(meas["n"].median()) if len(meas) else 0)
 
     prepare_process(config)
-    _guarded("insitu", model, mode, batch, out_failures,
+    guarded("insitu", model, mode, batch, out_failures,
              {out: tables.MEASUREMENTS, out_samples: tables.SAMPLES, out_e2e: tables.E2E}, body)
 
 
 TRACE_PARTS = ("op_types", "iterations", "op_kernels", "overheads", "overhead_samples")
 
 
-def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables: dict, out_failures=None) -> None:
+def trace(config: Mapping, model: str, mode: str, batch: int, out_trace, out_tables: dict, out_failures=None) -> None:
     """Kineto trace of the workload's end-to-end iterations (Perfetto-readable JSON) and its analysis tables
     (``out_tables``: part name in :data:`TRACE_PARTS` -> path). A configuration that cannot be replayed is left
-    out of the replayed iterations (a failure row); see :func:`_guarded` for ``out_failures``."""
+    out of the replayed iterations (a failure row); see :func:`opcost.rule.guarded` for ``out_failures``."""
     from opcost.analysis.overhead import trace_prediction, trace_workload
     from opcost.measure.trace import write_empty
 
@@ -402,7 +316,7 @@ def trace(config: dict, model: str, mode: str, batch: int, out_trace, out_tables
 
     empty = {out_tables[p]: getattr(tables, f"TRACE_{p.upper()}") for p in TRACE_PARTS}
     prepare_process(config)
-    _guarded("trace", model, mode, batch, out_failures, {out_trace: write_empty, **empty}, body)
+    guarded("trace", model, mode, batch, out_failures, {out_trace: write_empty, **empty}, body)
 
 
 def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2e, out_layers, out_overheads=None,
@@ -433,26 +347,47 @@ def _overhead(overhead_paths, op_type_paths) -> dict | None:
                           io.read_many(op_type_paths, tables.TRACE_OP_TYPES))
 
 
-def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_tsv, out_consistency,
-             overhead_paths=(), op_type_paths=(), out_tiers=None, out_tiers_tsv=None) -> pd.DataFrame:
+@dataclass
+class ValidationFiles:
+    """What :func:`validate` reads: the workloads' `layers` tables, the database's `measurements` and `e2e`, and
+    the workloads' trace tables (`overheads`, `op_types`) that model the gaps between operators."""
+    layers: list
+    measurements: str
+    e2e: str
+    overheads: list = field(default_factory=list)
+    op_types: list = field(default_factory=list)
+
+
+@dataclass
+class ValidationOutputs:
+    """What :func:`validate` writes: `predictions` (Parquet and ``tsv``), `consistency`, and the whole model on
+    each slower tier (``tiers``, ``tiers_tsv``; none: not computed)."""
+    predictions: str
+    tsv: str
+    consistency: str
+    tiers: str | None = None
+    tiers_tsv: str | None = None
+
+
+def validate(config, inputs: ValidationFiles, out: ValidationOutputs) -> pd.DataFrame:
     """The `predictions` of every workload against its end-to-end time, the isolated/in-situ `consistency`, and
-    (``out_tiers``) the whole model on each slower memory tier (`tier_costs`, :mod:`opcost.analysis.tiers`)."""
+    (``out.tiers``) the whole model on each slower memory tier (`tier_costs`, :mod:`opcost.analysis.tiers`)."""
     from opcost.analysis.predict import consistency, predict
     from opcost.analysis.tiers import whole_model
 
-    layers = io.read_many(layer_paths, tables.LAYERS)
-    meas = io.read_parquet(measurements_path, tables.MEASUREMENTS)
-    e2e = io.read_parquet(e2e_path, tables.E2E)
+    layers = io.read_many(inputs.layers, tables.LAYERS)
+    meas = io.read_parquet(inputs.measurements, tables.MEASUREMENTS)
+    e2e = io.read_parquet(inputs.e2e, tables.E2E)
     pred = predict(layers, meas, e2e, config["device"],
-                   overhead=_overhead(overhead_paths, op_type_paths), statistic=config["statistic"])
-    io.write_parquet(pred, out, tables.PREDICTIONS)
-    io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
-    io.write_parquet(consistency(layers, meas, config["device"]), out_consistency, tables.CONSISTENCY)
-    if out_tiers is not None:
+                   overhead=_overhead(inputs.overheads, inputs.op_types), statistic=config["statistic"])
+    io.write_parquet(pred, out.predictions, tables.PREDICTIONS)
+    io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out.tsv)
+    io.write_parquet(consistency(layers, meas, config["device"]), out.consistency, tables.CONSISTENCY)
+    if out.tiers is not None:
         placed = whole_model(layers, meas, config["device"], config["statistic"], e2e)
-        io.write_parquet(placed, out_tiers, tables.TIER_COSTS)
-        if out_tiers_tsv is not None:
-            io.write_text(placed.to_csv(sep="\t", index=False, float_format="%.6g"), out_tiers_tsv)
+        io.write_parquet(placed, out.tiers, tables.TIER_COSTS)
+        if out.tiers_tsv is not None:
+            io.write_text(placed.to_csv(sep="\t", index=False, float_format="%.6g"), out.tiers_tsv)
         for r in placed.itertuples():
             log.info("%s %s b%d on %s: predicted %.3f ms, %.2fx all on the fast tier (%.0f%% of it measured); "
                      "measured %s", r.model, r.mode, r.batch, r.tier, r.predicted_s * 1e3, r.slowdown,
@@ -463,25 +398,7 @@ def validate(config: dict, layer_paths, measurements_path, e2e_path, out, out_ts
     return pred
 
 
-def prediction_host(measurements: pd.DataFrame, e2e: pd.DataFrame, config: dict) -> str | None:
-    """The host whose costs predict a `predict_only` workload when the run's database holds several (a cluster's
-    jobs on several nodes): the one its end-to-end run ran on, else the one with the most isolated measurements,
-    with a warning; None when there is one (:func:`opcost.analysis.estimate.conditions` takes it). Costs of different
-    hosts are never mixed."""
-    m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
-                     & (measurements["device"] == config["device"])]
-    held = m["host"].dropna().astype(str).value_counts()
-    if len(held) <= 1:
-        return None
-    ran_on = [h for h in e2e["host"].dropna().astype(str) if h in held.index]
-    if ran_on:
-        return ran_on[-1]
-    log.warning("the database holds costs from %d hosts (%s): predicting from %s, the one with the most",
-                len(held), ", ".join(held.index), held.index[0])
-    return str(held.index[0])
-
-
-def predict_unseen(config: dict, db_paths: dict, unseen_layer_paths, unseen_e2e_paths, out, out_tsv) -> pd.DataFrame:
+def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e2e_paths, out, out_tsv) -> pd.DataFrame:
     """The `predict_only` workloads predicted from the run's database (``db_paths``: `layers`, `measurements`,
     `e2e` paths; its cost model is saved beside them), each against its own end-to-end time: `predictions` rows
     of source `estimated`. A workload that cannot be predicted is logged and left out; the others go on."""
@@ -527,17 +444,30 @@ def predict_unseen(config: dict, db_paths: dict, unseen_layer_paths, unseen_e2e_
     return pred
 
 
-def evaluate(config: dict, iteration: int, configs_path, previous_evaluation, layer_paths, measurement_paths,
-             e2e_paths, out, overhead_paths=(), op_type_paths=()) -> dict:
+@dataclass
+class EvaluationFiles:
+    """What :func:`evaluate` reads: the catalogue (`configs`), the previous iteration's evaluation (None in the
+    first), the workloads' `layers`, the `measurements` and `e2e` shards so far, and the workloads' trace tables."""
+    configs: str
+    previous: str | None
+    layers: list
+    measurements: list
+    e2e: list
+    overheads: list = field(default_factory=list)
+    op_types: list = field(default_factory=list)
+
+
+def evaluate(config, iteration: int, inputs: EvaluationFiles, out) -> dict:
+    """Iteration ``iteration`` of the coverage loop (:func:`opcost.analysis.loop.evaluate`) into ``out``."""
     from opcost.analysis.loop import LoopSettings, op_types_for, summary_text
     from opcost.analysis.loop import evaluate as run
 
     settings = LoopSettings.from_config(config["loop"])
-    configs = io.read_parquet(configs_path, tables.CONFIGS)
-    profiled = op_types_for(iteration, settings, sorted(set(configs["op_type"])), io.read_json(previous_evaluation))
-    ev = run(iteration, profiled, io.read_many(layer_paths, tables.LAYERS),
-             io.read_many(measurement_paths, tables.MEASUREMENTS), io.read_many(e2e_paths, tables.E2E), settings,
-             config["device"], _overhead(overhead_paths, op_type_paths), config["statistic"])
+    configs = io.read_parquet(inputs.configs, tables.CONFIGS)
+    profiled = op_types_for(iteration, settings, sorted(set(configs["op_type"])), io.read_json(inputs.previous))
+    ev = run(iteration, profiled, io.read_many(inputs.layers, tables.LAYERS),
+             io.read_many(inputs.measurements, tables.MEASUREMENTS), io.read_many(inputs.e2e, tables.E2E), settings,
+             config["device"], _overhead(inputs.overheads, inputs.op_types), config["statistic"])
     io.write_json(ev, out)
     log.info("%s", summary_text([ev]))
     log.info("next operator types: %s", ", ".join(ev["next_op_types"]) or "none")
@@ -557,62 +487,42 @@ def loop_summary(evaluation_paths, out_summary, out_text, out_fragment) -> None:
     log.info("%s", summary_text(evaluations))
 
 
-def make_figures(config: dict, *, layers, measurements, e2e, predictions, consistency, loop, outdir, tiers=None,
-                 traces=None, coplace=(), unseen=(), failures=None, summary=None, tier_costs=None) -> None:
-    """All figures into ``outdir``, and the run's summary (:mod:`opcost.report.summary`) into ``summary`` when given.
-    Each input is a path (``layers``, ``coplace``, ``unseen``: lists of paths); ``traces``: part name (`op_types`,
-    `iterations`, `overhead_samples`) -> per-workload trace tables; ``unseen``: the `predict_only` predictions
-    (none: the figure says so); ``failures``: results/failures.tsv; ``tier_costs``: the whole model on each tier."""
-    from opcost.analysis.predict import costed_layers
+def make_figures(config, files: FigureFiles, outdir, failures=None, summary=None) -> None:
+    """Every figure (:mod:`opcost.report.figures`) into ``outdir`` from ``files``, and the run's summary
+    (:mod:`opcost.report.summary`; ``failures``: results/failures.tsv) into ``summary`` when given. A run with decode
+    steps also gets the decode figure, its steps predicted from the database beside ``files.measurements``."""
     from opcost.failures import read_tsv
     from opcost.model.modes import is_decode
     from opcost.report.summary import run_facts, run_summary
 
-    layer_rows = io.read_many(layers, tables.LAYERS)
-    meas = io.read_parquet(measurements, tables.MEASUREMENTS)
-    e2e_df = io.read_parquet(e2e, tables.E2E)
-    pred = io.read_parquet(predictions, tables.PREDICTIONS)
-    cons = io.read_parquet(consistency, tables.CONSISTENCY)
-    costed = costed_layers(layer_rows, meas, config["device"], statistic=config["statistic"])
-    tier_info = io.read_json(tiers) if tiers else None
-    trace_rows = {part: io.read_many(paths, getattr(tables, f"TRACE_{part.upper()}"))
-                  for part, paths in (traces or {}).items()}
-    coplace_info = [io.read_json(p) for p in coplace]
-    unseen_rows = io.read_many(unseen, tables.PREDICTIONS) if unseen else None
-    placed = io.read_parquet(tier_costs, tables.TIER_COSTS) if tier_costs else None
-    loop_info = io.read_json(loop)
-    for p in figures.make_all(costed, pred, meas, e2e_df, cons, loop_info, outdir, tier_info, trace_rows,
-                              coplace_info, unseen_rows, placed):
+    inputs = files.read(config["device"], config["statistic"])
+    if any(is_decode(str(m)) for m in inputs.layers["mode"].dropna()):  # only a run with decode steps
+        inputs.decode = decode_curves(config, Path(files.measurements).parent)
+    for p in figures.make_all(inputs, outdir):
         log.info("wrote %s", p)
-    if any(is_decode(str(m)) for m in layer_rows["mode"].dropna()):  # only a run with decode steps
-        log.info("wrote %s", decode_figure(config, Path(measurements).parent, Path(outdir) / "decode.png"))
     if summary is not None:
         fail = read_tsv(failures) if failures else tables.frame(tables.FAILURES, [])
-        io.write_text(run_summary(pred, loop_info, fail, unseen_rows, str(outdir), placed,
-                                  run_facts(meas, e2e_df, config)), summary)
+        io.write_text(run_summary(inputs.predictions, inputs.evaluations, fail, inputs.unseen, str(outdir),
+                                  inputs.tier_costs, run_facts(inputs.measurements, inputs.e2e, config)), summary)
         log.info("wrote %s", summary)
 
 
-def decode_figure(config: dict, db_dir, path) -> Path:
-    """``path`` (figures/decode.png): the run's decode steps predicted from its database at ``db_dir`` at the
-    measured context lengths and beyond them, against their measured steps (:func:`opcost.analysis.decode.curves`,
-    :func:`opcost.report.figures.decode_steps`)."""
+def decode_curves(config, db_dir) -> pd.DataFrame:
+    """The run's decode steps predicted from its database at ``db_dir`` at the measured context lengths and beyond
+    them, beside their measured steps (:func:`opcost.analysis.decode.curves`): the decode figure's input."""
     from opcost.analysis.decode import curves
     from opcost.database import read_db
 
     db = read_db(db_dir)
-    points = curves(db, db_dir, config.get("models"), config["statistic"], config.get("dtype", "float32"),
-                    device=config["device"], threads=config["threads"],
-                    host=prediction_host(db["measurements"], db["e2e"], config))
-    figures.decode_steps(points, Path(path))
-    return Path(path)
+    return curves(db, db_dir, config["models"], config["statistic"], config["dtype"], device=config["device"],
+                  threads=config["threads"], host=prediction_host(db["measurements"], db["e2e"], config))
 
 
-def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary, out_failures=None) -> None:
+def coplace(config: Mapping, model: str, mode: str, batch: int, out, out_summary, out_failures=None) -> None:
     """Simultaneous placement profiling of one workload (:mod:`opcost.measure.coplace`): measurements with ``source =
     coplace`` and a JSON summary (rounds, layers, placements covered, wall seconds, isolated-equivalent estimate).
     Skipped, with an empty table and the reason in the summary, for training or fewer than two usable tiers; see
-    :func:`_guarded` for ``out_failures``."""
+    :func:`opcost.rule.guarded` for ``out_failures``."""
     from opcost.measure.coplace import profile_coplace
     from opcost.measure.placement import Settings as PlacementSettings
     from opcost.measure.placement import usable_tiers
@@ -647,7 +557,7 @@ def coplace(config: dict, model: str, mode: str, batch: int, out, out_summary, o
                  summary["placement_mismatches"])
 
     prepare_process(config)
-    _guarded("coplace", model, mode, batch, out_failures,
+    guarded("coplace", model, mode, batch, out_failures,
              {out: tables.MEASUREMENTS, out_summary: lambda _: skip("failed: see results/failures.tsv")}, body)
 
 
@@ -662,31 +572,7 @@ def failures(failure_paths, measurements_path, layers_path, out_tsv) -> pd.DataF
     return df
 
 
-def run_rule(smk, fn, *args, **kwargs):
-    """Entry point of a Snakemake script: log to the rule's log, turn an OpcostError or an OS error (disk full,
-    permission denied) into one line and exit 1."""
-    from opcost.journal import FOLDER, RunMark, job_of
-
-    setup_logging(smk.log[0] if smk.log else None)
-    mark = RunMark(FOLDER, job_of(smk.rule, smk.wildcards.items()))
-    try:
-        # a run that fails or is stopped from here on is redone by a plain rerun (opcost.journal.RunMark)
-        if mark.unfinished():
-            log.info("the last run of this job did not complete: redoing it")
-        scheduled_with = mark.start()
-        out = fn(*args, **kwargs)
-        mark.done(scheduled_with)
-        return out
-    except (OpcostError, OSError) as e:  # OSError: disk full, permission denied... named with the path and remedy
-        err = from_os_error(e) if isinstance(e, OSError) else e
-        log.error("%s", err)
-        sys.exit(f"opcost: {err}")
-    except Exception:
-        log.exception("unexpected error (a bug in opcost: please report it with this log)")
-        raise
-
-
-def advise(config: dict, db_paths: dict, out_plans: dict, out_figure) -> list[dict]:
+def advise(config: Mapping, db_paths: dict, out_plans: dict, out_figure) -> list[dict]:
     """Where each tensor should live under the config's fast-memory budgets: one plan file per workload
     (``out_plans``: (model, mode, batch) -> path; :func:`opcost.analysis.advise.advise_all`) and the figure, from the
     database's placement measurements (``db_paths``: table name -> path); nothing is measured."""

@@ -18,6 +18,8 @@ rule advise:
         settings=settings_of("advise"),
     log:
         "logs/advise.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:

@@ -23,9 +23,11 @@ SWEEP_POINTS = workloads(config, "sweeps")  # profiled only (opcost.model.sweeps
 UNSEEN = workloads(config, "predict_only")  # timed end to end and predicted from the database, never profiled
 CHUNKS = list(range(config["profile"]["chunks"]))
 ENV = "../../envs/opcost.yaml"
-# A measuring job takes all of the `measure` resource (profiles/default: measure=100, every other job 1 by default):
-# it never runs beside another job, measuring or not, whatever --cores allows.
+# A measuring job takes all of the `measure` resource (profiles/default: measure=100), every other job 1: a measuring
+# job never runs beside another job, measuring or not, whatever --cores allows. Each rule declares its share (a
+# default-resources entry would be evaluated per job, a tenth of a large dry run's time).
 MEASURE_ALONE = 100
+MEASURE_SHARED = 1
 
 
 wildcard_constraints:
@@ -49,9 +51,15 @@ def settings_of(stage, rule=None):
     name), so that a plain rerun redoes a job whose last run failed or was stopped (opcost.journal.RunMark)."""
 
     def params(wildcards):
-        return stage_settings(config, stage, wildcards.get("model"))
+        key = (stage, wildcards.get("model"))
+        if key not in SETTINGS:  # the config does not change during a run: each slice is made once
+            SETTINGS[key] = stage_settings(config, *key)
+        return SETTINGS[key]
 
     return run_marked(params, rule or stage)
+
+
+SETTINGS = {}  # (stage, model or None) -> its params (settings_of)
 
 
 def run_mark(rule):

@@ -21,6 +21,8 @@ rule database:
         mark=run_mark("database"),  # a job that failed is redone
     log:
         "logs/database.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:
@@ -40,6 +42,8 @@ rule failures:
         mark=run_mark("failures"),  # a job that failed is redone
     log:
         "logs/failures.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:

@@ -7,6 +7,8 @@ rule extract:
         settings=settings_of("extract"),
     log:
         "logs/extract/{model}/{mode}_b{batch}.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:
@@ -24,6 +26,8 @@ rule catalog:
         mark=run_mark("catalog"),  # a job that failed is redone
     log:
         "logs/catalog.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:
@@ -39,6 +43,8 @@ rule sweeps:
         settings=settings_of("sweeps"),
     log:
         "logs/sweeps.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:

@@ -27,6 +27,8 @@ rule figures:
         settings=settings_of("figures"),
     log:
         "logs/figures.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:

@@ -8,6 +8,8 @@ checkpoint evaluate:
         settings=settings_of("evaluate"),
     log:
         "logs/loop/iter{n}.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:
@@ -26,6 +28,8 @@ rule loop_summary:
         mark=run_mark("loop_summary"),  # a job that failed is redone
     log:
         "logs/loop/summary.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:

@@ -7,6 +7,8 @@ rule placement_tiers:
         settings=settings_of("placement_tiers"),
     log:
         "logs/placement_tiers.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:

@@ -25,6 +25,8 @@ rule validate:
         settings=settings_of("validate"),
     log:
         "logs/validate.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:
@@ -44,9 +46,11 @@ rule unseen:
         table="results/validation/unseen.parquet",
         tsv="results/validation/unseen.tsv",
     params:
-        settings=settings_of("validate", "unseen"),
+        settings=settings_of("unseen"),
     log:
         "logs/unseen.log",
+    resources:
+        measure=MEASURE_SHARED,
     conda:
         ENV
     script:

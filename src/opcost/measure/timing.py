@@ -9,20 +9,19 @@ median (order statistics, distribution-free) is computed and sampling stops once
 On CUDA the block of calls is timed between CUDA events; on CPU with ``time.perf_counter`` (:class:`Clock`, the one
 clock of every timing path).
 
-:func:`measure_rotation` times several callables in rotation instead: every round calls each once, in a given
-order (a model's call order) or one shuffled per round, and times each call alone. A call then finds caches,
-branch predictors and the thread pool in the state other operators left them, as inside a model, instead of the
-state its own previous call left them (a back-to-back loop keeps the operator's weights, code and data hot, and
-under-states what it costs in a model).
+:func:`opcost.measure.rotation.measure_rotation` times several callables in rotation instead: every round calls
+each once, in a given order (a model's call order) or one shuffled per round, and times each call alone. A call
+then finds caches, branch predictors and the thread pool in the state other operators left them, as inside a model,
+instead of the state its own previous call left them (a back-to-back loop keeps the operator's weights, code and
+data hot, and under-states what it costs in a model).
 """
 from __future__ import annotations
 
 import logging
 import math
-import random
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 
@@ -282,148 +281,3 @@ class RotationError(RuntimeError):
     def __init__(self, index: int, error: BaseException):
         super().__init__(f"callable {index}: {type(error).__name__}: {error}")
         self.index, self.error = index, error
-
-
-def measure_rotation(fns: Sequence[Callable[[], object]], settings: TimingSettings = TimingSettings(),
-                     device: str = "cpu", prepare: Sequence[Callable[[], object] | None] | None = None, clock=None,
-                     seed: int = 0, targets: Sequence[int] | None = None, shuffle: bool = True,
-                     sequence: Sequence[int] | None = None, every: Sequence[int] | None = None,
-                     release: Sequence[int] | None = None,
-                     feed: Sequence[tuple[Callable, list[int]] | None] | None = None) -> list[Measurement]:
-    """Time ``fns`` in rotation (see module docstring): a round calls each once, in an order shuffled per round
-    (seeded: reproducible), timing each call alone; ``prepare[i]``, if given, runs untimed just before call i (e.g.
-    rewrite its inputs, as their producer would have just before it in a model). Warm-up: at least
-    ``warmup_calls`` rounds and ``warmup_s``. Then rounds in blocks of ``block``; stops when every callable in
-    ``targets`` (default: all) has ``min_samples`` and a precise median (:attr:`Measurement.precise`), after
-    ``max_samples`` rounds, when ``max_seconds`` x the number of targets is spent, or (after
-    :data:`FUTILITY_ROUNDS` rounds) when no imprecise target could reach its precision in the rounds the caps leave
-    (:meth:`Measurement.attainable`), so that a few wide distributions do not hold every operator to the cap; they stay
-    flagged noisy (see :attr:`Measurement.noisy`), to be measured again. Every callable stays in
-    the rotation until the end, so each keeps the same neighbours. Returns one Measurement per callable
-    (``calls_per_sample`` 1, ``wall_s`` the rotation's wall time divided among the callables); raises
-    :class:`RotationError` naming the callable that failed. ``shuffle=False``: every round in the given order (e.g.
-    the model's call order, so that each operator follows its predecessor in the model). ``sequence``: the
-    callables' indices a round calls, in order, with repeats (a model iteration's call sequence: an operator called
-    8 times in a row is timed 8 times in a row, as the model calls it); each call is one sample of its callable,
-    and the stop rule counts rounds. Every callable must appear in it. ``every[i]`` (default 1): callable i is
-    called (and timed) in every ``every[i]``-th round only, warm-up included (e.g. the whole model iteration,
-    timed in the same minutes as its operators at a fraction of a round's cost). ``release`` (with ``sequence`` and
-    ``shuffle=False``, one entry per entry of it): the index of the round entry whose call drops this entry's
-    output, as the model frees an operator's output during or after its last consumer (its own index: dropped at
-    once; an entry that does not run in a round drops its due outputs at the next one that does), right after that
-    call: the allocator then hands each call memory as the model's live outputs leave it, instead of the buffer the
-    previous call just freed. The frees are timed, added to the call's sample: the model pays them between its
-    operators, and the trace-modelled overhead (T1 - T1r) cancels them out of its gaps. ``feed`` (with
-    ``release``, one entry per entry of it): None, or ``(bind, producers)``: the call reads outputs of earlier
-    entries of the same round (``producers``: their entry indices; each kept until its last reader has run); in
-    place of ``prepare``, ``bind(outputs)`` runs untimed just before the call with those entries' outputs (None for
-    one that did not run) and returns the function that undoes it, run untimed right after the call (the
-    harness's own work, a few percent of a small model's operator sum if it were timed), so that an
-    operator reads the memory its producer just wrote, as in the model; a fed output whose last reader this is
-    is freed, timed, with the call's other frees."""
-    if clock is None:
-        clock = clock_for(device)
-    n = len(fns)
-    if n == 0:
-        return []
-    prepare = list(prepare) if prepare is not None else [None] * n
-    targets = list(range(n)) if targets is None else list(targets)
-    order = list(range(n)) if sequence is None else [int(i) for i in sequence]
-    if sorted(set(order)) != list(range(n)):
-        raise ValueError("sequence must call every callable (indices 0..n-1)")
-    every = [1] * n if every is None else [max(1, int(k)) for k in every]
-    if release is not None:
-        release = [max(j, int(r)) for j, r in enumerate(release)]
-        if sequence is None or shuffle or len(release) != len(order):
-            raise ValueError("release needs an unshuffled sequence and one entry per sequence entry")
-    last_read: dict[int, int] = {}  # producer entry -> the last entry that reads its outputs
-    if feed is not None:
-        if release is None or len(feed) != len(order):
-            raise ValueError("feed needs a release and one entry per sequence entry")
-        for j, f in enumerate(feed):
-            for p in (f[1] if f is not None else ()):
-                if not 0 <= p < j:
-                    raise ValueError(f"sequence entry {j} reads entry {p}, which does not run before it")
-                last_read[p] = j
-    reads_at: dict[int, list[int]] = {}  # entry -> producers whose outputs are no longer needed after it
-    for p, j in last_read.items():
-        reads_at.setdefault(j, []).append(p)
-    rng = random.Random(seed)
-    samples: list[list[float]] = [[] for _ in range(n)]
-    counter = [0]  # rounds run so far, warm-up included
-    t_start = time.perf_counter()
-    cap = settings.max_seconds * max(1, len(targets))  # per configuration measured, not per context callable
-
-    def one_round(record: bool) -> None:
-        if shuffle:
-            rng.shuffle(order)
-        k = counter[0]
-        counter[0] += 1
-        held: dict[int, list] = {}  # round entry -> outputs its call drops
-        outs: dict[int, object] = {}  # round entry -> its output, while a later entry still reads it (feed)
-        due = 0  # the next round entry whose outputs have not been handed to a call to drop
-        for j, i in enumerate(order):
-            if k % every[i]:
-                continue
-            undo, read = None, []
-            if feed is not None and feed[j] is not None:
-                undo = feed[j][0]([outs.get(p) for p in feed[j][1]])
-                read = [outs.pop(p, None) for p in reads_at.get(j, ())]  # no later call reads them
-            elif prepare[i] is not None:
-                prepare[i]()
-            try:
-                if release is None:
-                    t = clock.time_block(fns[i], 1)
-                else:
-                    t, out = clock.time_call(fns[i])
-                    dead = [o for r in range(due, j + 1) for o in held.pop(r, ())] + read  # what the model drops
-                    due = j + 1
-                    del read
-                    if undo is not None:
-                        undo()  # untimed: the harness puts the call's own inputs back
-                    if j in last_read:
-                        outs[j] = out
-                    if release[j] > j:
-                        held.setdefault(release[j], []).append(out)
-                    else:
-                        dead.append(out)
-                    del out
-                    t += clock.time_free(dead)  # timed: the frees, where the model frees
-            except Exception as e:
-                raise RotationError(i, e) from e
-            if record:
-                samples[i].append(t)
-        held.clear()  # outputs alive at the iteration's end
-        outs.clear()
-
-    rounds = 0
-    while rounds < max(1, settings.warmup_calls) or time.perf_counter() - t_start < settings.warmup_s:
-        one_round(False)
-        rounds += 1
-        if time.perf_counter() - t_start > cap / 2:
-            break
-    rounds, t_rounds = 0, time.perf_counter()
-    while True:
-        for _ in range(settings.block):
-            one_round(True)
-        rounds += settings.block
-        ms = [Measurement(np.asarray(x), 1, 0.0, settings, rotation=True) for x in samples]
-        short = [i for i in targets if not ms[i].precise]
-        if rounds >= settings.min_samples and not short:
-            why = "every target precise"
-            break
-        now = time.perf_counter()
-        if rounds >= settings.max_samples or now - t_start >= cap:
-            why = "cap"
-            break
-        if rounds >= max(settings.min_samples, FUTILITY_ROUNDS):  # stop when the rest cannot be made precise
-            left = min(settings.max_samples - rounds, (t_start + cap - now) / ((now - t_rounds) / rounds))
-            if not any(ms[i].attainable((rounds + left) / rounds) for i in short):
-                why = "the imprecise ones could not reach the target before the cap"
-                break
-    log.info("rotation of %d callables stopped after %d rounds (%s; %d of %d targets imprecise)", n, rounds, why,
-              len(short), len(targets))
-    wall = time.perf_counter() - t_start
-    for m in ms:
-        m.wall_s = wall / n
-    return ms

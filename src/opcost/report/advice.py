@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from opcost.analysis.advise import METHODS, Plan, Problem, human
-from opcost.report.figures import _message, _save, plt
+from opcost.report.plot import message as _message, plt, save as _save
 
 STYLE = {"optimiser": ("C0", "-", "o"), "greedy": ("C1", "--", "s"), "first_touch": ("C2", ":", "^")}
 
