@@ -18,7 +18,9 @@ then one SUMMARY line. Reliability is measured like accuracy: the exit code is 0
 
     python benchmarks/reliability.py [--smoke] [--out DIR [--reuse]] [--only TEXT...] [--jobs 2]
 
---smoke: only the cases that need no run of the workflow and take about 2 s each (under a minute in all).
+--smoke: one case of each kind that needs no run of the workflow (a config mistake named by `snakemake -n` and by
+`opcost check-config`, Snakemake's own message for a YAML syntax error, two CLI mistakes): six cases, seconds each;
+the same checks, case by case, are in tests/test_bad_input.py.
 """
 from __future__ import annotations
 
@@ -210,7 +212,7 @@ def nothing_created(work: Path) -> Verdict | None:
 class Case:
     name: str
     fn: Callable[[Path], Verdict]  # called with a working directory of its own
-    smoke: bool = False  # needs no run of the workflow and takes about 2 s
+    smoke: bool = False  # in --smoke: needs no run of the workflow, takes about 2 s, one of its kind
     runs: tuple[str, ...] = ()  # the runs it reads or changes (RUN_CONFIGS): after the others, in order, one by one
 
 
@@ -246,7 +248,7 @@ BOTH = (DRY, CHECK)
 @dataclass
 class Mistake:
     """A config file a user might write: ``culprits``, the text each problem's line must name ([]: nothing is
-    wrong, the config must be accepted); ``smoke``: the checks of it cheap enough for --smoke (a mistake found
+    wrong, the config must be accepted); ``smoke``: the checks of it that --smoke runs (cheap: a mistake found
     before torch is imported); ``snakemake_owns``: Snakemake reads the file before opcost sees it."""
     name: str
     config: dict | str | None  # None: no file at all
@@ -257,11 +259,11 @@ class Mistake:
 
 
 MISTAKES = [
-    Mistake("unknown key", {"models": {"mlp": MLP}, "colour": "red"}, ["colour"], BOTH),
-    Mistake("threads: two", {"models": {"mlp": MLP}, "threads": "two"}, ["threads"], (DRY,)),
-    Mistake("batch_sizes: [0]", {"models": {"mlp": MLP}, "batch_sizes": [0]}, ["batch_sizes"], (DRY,)),
-    Mistake("empty models", {"models": {}}, ["models"], BOTH),
-    Mistake("a model name with a slash", {"models": {"a/b": MLP}}, ["a/b"], (DRY,)),
+    Mistake("unknown key", {"models": {"mlp": MLP}, "colour": "red"}, ["colour"]),
+    Mistake("threads: two", {"models": {"mlp": MLP}, "threads": "two"}, ["threads"]),
+    Mistake("batch_sizes: [0]", {"models": {"mlp": MLP}, "batch_sizes": [0]}, ["batch_sizes"]),
+    Mistake("empty models", {"models": {}}, ["models"]),
+    Mistake("a model name with a slash", {"models": {"a/b": MLP}}, ["a/b"]),
     Mistake("a 300-character model name", {"models": {"m" * 300: MLP}}, ["m" * 40]),
     Mistake("hf:NoSuchModel", {"models": {"llm": {"model": "hf:NoSuchModel"}}}, ["NoSuchModel"]),
     Mistake("timm:resnet9999", {"models": {"net": {"model": "timm:resnet9999"}}}, ["resnet9999"]),
@@ -273,7 +275,7 @@ MISTAKES = [
     Mistake("input_range: [5, 2]", {"models": {"ids": {**MLP, "input_dtype": "int64", "input_range": [5, 2]}}},
             ["input_range"]),
     Mistake("predict_only naming a profiled model", {"models": {"mlp": MLP}, "predict_only": {"mlp": MLP}},
-            ["predict_only"], (DRY,)),
+            ["predict_only"]),
     Mistake("predict_only naming a profiled model by a YAML alias", "models:\n  mlp: &m {model: "
             '"tests.tiny_models:make_mlp", input_shapes: [[8]]}\npredict_only:\n  mlp: *m\n', ["predict_only"]),
     Mistake("resnet1800 beside a good model", {"models": {"mlp": MLP, "resnet1800": {}}}, ["resnet1800"]),
@@ -281,7 +283,7 @@ MISTAKES = [
     Mistake("abs_ci_s: 2e-7 (a YAML 1.1 string)", 'models:\n  mlp: {model: "tests.tiny_models:make_mlp", '
             'input_shapes: [[8]]}\nprofile:\n  timing: {abs_ci_s: 2e-7}\n', []),
     Mistake("a sweep with grid: {}", {"models": {"mlp": MLP}, "sweeps": [{"op": "Linear", "grid": {}}]},
-            ["sweeps[0].grid"], (DRY,)),
+            ["sweeps[0].grid"]),
     Mistake("a config file that does not exist", None, ["no_such.yaml"], snakemake_owns=True, fname="no_such.yaml"),
     Mistake("a YAML syntax error", "models:\n  mlp: {model: tests.tiny_models:make_mlp\nthreads: 1\n",
             ["broken.yaml"], BOTH, snakemake_owns=True, fname="broken.yaml"),
@@ -292,7 +294,7 @@ MISTAKES = [
                                               "big": {**MLP, "batch_sizes": [10 ** 12]}}},
             ["model gone", "models.ids.input_range", "model big"]),
     Mistake("a bad key and a bad model", {"models": {"gone": {"model": "nowhere:make"}}, "threads": "two"},
-            ["threads", "model gone"], (DRY,)),
+            ["threads", "model gone"]),
 ]
 
 
@@ -334,7 +336,7 @@ def _predict_batch_zero(work: Path) -> Verdict:
     return refused(done, ["--batch"], prefix="opcost predict: error:", rc=2)
 
 
-@case("cli: extract --batch two", smoke=True)
+@case("cli: extract --batch two")
 def _extract_batch_two(work: Path) -> Verdict:
     done = opcost(work, "extract", "tiny_dlrm", "--batch", "two", "--out", "l.parquet")
     if (work / "l.parquet").exists():
@@ -342,7 +344,7 @@ def _extract_batch_two(work: Path) -> Verdict:
     return refused(done, ["--batch"], prefix="opcost extract: error:", rc=2)
 
 
-@case("cli: predict --db a directory without a database", smoke=True)
+@case("cli: predict --db a directory without a database")
 def _predict_no_database(work: Path) -> Verdict:
     (work / "empty").mkdir()
     return refused(opcost(work, "predict", "tiny_dlrm", "--batch", "2", "--db", "empty"), ["empty"])
@@ -360,7 +362,7 @@ def _extract_unwritable(work: Path) -> Verdict:
     return refused(opcost(work, "extract", "tiny_dlrm", "--out", blocker / "layers.parquet"), [str(blocker)])
 
 
-@case("cli: db merge of a directory without a database", smoke=True)
+@case("cli: db merge of a directory without a database")
 def _merge_no_database(work: Path) -> Verdict:
     (work / "notes").mkdir()
     (work / "notes" / "notes.txt").write_text("not a database")
