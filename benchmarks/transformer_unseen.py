@@ -1,0 +1,212 @@
+"""Transformers never profiled: how far is `opcost predict` off their end-to-end time?
+
+Reads the database of a finished run (default results/db; for the study, run the workflow on
+benchmarks/configs/transformer_sweeps.yaml: the default study's models plus transformer operator sweeps, and six
+transformers under `predict_only`, never profiled) and, for each never-profiled transformer at each batch size:
+
+* its prediction as `opcost predict` makes it (:func:`opcost.analysis.estimate.predict_workload` on the workload's
+  layers, with the overhead between operators from a short trace of its own taken now: ``overhead_from``);
+* its end-to-end time taken now, alternately with a profiled model's (``--ref``, default resnet18 at batch 1) in the
+  same minutes: ``--rounds`` rounds, each timing both, the order swapped every round, in a process set up as the
+  measuring jobs were (glibc keeping freed memory, the database's threads, pinned). The error is that of the ratio,
+  ``predicted / (T_now x ref_db / T_ref_now) - 1``, where ``ref_db`` is the profiled model's end-to-end reference in
+  the database and ``T_now / T_ref_now`` the median of the rounds' ratios: the machine's drift between the run and
+  now cancels (a separate run drifts 10% or more on a shared VM);
+* the error against the run's own end-to-end time of the model (``err_run``: its dedicated job, other minutes);
+* the estimate alone against measurements (``est_vs_measured``): where the database measured some of the workload's
+  configurations (a sweep point of the same shape, a profiled model's), their estimated cost with every
+  configuration of the never-profiled workloads taken out of the database, against their measured cost
+  (``measured_share``: their part of the operators' predicted time);
+* whether the 90% interval holds the time (``in_interval``) and its width relative to the prediction.
+
+Prints a table per workload (its top operator types, estimated or measured) and one of all; ends with a SUMMARY line.
+Targets (issue 42): every transformer within ±15%, median |error| <= 10%; the estimate alone within 5% median.
+
+    python benchmarks/transformer_unseen.py [--config benchmarks/configs/transformer_sweeps.yaml] [--db results/db]
+        [--models llama gpt2] [--batches 1 4] [--ref resnet18] [--ref-batch 1] [--rounds 5] [--seconds 1.0]
+    python benchmarks/transformer_unseen.py --smoke --db <a tiny run's results/db>   # a tiny decoder, seconds
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+from _common import ROOT, prepare, summary
+
+CONFIG = ROOT / "benchmarks" / "configs" / "transformer_sweeps.yaml"
+SMOKE_CONFIG = ROOT / "tests" / "data" / "tiny.yaml"  # the tiny run's config: its profiled models, the reference
+SMOKE_MODELS = {"tiny_llama": {"model": "hf:llama", "seq_len": 8, "kwargs": {
+    "num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 64}}}
+MODE = "inference"
+
+
+def _workload(name: str, spec: dict, batch: int):
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
+
+    return make_workload(load_model(name, spec), batch, MODE)
+
+
+def interleaved_ratio(x, ref, rounds: int, settings) -> tuple[float, float, float, list[float]]:
+    """(median over rounds of T_x / T_ref, median T_x, median T_ref, the ratios) of two workloads timed alternately,
+    each round both, the first of the pair swapped every round; each time the trimmed mean of a
+    :func:`opcost.measure.timing.measure` of one iteration."""
+    from opcost.measure.timing import measure
+
+    tx, tr = [], []
+    for r in range(rounds):
+        pair = [(x, tx), (ref, tr)]
+        for wl, into in (pair if r % 2 == 0 else pair[::-1]):
+            into.append(measure(wl.step, settings, "cpu").trimmed_mean)
+    ratios = [a / b for a, b in zip(tx, tr)]
+    return float(np.median(ratios)), float(np.median(tx)), float(np.median(tr)), ratios
+
+
+def without_configs(db: dict, config_ids: set) -> dict:
+    """``db`` without the isolated measurements of ``config_ids``: what the cost model estimates them from."""
+    m = db["measurements"]
+    return {**db, "measurements": m[~(m["config_id"].isin(config_ids) & (m["source"] == "isolated"))]}
+
+
+def estimate_vs_measured(full, alone) -> tuple[float, float]:
+    """(estimated / measured - 1 over the configurations ``full`` (a prediction) took measured, with their costs in
+    ``alone``, the prediction from a database without them; their share of ``full``'s operator time)."""
+    rows, est = full.layers, alone.layers
+    measured = rows["method"] == "measured"
+    if not measured.any():
+        return float("nan"), 0.0
+    key = ["config_id", "phase"]
+    cost = est.set_index(key)["cost_s"]
+    on = rows[measured]
+    estimated = (on["count"].astype(float) * cost.reindex(pd.MultiIndex.from_frame(on[key])).to_numpy()).sum()
+    got = float(on["total_s"].sum())
+    return float(estimated / got - 1), got / float(rows["total_s"].sum())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", help=f"config whose predict_only models are predicted (default {CONFIG.name}; with "
+                                     "--smoke: a tiny decoder, and tests/data/tiny.yaml for the reference)")
+    ap.add_argument("--db", default="results/db")
+    ap.add_argument("--models", nargs="+", help="only these predict_only models")
+    ap.add_argument("--batches", nargs="+", type=int, help="default: each model's batch sizes in the config")
+    ap.add_argument("--ref", help="the profiled model timed alternately (default resnet18; --smoke: the first "
+                                  "profiled model of the database with an end-to-end time)")
+    ap.add_argument("--ref-batch", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=1.0, help="timing cap of each measurement")
+    ap.add_argument("--no-trace", action="store_true", help="overhead from the database's traces or residuals "
+                                                            "instead of a short trace of each model")
+    ap.add_argument("--smoke", action="store_true", help="a tiny decoder on a tiny run's database, in seconds")
+    args = ap.parse_args()
+
+    from opcost import database
+    from opcost.analysis import estimate
+    from opcost.analysis.optypes import label
+    from opcost.config import load, validate
+    from opcost.errors import OpcostError
+    from opcost.measure.hostinfo import pin_threads
+    from opcost.measure.timing import TimingSettings
+
+    t0 = time.perf_counter()
+    cfg = load(args.config or (SMOKE_CONFIG if args.smoke else CONFIG))
+    if args.smoke:  # the tiny run's batch size; two short rounds
+        unseen = {m: validate({"models": SMOKE_MODELS})["models"][m] for m in SMOKE_MODELS}
+        args.batches = args.batches or [2]
+        args.rounds, args.seconds = min(args.rounds, 2), min(args.seconds, 0.05)
+    else:
+        unseen = dict(cfg["predict_only"])
+    if args.models:
+        unseen = {m: unseen[m] for m in args.models}
+    db = database.read_db(args.db)
+    workloads = [(m, b) for m, spec in unseen.items()
+                 for b in (args.batches or spec.get("batch_sizes") or cfg["batch_sizes"])]
+
+    layers = {(m, b): estimate.workload_layers(db, m, b, MODE, unseen[m]) for m, b in workloads}
+    profiled = set(zip(db["layers"]["model"], db["layers"]["batch"]))
+    shared = [(m, b) for m, b in workloads if (m, b) in profiled and db["measurements"]["config_id"].isin(
+        layers[(m, b)]["config_id"]).all()]
+    if shared:
+        print(f"note: the database measured every configuration of {shared}: profiled, not never-profiled")
+    # the reference: a profiled workload with an end-to-end time in the database
+    ref_spec = (cfg.get("models") or {}).get(args.ref or "resnet18", {})
+    ref_name, ref_batch = args.ref or "resnet18", args.ref_batch
+    if args.smoke and not args.ref:
+        e2e = db["e2e"][db["e2e"]["mode"] == MODE]
+        ref_name, ref_batch = next((m, int(b)) for m, b in zip(e2e["model"], e2e["batch"])
+                                   if m in (cfg.get("models") or {}) and (m, b) in profiled)
+        ref_spec = cfg["models"][ref_name]
+    ref_pred = estimate.predict_workload(db, estimate.workload_layers(db, ref_name, ref_batch, MODE, ref_spec),
+                                         args.db)
+    if not ref_pred.measured_s:
+        raise OpcostError(f"--ref {ref_name}", f"the database holds no end-to-end time of it at batch {ref_batch}")
+    threads = int(ref_pred.conditions.get("threads") or 1)
+    prepare(threads)  # as the measuring jobs: glibc keeps freed memory, the database's threads
+    pin_threads(threads)
+    settings = TimingSettings(target_rel_ci=0.01, max_seconds=args.seconds, warmup_s=min(0.3, args.seconds / 3),
+                              min_samples=5, min_sample_s=0.0002 if args.smoke else 0.001)
+    ref_wl = _workload(ref_name, ref_spec, ref_batch)
+    print(f"reference: {ref_name} b{ref_batch}, {ref_pred.measured_s * 1e3:.3f} ms in the database "
+          f"({', '.join(f'{k} {v}' for k, v in ref_pred.conditions.items())})")
+    unseen_ids = set().union(*(set(wl["config_id"]) for wl in layers.values()))
+    alone_db = without_configs(db, unseen_ids)
+
+    rows, failed = [], []
+    for model, batch in workloads:
+        try:
+            wl = layers[(model, batch)]
+            t = time.perf_counter()
+            p = estimate.predict_workload(db, wl, args.db, trace_now=None if args.no_trace else (model, unseen[model]))
+            predict_s = time.perf_counter() - t
+            alone = estimate.predict_workload(alone_db, wl)
+            est_err, measured_share = estimate_vs_measured(p, alone)
+            ratio, tx, tr, ratios = interleaved_ratio(_workload(model, unseen[model], batch), ref_wl, args.rounds,
+                                                      settings)
+        except (OpcostError, RuntimeError, ValueError) as e:
+            failed.append(model)
+            print(f"{model} b{batch}: FAILED {e}", flush=True)
+            continue
+        scaled = ratio * ref_pred.measured_s  # the model's time in the database's minutes
+        row = {"model": model, "batch": batch, "predicted_ms": p.predicted_s * 1e3, "low_ms": p.low_s * 1e3,
+               "high_ms": p.high_s * 1e3, "now_ms": tx * 1e3, "ref_now_ms": tr * 1e3, "scaled_ms": scaled * 1e3,
+               "error": p.predicted_s / scaled - 1,
+               "err_run": p.predicted_s / p.measured_s - 1 if p.measured_s else float("nan"),
+               "ratio_spread": max(ratios) / min(ratios) - 1, "estimated_share": p.estimated_share,
+               "overhead_ms": p.overhead_s * 1e3, "overhead_from": p.overhead_from,
+               "est_vs_measured": est_err, "measured_share": measured_share,
+               "in_interval": bool(p.low_s <= scaled <= p.high_s),
+               "width": (p.high_s - p.low_s) / p.predicted_s, "predict_s": predict_s}
+        rows.append(row)
+        print(f"\n{model} b{batch}: predicted {row['predicted_ms']:.3f} ms [{row['low_ms']:.3f}, {row['high_ms']:.3f}]"
+              f", timed {row['scaled_ms']:.3f} ms in the database's minutes (now {row['now_ms']:.3f} ms, reference "
+              f"{row['ref_now_ms']:.3f} ms; rounds' ratios within {row['ratio_spread']:.1%}): {row['error']:+.1%}; "
+              f"{p.estimated_share:.0%} estimated, overhead {row['overhead_ms']:.3f} ms "
+              f"({estimate.OVERHEAD_FROM.get(p.overhead_from, p.overhead_from)})", flush=True)
+        by = p.layers.groupby("op_type").agg(ms=("total_s", "sum"), method=("method", lambda s: ",".join(
+            sorted(set(s)))))
+        by["ms"] *= 1e3
+        by.index = [label(t) for t in by.index]
+        print(by.sort_values("ms", ascending=False).head(8).to_string(float_format=lambda v: f"{v:.3f}"))
+    table = pd.DataFrame(rows)
+    if len(table):
+        pd.set_option("display.width", 250)
+        print("\n" + table.drop(columns=["overhead_from"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    e = table["error"].abs() if len(table) else pd.Series(dtype=float)
+    est = table["est_vs_measured"].abs().dropna() if len(table) else pd.Series(dtype=float)
+    nan = float("nan")
+    summary(workloads=len(table), failed=len(failed), ref=f"{ref_name}_b{ref_batch}",
+            median_abs_err=float(e.median()) if len(e) else nan, max_abs_err=float(e.max()) if len(e) else nan,
+            within_15pct=float((e <= 0.15).mean()) if len(e) else nan,
+            median_abs_err_run=float(table["err_run"].abs().median()) if len(table) else nan,
+            in_interval=float(table["in_interval"].mean()) if len(table) else nan,
+            median_width=float(table["width"].median()) if len(table) else nan,
+            median_abs_est_vs_measured=float(est.median()) if len(est) else nan,
+            estimated_share=float(table["estimated_share"].median()) if len(table) else nan,
+            wall_s=time.perf_counter() - t0)
+
+
+if __name__ == "__main__":
+    main()
