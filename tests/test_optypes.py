@@ -53,3 +53,18 @@ def test_a_model_calling_linear_both_ways_shows_two_distinct_labels_over_unchang
     assert shown[("Linear", "module")] == "Linear" and shown[("linear", "functional")] == "aten::linear"
     assert optypes.labels(layers[["op_type"]]) == optypes.labels(layers)  # the name alone says the same here
     assert optypes.labels(pd.DataFrame({"op_type": []})) == []
+
+
+def test_the_breakdown_legend_names_the_module_and_the_functional_linear_apart():
+    from opcost.report import figures
+
+    torch.manual_seed(0)
+    wl = make_workload(LoadedModel("both", _Both(), lambda batch, seed=0: (torch.randn(batch, 8),)), 2, "inference")
+    layers = extract(wl)
+    costed = layers.assign(cost_s=1e-3, backward_s=None)  # the legend's names, whatever the costs
+    costed = costed.assign(total_s=costed["count"] * costed["cost_s"])
+    measured = pd.DataFrame({"model": ["both"], "mode": ["inference"], "batch": [2],
+                             "measured_s": [float(costed["total_s"].sum())]})
+    forward, _ = figures.breakdown_fractions(costed, measured)
+    assert {"Linear", "aten::linear"} <= set(forward.columns) and "linear" not in forward.columns
+    assert forward.sum(axis=1).iloc[0] == pytest.approx(1.0)
