@@ -372,14 +372,16 @@ class ValidationOutputs:
 def validate(config, inputs: ValidationFiles, out: ValidationOutputs) -> pd.DataFrame:
     """The `predictions` of every workload against its end-to-end time, the isolated/in-situ `consistency`, and
     (``out.tiers``) the whole model on each slower memory tier (`tier_costs`, :mod:`opcost.analysis.tiers`)."""
-    from opcost.analysis.predict import consistency, predict
+    from opcost.analysis.predict import consistency, predict, trace_models
     from opcost.analysis.tiers import whole_model
 
     layers = io.read_many(inputs.layers, tables.LAYERS)
     meas = io.read_parquet(inputs.measurements, tables.MEASUREMENTS)
     e2e = io.read_parquet(inputs.e2e, tables.E2E)
-    pred = predict(layers, meas, e2e, config["device"],
-                   overhead=_overhead(inputs.overheads, inputs.op_types), statistic=config["statistic"])
+    walks = trace_models(io.read_many(inputs.overheads, tables.TRACE_OVERHEADS),
+                         io.read_many(inputs.op_types, tables.TRACE_OP_TYPES)) if inputs.overheads else None
+    pred = predict(layers, meas, e2e, config["device"], overhead=_overhead(inputs.overheads, inputs.op_types),
+                   statistic=config["statistic"], walks=walks)
     io.write_parquet(pred, out.predictions, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out.tsv)
     io.write_parquet(consistency(layers, meas, config["device"]), out.consistency, tables.CONSISTENCY)
