@@ -213,6 +213,7 @@ def test_transformer_sweeps_compute_and_record_what_hugging_face_decoders_do():
         "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 100}}}, "batch_sizes": [2], "sweeps": [
         {"op": "attention", "grid": {"seq": [16], "heads": [4], "head_dim": [8], "heads_kv": [2, 3], "causal": [1]},
          "depth": 2},
+        {"op": "attention", "points": [{"seq": 16, "heads": 4, "head_dim": 8, "causal": 1}], "depth": 2},
         {"op": "rotary", "points": [{"seq": 16, "heads": 4, "head_dim": 8}], "depth": 2},
         {"op": "RMSNorm", "points": [{"features": 32, "rows": 16}]},
         {"op": "gated_mlp", "points": [{"features": 32, "rows": 16, "inter": 48}], "depth": 2},
@@ -229,6 +230,10 @@ def test_transformer_sweeps_compute_and_record_what_hugging_face_decoders_do():
 
     assert sdpa(extracted["sweep-attention-causal1-d8-n4-kv2-l16"]) == sdpa(model) == (
         [[2, 4, 16, 8], [2, 2, 16, 8], [2, 2, 16, 8]], [None, 0.0, True], ["enable_gqa", "scale"])
+    # every head causal, as GPT-2 calls it: no enable_gqa
+    assert sdpa(extracted["sweep-attention-causal1-d8-n4-l16"]) == ([[2, 4, 16, 8]] * 3, [None, 0.0, True], ["scale"])
+    assert int(extracted["sweep-attention-causal1-d8-n4-l16"].query(
+        "op_type == 'scaled_dot_product_attention'")["count"].iloc[0]) == 2
     rot = extracted["sweep-rotary-d8-n4-l16"]
     assert {"mul", "slice", "neg", "cat", "add"} <= _ops(rot, "functional") & _ops(model, "functional")
     assert optypes.twins("LlamaRotaryEmbedding") == ("SweepRotaryEmbedding",) and "SweepRotaryEmbedding" in _ops(rot)

@@ -244,7 +244,8 @@ class _Functional(nn.Module):
                                              is_causal=self.causal and n > 1, **gqa)
         out = out.transpose(1, 2).reshape(b, n, self.heads * d)
         # the next layer's q, k and v in fresh memory, as the next layer's projections write them
-        return torch.cat((out, out[..., : 2 * self.heads_kv * d]), dim=-1)
+        kv = out[..., : self.heads_kv * d]
+        return torch.cat((out, kv, kv), dim=-1)
 
     def forward(self, x):
         x = self.keep(_differentiable(self, x))
