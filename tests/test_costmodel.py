@@ -598,6 +598,9 @@ def test_transformer_module_classes_take_the_sweeps_measured_types_as_twins():
     assert "SiLU" in optypes.twins("SiLUActivation") and "GELU" in optypes.twins("GELUActivation")
     assert "TanhGELU" in optypes.twins("NewGELUActivation") and "Linear" in optypes.twins("Conv1D")
     assert "scaled_dot_product_attention" in optypes.twins("_scaled_dot_product_flash_attention_for_cpu")
+    # the glue a decoder's forward runs around its layers (positions, its mask check): families of their kind
+    assert (optypes.family("arange"), optypes.family("sum"), optypes.work("is_nonzero")) == \
+        ("allocation", "pooling", "view")
 
     def norm(op, rows, seconds):
         shape = json.dumps([_spec([rows, 256])])

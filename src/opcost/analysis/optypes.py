@@ -139,6 +139,9 @@ AdaptiveAvgPool2d              pooling        adaptive_avg   elementwise
 adaptive_avg_pool2d            pooling        adaptive_avg   elementwise
 AdaptiveMaxPool2d              pooling        -              elementwise
 mean                           pooling        -              elementwise
+sum                            pooling        -              elementwise
+all                            pooling        -              elementwise
+any                            pooling        -              elementwise
 SweepRotaryEmbedding           rotary         rotary_emb     elementwise
 Embedding                      embedding      embedding      embedding
 embedding                      embedding      embedding      elementwise
@@ -175,10 +178,17 @@ eq                             elementwise    -              elementwise
 ne                             elementwise    -              elementwise
 lt                             elementwise    -              elementwise
 gt                             elementwise    -              elementwise
+cos                            elementwise    -              elementwise
+sin                            elementwise    -              elementwise
+erf                            elementwise    -              elementwise
+cumsum                         elementwise    -              elementwise
+triu                           elementwise    -              elementwise
+tril                           elementwise    -              elementwise
 empty                          allocation     -              view
 empty_like                     allocation     -              view
 new_empty                      allocation     -              view
 zeros                          allocation     -              elementwise
+arange                         allocation     -              elementwise
 zeros_like                     allocation     -              elementwise
 new_zeros                      allocation     -              elementwise
 ones                           allocation     -              elementwise
@@ -213,6 +223,9 @@ Unflatten                      view           -              view
 as_strided                     view           -              view
 detach                         view           -              view
 alias                          view           -              view
+is_nonzero                     view           -              view
+item                           view           -              view
+_local_scalar_dense            view           -              view
 Identity                       view           -              view
 select                         view           -              slice
 narrow                         view           -              slice
