@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from opcost import queries
+
 SCHEMA_VERSION = 1
 
 
@@ -399,7 +401,8 @@ def markdown() -> str:
     out = [
         "# opcost data contracts",
         "",
-        "Generated from `src/opcost/tables.py` by `opcost schema > docs/data.md`; a test keeps them identical.",
+        "Generated from `src/opcost/tables.py` and `src/opcost/queries.py` by `opcost schema > docs/data.md`; a test",
+        "keeps them identical, and tests/test_data_examples.py runs the examples below.",
         f"Schema version: {SCHEMA_VERSION} (stored in each Parquet file's metadata as `opcost_schema`).",
         "",
         "Tensor specs in JSON columns: `{\"T\": shape, \"dtype\": \"float32\", \"stride\": [...], \"grad\": bool}`.",
@@ -410,33 +413,7 @@ def markdown() -> str:
         "statistic, with a fingerprint of the measurement rows it was fitted to; it is refitted whenever they change,",
         "and after `opcost db merge`.",
         "",
-        "## Asking the database a question",
-        "",
-        "`opcost db show` answers the common ones: the cost per call (`cost_s`, the statistic predictions use) of",
-        "the configurations that match, with their parameters and input shapes, e.g.",
-        "",
-        "    opcost db show --op Conv2d --param kernel_size=[3,3] --param stride=[1,1] --shape 8,64,56,56",
-        "    opcost db show --op Linear --mode training --phase backward --host node07 --csv > linear.csv",
-        "",
-        "The tables are plain Parquet, so any Parquet reader asks the rest. pandas:",
-        "",
-        "```python",
-        "import json, pandas as pd",
-        "m = pd.read_parquet(\"results/db/measurements.parquet\")",
-        "c = pd.read_parquet(\"results/db/configs.parquet\")",
-        "conv = m.merge(c[[\"config_id\", \"params\", \"inputs\"]], on=\"config_id\").query(\"op_type == 'Conv2d'\")",
-        "conv[\"groups\"] = conv[\"params\"].map(lambda p: json.loads(p)[\"groups\"])",
-        "print(conv.groupby([\"groups\", \"placement\"])[\"trimmed_mean_s\"].median())",
-        "```",
-        "",
-        "DuckDB (`pip install duckdb`), SQL over the same files:",
-        "",
-        "```sql",
-        "SELECT m.op_type, m.phase, sum(l.count * m.trimmed_mean_s) AS seconds_per_iteration",
-        "FROM 'results/db/layers.parquet' l JOIN 'results/db/measurements.parquet' m USING (config_id)",
-        "WHERE l.model = 'resnet18' AND l.batch = 8 AND m.source = 'isolated' AND m.baseline",
-        "GROUP BY ALL ORDER BY seconds_per_iteration DESC;",
-        "```",
+        *queries.MARKDOWN,
     ]
     for t in ALL:
         out += ["", f"## `{t.name}`", "", f"`{t.path}` — {t.doc}", "", "| column | type | meaning |", "|---|---|---|"]
