@@ -235,9 +235,11 @@ def test_traces_are_recorded_analysed_and_feed_the_overhead_aware_prediction(tin
     iters = pd.read_parquet(trace_dir / "inference_b2.iterations.parquet")
     assert len(iters) == 3 and (iters["cpu_idle_s"] > 0).all()  # tiny.yaml: trace.iterations 3
     ov = pd.read_parquet(trace_dir / "inference_b2.overheads.parquet")
-    assert set(ov["kind"]) == {"T1", "T1r"}  # a CPU trace has gaps between ops, no launches; + the replay's gaps
+    # a CPU trace has gaps between ops, no launches; + the replay's gaps, and the glue timed without the profiler
+    assert set(ov["kind"]) == {"T1", "T1r", "G"}
     training = pd.read_parquet(tiny_run / "results" / "trace" / "tiny_dlrm" / "training_b2.overheads.parquet")
-    assert set(training["kind"]) == {"T1", "T1r"}  # training too: paired with a replay of its forward calls
+    assert set(training["kind"]) == {"T1", "T1r"}  # training too: paired with a replay of its forward calls (no G:
+    # the replay holds no backward to time the model's step against)
     assert "<profiler>" not in set(training["op_type"])  # the replay's gaps hold the profiler's cost: no calibration
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet").set_index(
         ["model", "mode", "batch", "source"])
