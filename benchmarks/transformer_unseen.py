@@ -12,7 +12,8 @@ transformers under `predict_only`, never profiled) and, for each never-profiled 
   ``predicted / (T_now x ref_db / T_ref_now) - 1``, where ``ref_db`` is the profiled model's end-to-end reference in
   the database and ``T_now / T_ref_now`` the median of the rounds' ratios: the machine's drift between the run and
   now cancels (a separate run drifts 10% or more on a shared VM);
-* the error against the run's own end-to-end time of the model (``err_run``: its dedicated job, other minutes);
+* the error against the run's own end-to-end time of the model (``err_run``: its dedicated job, other minutes,
+  from the run's `validation/unseen.parquet`);
 * the estimate alone against measurements (``est_vs_measured``): where the database measured some of the workload's
   configurations (a sweep point of the same shape, a profiled model's), their estimated cost with every
   configuration of the never-profiled workloads taken out of the database, against their measured cost
@@ -89,6 +90,22 @@ def estimate_vs_measured(full, alone) -> tuple[float, float]:
     return float(estimated / got - 1), got / float(rows["total_s"].sum())
 
 
+def run_times(db_dir) -> dict[tuple, float]:
+    """(model, batch) -> the end-to-end time the run itself took of each never-profiled workload (its dedicated job:
+    `validation/unseen.parquet` beside the database's folder, as benchmarks/generalisation.py reads it); none
+    without that file."""
+    from pathlib import Path
+
+    from opcost import io, tables
+
+    path = Path(db_dir).resolve().parent / "validation" / "unseen.parquet"
+    if not path.exists():
+        return {}
+    u = io.read_parquet(path, tables.PREDICTIONS)
+    u = u[(u["mode"] == MODE) & u["measured_s"].notna()]
+    return {(m, int(b)): float(v) for m, b, v in zip(u["model"], u["batch"], u["measured_s"])}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", help=f"config whose predict_only models are predicted (default {CONFIG.name}; with "
@@ -158,6 +175,7 @@ def main() -> None:
     unseen_ids = set().union(*(set(wl["config_id"]) for wl in layers.values()))
     alone_db = without_configs(db, unseen_ids)
 
+    ran = run_times(args.db)
     rows, failed = [], []
     for model, batch in workloads:
         try:
@@ -177,7 +195,7 @@ def main() -> None:
         row = {"model": model, "batch": batch, "predicted_ms": p.predicted_s * 1e3, "low_ms": p.low_s * 1e3,
                "high_ms": p.high_s * 1e3, "now_ms": tx * 1e3, "ref_now_ms": tr * 1e3, "scaled_ms": scaled * 1e3,
                "error": p.predicted_s / scaled - 1,
-               "err_run": p.predicted_s / p.measured_s - 1 if p.measured_s else float("nan"),
+               "err_run": p.predicted_s / ran[(model, batch)] - 1 if (model, batch) in ran else float("nan"),
                "ratio_spread": max(ratios) / min(ratios) - 1, "estimated_share": p.estimated_share,
                "overhead_ms": p.overhead_s * 1e3, "overhead_from": p.overhead_from,
                "est_vs_measured": est_err, "measured_share": measured_share,
