@@ -541,7 +541,10 @@ TRACE_OVERHEADS = Table(
                              "isolated profiling calls them, in the model's order, recorded in the same trace "
                              "(iterations marked `opcost_replay`, one after each analysed model iteration; "
                              "inference): the "
-                             "part of each gap isolated costs already include"),
+                             "part of each gap isolated costs already include; or `G` (op type `<all>`, CPU, "
+                             "outside training): the glue per iteration, the model's step minus that replay timed "
+                             "without the profiler, alternately (`mean_s` their median difference over `n` rounds, "
+                             "`std_s` its spread; opcost.measure.glue)"),
         _c("mean_s", "Float64", "mean of the kept samples, seconds"),
         _c("std_s", "Float64", "standard deviation of the kept samples, seconds"),
         _c("n", "Int64", "kept samples"),
