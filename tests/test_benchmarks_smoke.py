@@ -15,7 +15,7 @@ from tests.helpers import ROOT, TINY, command
 
 BENCHMARKS = ROOT / "benchmarks"
 NOT_BENCHMARKS = {"accuracy_table", "gpu_digest"}  # the accuracy table's generator; gpu_check.sh's digest
-WITHOUT_SMOKE = {"dag_scale": "times dry runs of 100 to 10,000 configurations; its smallest is its smoke"}
+WITHOUT_SMOKE = {"dag_scale": "no --smoke yet; `--sizes 100` is a run of seconds"}
 
 
 def _finite(found: dict, *keys: str) -> bool:
