@@ -84,7 +84,7 @@ def main() -> None:
     from opcost.analysis import estimate
     from opcost.analysis.costmodel import CostModel, training_data
     from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, reference_spread
-    from opcost.model.sweeps import PREFIX
+    from opcost.model.sweep_points import PREFIX
 
     t0 = time.perf_counter()
     db = database.read_db(args.db)

@@ -9,7 +9,7 @@ import pytest
 
 from opcost.measure import rotation
 from opcost.measure.hostinfo import cpus, driver_version_of, llc_bytes
-from opcost.measure.profile import MAX_POOL, pool_size
+from opcost.measure.cache import MAX_POOL, pool_size
 from opcost.model.replay import ModelCache, build, input_bytes
 
 SELECT = {"config_id": "x", "op": "aten.select.int", "op_type": "select", "scope": "functional",
@@ -35,7 +35,7 @@ def test_cold_pool_exceeds_twice_the_llc_and_is_capped():
     assert pool_size(SELECT, "cold", 4 << 20) == 32  # 32 x 256 KiB = 8 MiB = 2 x LLC
     assert pool_size(SELECT, "cold", 1 << 30) == MAX_POOL
     assert pool_size(SELECT, "cold", 64 << 10) == 1  # inputs alone larger than twice the LLC
-    from opcost.measure.profile import cache_label
+    from opcost.measure.cache import cache_label
 
     assert cache_label(SELECT, "cold", 4 << 20) == "cold:32"
     assert cache_label(SELECT, "cold", 1 << 30) == "cold-capped:64"  # 64 x 256 KiB still fits such a cache
@@ -64,7 +64,8 @@ def test_pinning_restricts_the_process_to_as_many_cpus_as_threads():
 def test_profiling_records_the_cache_state():
     import pandas as pd
 
-    from opcost.measure.profile import ProfileSettings, cache_label, profile_configs
+    from opcost.measure.cache import cache_label
+    from opcost.measure.profile import ProfileSettings, profile_configs
     from opcost.measure.timing import TimingSettings
 
     fast = TimingSettings(max_seconds=0.02, warmup_s=0.0, min_samples=3, min_sample_s=0.0001)

@@ -14,7 +14,7 @@ import pytest
 from opcost import database, io
 from opcost.analysis import estimate
 from opcost.measure.engine import ENGINE_OP_TYPE
-from opcost.model.sweeps import PREFIX as SWEEP_PREFIX
+from opcost.model.sweep_points import PREFIX as SWEEP_PREFIX
 
 ROOT = Path(__file__).resolve().parents[1]
 OTHER = "other-host"

@@ -8,7 +8,8 @@ from opcost import config as cfgmod
 from opcost.errors import OpcostError
 from opcost.model.extract import extract
 from opcost.model.sources import load_model
-from opcost.model.sweeps import chain, model_entries, points
+from opcost.model.sweep_points import model_entries, points
+from opcost.model.sweeps import chain
 from opcost.model.workload import make_workload
 
 

@@ -310,7 +310,8 @@ def _print_prediction(args) -> None:
     mode = _mode(args)
     layers = estimate.workload_layers(db, args.model, args.batch, mode, spec)
     p = estimate.predict_workload(db, layers, args.db, args.statistic, host=args.host, device=args.device,
-                                  threads=args.threads, tier=args.tier, scenario=args.scenario, run=args.run,
+                                  threads=args.threads, run=args.run,
+                                  on_tier=estimate.OnTier(args.tier, args.scenario) if args.tier else None,
                                   trace_now=None if args.no_trace else (args.model, spec))
     if args.mode == "decode":  # per token: opcost.analysis.decode
         from opcost.analysis.decode import summary

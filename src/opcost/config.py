@@ -117,22 +117,22 @@ def validate(config: dict) -> dict:
 
 
 def sweep_entries(config) -> dict[str, dict]:
-    """The model entries of the config's sweep points (:func:`opcost.model.sweeps.model_entries`), from its
+    """The model entries of the config's sweep points (:func:`opcost.model.sweep_points.model_entries`), from its
     ``sweeps``, ``batch_sizes`` and ``modes`` (sweeps keep inference and training, never decode); none without
     sweeps (and no torch import)."""
     if not config["sweeps"]:
         return {}
-    from opcost.model.sweeps import model_entries
+    from opcost.model.sweep_points import model_entries
 
     op_modes = [m for m in config["modes"] if m in ("inference", "training")] or ["inference"]
     return model_entries(config["sweeps"], config["batch_sizes"], op_modes)
 
 
-SWEEP_MODEL = "opcost.model.sweeps:chain"  # a sweep point's `model` (opcost.model.sweeps.MODEL, without torch)
+SWEEP_MODEL = "opcost.model.sweeps:chain"  # a sweep point's `model` (opcost.model.sweep_points.MODEL)
 
 
 def is_sweep(entry: dict) -> bool:
-    """Whether a config model entry is a sweep point (:mod:`opcost.model.sweeps`)."""
+    """Whether a config model entry is a sweep point (:mod:`opcost.model.sweep_points`)."""
     return entry.get("model") == SWEEP_MODEL
 
 
@@ -192,7 +192,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "coplace": (*_HOST, "placement", "insitu"),
     "evaluate": ("device", "statistic", "loop"),
     "validate": ("device", "statistic"),
-    "unseen": ("device", "statistic", "threads"),
+    "unseen": ("device", "dtype", "statistic", "threads", "predict_only"),  # predict_only: each one's own trace
     "figures": ("device", "dtype", "statistic", "threads", "affinity", "models"),  # models, dtype: decode steps
     "advise": ("device", "dtype", "statistic", "models", "placement", "advise"),
 }

@@ -418,10 +418,15 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
             continue
         model, batch, mode = layers["model"].iloc[0], int(layers["batch"].iloc[0]), layers["mode"].iloc[0]
         mine = of_workload(e2e, model, batch, mode)
+        ask = dict(db_dir=Path(db_paths["measurements"]).parent, statistic=config["statistic"],
+                   device=config["device"], threads=config["threads"],
+                   host=prediction_host(db["measurements"], mine, config))
         try:
-            p = predict_workload(db, layers, Path(db_paths["measurements"]).parent, config["statistic"],
-                                 device=config["device"], threads=config["threads"],
-                                 host=prediction_host(db["measurements"], mine, config))
+            try:  # its own glue, from a short trace taken now; else the database's, borrowed
+                p = predict_workload(db, layers, trace_now=(model, config["predict_only"][model]), **ask)
+            except OpcostError as e:
+                log.warning("%s %s b%d: predicted without a trace of its own: %s", model, mode, batch, e)
+                p = predict_workload(db, layers, **ask)
         except OpcostError as e:
             log.error("%s %s b%d: cannot predict: %s", model, mode, batch, e)
             continue

@@ -34,7 +34,8 @@ rule validate:
 
 
 rule unseen:
-    """The `predict_only` workloads predicted from the database without profiling, against their end-to-end time."""
+    """The `predict_only` workloads predicted from the database without profiling (each one's overhead between
+    operators from a short trace of its own, taken in this job), against their end-to-end time."""
     input:
         layers="results/db/layers.parquet",
         measurements="results/db/measurements.parquet",
@@ -50,7 +51,7 @@ rule unseen:
     log:
         "logs/unseen.log",
     resources:
-        measure=MEASURE_SHARED,
+        measure=MEASURE_ALONE,
     conda:
         ENV
     script:

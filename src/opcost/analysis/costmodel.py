@@ -210,7 +210,7 @@ class CostModel:
         configuration of its type in the training folds."""
         from sklearn.model_selection import GroupKFold
 
-        from opcost.model.sweeps import PREFIX
+        from opcost.model.sweep_points import PREFIX
 
         group = _model_groups(data)
         if data["config_id"].nunique() < 2 * folds or group.nunique() < folds:

@@ -31,7 +31,7 @@ from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
 from opcost.measure.plain import PROCESS  # the process the costs hold in
 from opcost.model.modes import is_decode
-from opcost.model.sweeps import PREFIX as SWEEP_PREFIX
+from opcost.model.sweep_points import PREFIX as SWEEP_PREFIX
 
 CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
 
@@ -314,15 +314,23 @@ def _on_tier(db: dict, rows: pd.DataFrame, used: pd.DataFrame, tier: str, scenar
     return scenario, share, run.get("measured_s")
 
 
+@dataclass(frozen=True)
+class OnTier:
+    """A slower memory tier the operators' tensors are on, and which of them (``scenario``: a key of
+    :data:`opcost.analysis.tiers.SCENARIOS`; None: the one the database answers best)."""
+
+    tier: str
+    scenario: str | None = None
+
+
 def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None,
-                     method: str | None = None, tier: str | None = None, scenario: str | None = None,
-                     run: str | None = None, trace_now: tuple | None = None, **chosen) -> Prediction:
+                     method: str | None = None, on_tier: OnTier | None = None, run: str | None = None,
+                     trace_now: tuple | None = None, **chosen) -> Prediction:
     """The prediction for the workload whose `layers` rows are given (from the database or freshly extracted),
     on the conditions ``chosen`` (``host``, ``device``, ``threads``; see :func:`conditions`). ``method``: the cost
     model's estimate for every unmeasured configuration with a law (one of
     :data:`opcost.analysis.costmodel.METHODS`, to compare them); default: the one its cross-validation chose.
-    ``tier``: with the operators' tensors on that slower memory tier (``scenario``: which of them, a key of
-    :data:`opcost.analysis.tiers.SCENARIOS`; default: the one the database answers best), each operator's cost
+    ``on_tier``: with the operators' tensors on that slower memory tier (:class:`OnTier`), each operator's cost
     scaled by its slowdown there (:mod:`opcost.analysis.tiers`; the overhead between operators unchanged).
     ``run``: the run (a merged database holds several, `run` column) whose end-to-end reference the prediction is
     checked against and whose measured costs it prefers; default: the run of the workload's newest end-to-end
@@ -330,6 +338,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     ``trace_now``: (model name, config entry) of a workload the database never traced: its overhead between
     operators from a short trace of its own, taken now (:func:`overhead_now`)."""
     statistic = statistic or DEFAULT_STATISTIC
+    tier, scenario = (on_tier.tier, on_tier.scenario) if on_tier is not None else (None, None)
     col = STATISTICS[statistic]
     pool, picked = _isolated(db["measurements"], **chosen)
     used = rotation_first(pool, ("config_id", "phase"))

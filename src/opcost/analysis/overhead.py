@@ -321,30 +321,54 @@ TRACE_NOW = {"iterations": 3, "warmup": 1}  # the short trace of a workload neve
 
 def trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32") -> dict[str, pd.DataFrame]:
     """The per-workload trace tables (:func:`summarize`) of a short trace (:data:`TRACE_NOW`) of workload ``model``
-    (its name and config entry) at ``batch`` in ``mode``, taken now by :func:`trace_workload` in a fresh process
-    set up as the measuring ones are (``conditions``: the device and threads of the costs it goes with; glibc
-    keeping freed memory), so that the caller's process keeps its own allocator settings and thread count."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    (its name and config entry) at ``batch`` in ``mode``, taken now by :func:`trace_workload` in a fresh Python
+    process set up as the measuring ones are (``conditions``: the device and threads of the costs it goes with; glibc
+    keeping freed memory), so that the caller's process keeps its own allocator settings and thread count. A new
+    interpreter, not a multiprocessing child: those re-run the caller's main script, which under Snakemake's
+    ``script:`` is the rule's script. A refusal there (:class:`OpcostError`) is raised here as it was."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
 
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        parts = pool.submit(_trace_now, model, int(batch), mode, dict(conditions), dtype).result()
-    if isinstance(parts, _Refused):  # sent back as culprit and cause (its pickled form would not rebuild)
-        raise OpcostError(parts.culprit, parts.cause)
-    return parts
+    from opcost import io
+
+    with tempfile.TemporaryDirectory(prefix="opcost-trace-") as tmp:
+        request = {"model": list(model), "batch": int(batch), "mode": mode, "conditions": dict(conditions),
+                   "dtype": dtype, "out": tmp}
+        proc = subprocess.run([sys.executable, "-c", "from opcost.analysis.overhead import _child; _child()"],
+                              input=json.dumps(request), capture_output=True, text=True)
+        lines = proc.stderr.strip().splitlines()
+        if proc.returncode == _REFUSED:
+            refusal = json.loads(lines[-1])
+            raise OpcostError(refusal["culprit"], refusal["cause"])
+        if proc.returncode != 0:
+            raise OpcostError(f"model {model[0]}", f"its short trace failed: {lines[-1] if lines else proc.returncode}")
+        return {name: io.read_parquet(Path(tmp) / f"{name}.parquet", _TABLES[name]) for name in json.loads(proc.stdout)}
 
 
-def _trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str):
+_TABLES = {t.name: t for t in (TRACE_OP_TYPES, TRACE_ITERATIONS, TRACE_OP_KERNELS, TRACE_OVERHEADS,
+                                TRACE_OVERHEAD_SAMPLES)}
+_REFUSED = 3  # the exit status of a short trace refused with an OpcostError (its last line on stderr says why)
+
+
+def _child() -> None:
+    """The process :func:`trace_now` starts: the request as JSON on stdin, the tables written as Parquet into its
+    ``out`` folder, their names as JSON on stdout."""
+    import json
+    import sys
+
+    from opcost import io
+
+    req = json.loads(sys.stdin.read())
     try:
-        return _traced_now(model, batch, mode, conditions, dtype)
+        parts = _traced_now(tuple(req["model"]), req["batch"], req["mode"], req["conditions"], req["dtype"])
     except OpcostError as e:
-        return _Refused(e.culprit, e.cause)
-
-
-@dataclass(frozen=True)
-class _Refused:
-    culprit: str
-    cause: str
+        print(json.dumps({"culprit": e.culprit, "cause": e.cause}), file=sys.stderr)
+        sys.exit(_REFUSED)
+    for name, table in parts.items():
+        io.write_parquet(table, Path(req["out"]) / f"{name}.parquet", _TABLES[name])
+    print(json.dumps(list(parts)))
 
 
 def _traced_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str) -> dict[str, pd.DataFrame]:

@@ -30,7 +30,7 @@ def candidate_layers(sweep: dict, batch_sizes: list[int], mode: str) -> pd.DataF
     each of its batch sizes; ``point`` holds the point's parameters (JSON, batch included)."""
     from opcost.model.extract import extract
     from opcost.model.sources import load_model
-    from opcost.model.sweeps import model_entries
+    from opcost.model.sweep_points import model_entries
     from opcost.model.workload import make_workload
 
     entries = model_entries([{k: v for k, v in sweep.items() if k != "samples"}], batch_sizes, [mode])

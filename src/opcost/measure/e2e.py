@@ -11,12 +11,13 @@ from opcost.model.workload import Workload, workload_key
 from opcost.tables import E2E, SAMPLES, frame
 
 
-def e2e_frames(model: str, batch: int, mode: str, m: Measurement, method: str, device: str,
+def e2e_frames(workload: tuple[str, int, str], m: Measurement, method: str, device: str,
                energy: dict | None = None, timed_s: float | None = None, placement: str = "default",
                verified: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(`e2e` row frame, `samples` frame) of one Measurement of whole iterations taken by ``method`` (`e2e`
-    table); ``energy``: the energy columns (default: missing, meter none); ``timed_s``, ``placement`` and
-    ``verified`` (`placement_verified`): see the `e2e` table."""
+    """(`e2e` row frame, `samples` frame) of one Measurement of whole iterations of ``workload`` (model, batch,
+    mode) taken by ``method`` (`e2e` table); ``energy``: the energy columns (default: missing, meter none);
+    ``timed_s``, ``placement`` and ``verified`` (`placement_verified`): see the `e2e` table."""
+    model, batch, mode = workload
     row = {"model": model, "batch": batch, "mode": mode, "method": method, "placement": placement,
            **host_facts(device), **m.stats(), **(energy or missing(NoMeter())), "attempts": 1, "timestamp": now(),
            "timed_s": timed_s, "placement_verified": verified}
@@ -30,7 +31,7 @@ def measure_e2e(wl: Workload, settings: TimingSettings, device: str, energy=None
     """Returns (`e2e` row frame, `samples` frame) for one workload, method `dedicated`. ``energy(fn)`` gives the
     energy columns (default: missing, meter none)."""
     m = measure(wl.step, settings, device)
-    return e2e_frames(wl.model.name, wl.batch, wl.mode, m, "dedicated", device, energy(wl.step) if energy else None)
+    return e2e_frames((wl.model.name, wl.batch, wl.mode), m, "dedicated", device, energy(wl.step) if energy else None)
 
 
 def measure_on_tier(wl: Workload, settings: TimingSettings, device: str, placer, tier: str, fast: str,
@@ -67,5 +68,5 @@ def measure_on_tier(wl: Workload, settings: TimingSettings, device: str, placer,
     if has_params:
         found.append(f"w:{placer.where_all([*module.parameters(), *module.buffers()])}")
     found.append(f"out:{placer.where_all(outputs)}")
-    return e2e_frames(wl.model.name, wl.batch, wl.mode, m, "tier", device, placement=str(requested),
+    return e2e_frames((wl.model.name, wl.batch, wl.mode), m, "tier", device, placement=str(requested),
                       verified=";".join(found))

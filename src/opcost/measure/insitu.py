@@ -186,7 +186,7 @@ def profile_insitu(wl: Workload, settings: TimingSettings, device: str, capture:
             break
     meas, raw = _rows(wl, ids, cap, samples, settings, device)
     m = Measurement(np.asarray(plain), 1, time.perf_counter() - t_start, settings)
-    e2e, _ = e2e_frames(wl.model.name, wl.batch, wl.mode, m, "interleaved", device)
+    e2e, _ = e2e_frames((wl.model.name, wl.batch, wl.mode), m, "interleaved", device)
     return meas, raw, e2e
 
 

@@ -73,7 +73,7 @@ def _child(request_path: str, out_prefix: str) -> None:
     torch.set_num_threads(req["threads"])
     wl = make_workload(load_model(req["name"], req["spec"], req["device"], req["dtype"]), req["batch"], req["mode"])
     m = measure(wl.step, TimingSettings(**req["timing"]), req["device"])
-    row, samples = e2e_frames(req["name"], req["batch"], req["mode"], m, METHOD, req["device"])
+    row, samples = e2e_frames((req["name"], req["batch"], req["mode"]), m, METHOD, req["device"])
     io.write_parquet(row, f"{out_prefix}.e2e.parquet", tables.E2E)
     io.write_parquet(samples.assign(source="plain"), f"{out_prefix}.samples.parquet", tables.SAMPLES)
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.failures import failure
+from opcost.measure.cache import cache_state, cold_pool
 from opcost.measure.e2e import e2e_frames
 from opcost.measure.energy import NoMeter, missing
 from opcost.measure.engine import engine_intercept, engine_probes, net_of_engine
@@ -40,19 +41,11 @@ from opcost.measure.rotation import (
     with_iterations,
 )
 from opcost.measure.timing import ROTATION_STATES, Measurement, RotationError, TimingSettings, measure
-from opcost.model.replay import ModelCache, build, input_bytes, mode_context, refresher
+from opcost.model.replay import ModelCache, build, mode_context, refresher
 from opcost.model.workload import make_workload, parse_workload_key
 from opcost.tables import MEASUREMENTS, SAMPLES, frame
 
 log = logging.getLogger(__name__)
-
-
-def cache_state(cache: str, device: str) -> str:
-    """Config `profile.cache` resolved: `auto` is `fresh` on CPUs and `warm` on GPUs (back-to-back calls between
-    CUDA events, the established GPU method; rotation on GPUs times each call with its own events)."""
-    if cache == "auto":
-        return "warm" if str(device).startswith("cuda") else "fresh"
-    return cache
 
 
 def chunk_of(config_id: str, chunks: int) -> int:
@@ -67,7 +60,6 @@ def measurement_order(configs: pd.DataFrame) -> pd.DataFrame:
     return configs.assign(_k=key).sort_values("_k").drop(columns="_k")
 
 
-MAX_POOL = 64
 # the way a configuration is timed; part of the profiling journal's key, so that a run resumed after an upgrade
 # that changed it measures again instead of mixing rows of two methods (2: training rounds run the forward pass
 # then the backward pass in reverse, with the autograd engine measured in the rotation)
@@ -75,38 +67,28 @@ METHOD_VERSION = 2
 MAX_ROTATION = 128  # default configurations per rotation (all their replays are alive at once; journaled together)
 
 
-def _cold_pool(row: dict, cache: str, llc: int | None) -> tuple[int, str]:
-    """(input copies a configuration rotates over, its `cache` label). Warm: 1, `warm`. Cold: enough copies to
-    exceed twice the last-level cache, at most :data:`MAX_POOL` (1 where the inputs alone are larger), labelled
-    `cold:N`, or `cold-capped:N` when the cap left them smaller (small inputs may still hit in cache)."""
-    if cache == "warm":
-        return 1, "warm"
-    need, nbytes = 2 * (llc or 32 * 1024 * 1024), max(1, input_bytes(row))
-    n = int(min(MAX_POOL, max(1, -(-need // nbytes))))
-    return n, f"{'cold' if n * nbytes >= need or n == 1 else 'cold-capped'}:{n}"
+@dataclass(frozen=True)
+class Placing:
+    """How a configuration's placements are made: the :class:`opcost.measure.placement.Placer`, the tiers usable
+    here (fast first) and the config's placement settings."""
+
+    placer: Placer
+    tiers: list
+    settings: PlacementSettings
 
 
-def pool_size(row: dict, cache: str, llc: int | None) -> int:
-    """Input copies a configuration rotates over (see :func:`_cold_pool`)."""
-    return _cold_pool(row, cache, llc)[0]
-
-
-def cache_label(row: dict, cache: str, llc: int | None) -> str:
-    """The `cache` column of a configuration's rows (see :func:`_cold_pool`)."""
-    return _cold_pool(row, cache, llc)[1]
-
-
-def _measure_config(row: dict, models: ModelCache, device: str, settings: TimingSettings, energy, placer=None,
-                    tiers=(), place_cfg=None, pool: int = 1, earlier: dict | None = None) -> list[tuple]:
+def _measure_config(row: dict, models: ModelCache, device: str, settings: TimingSettings, energy,
+                    placing: Placing | None = None, pool: int = 1, earlier: dict | None = None) -> list[tuple]:
     """[(placement text, verified text, phase, Measurement, energy columns)] for one configuration, one entry per
-    placement and phase; raises when it cannot be replayed. ``earlier``: {(placement text, phase): the Measurements
-    of earlier visits} (:func:`_visit`)."""
+    placement and phase (the default placement only, without ``placing``); raises when it cannot be replayed.
+    ``earlier``: {(placement text, phase): the Measurements of earlier visits} (:func:`_visit`)."""
     earlier = earlier or {}
-    if placer is None:
+    if placing is None:
         rep = build(row, models, device, pool=pool)
         with rep.context():
             return [(DEFAULT, None, phase, measure(fn, settings, device, **_visit(earlier.get((DEFAULT, phase)))),
                      energy(fn)) for phase, fn in rep.callables()]
+    placer, tiers, place_cfg = placing.placer, placing.tiers, placing.settings
     probe = build(row, models, device)
     with probe.context():
         alias = aliased_input(probe.inputs, probe.outputs())
@@ -265,12 +247,13 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
             row = by_id[cid]
             attempts[cid] = attempts.get(cid, 0) + 1
             if cid not in pools:
-                pools[cid] = _cold_pool(row, cache, llc)
+                pools[cid] = cold_pool(row, cache, llc)
             pool = pools[cid][0]
             earlier = {key: [x[1] for x in t if x[1] is not None]
                        for key, t in tries.get(cid, {}).items()} if visits > 1 else None
             try:
-                result = _measure_config(row, models, device, timing, energy, placer, tiers, placement, pool,
+                result = _measure_config(row, models, device, timing, energy,
+                                         Placing(placer, tiers, placement) if placer is not None else None, pool,
                                          earlier)
             except Exception as e:  # one bad configuration must not lose the others
                 log.warning("[%d/%d] %s %s failed: %s", k, len(todo), cid, row["op_type"], e)
@@ -590,7 +573,7 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSetti
             # the part of the workload's prediction this rotation measured: its reference's weight among rotations
             timed = sum(calls_in(row, key) * m.median for row in group
                         for (plc, _), (_, m, _) in results.get(row["config_id"], {}).items() if plc == DEFAULT)
-            on_e2e(*e2e_frames(model, batch, mode, it, "rotation", device, timed_s=timed))
+            on_e2e(*e2e_frames((model, batch, mode), it, "rotation", device, timed_s=timed))
         for row in group:
             cid = row["config_id"]
             result = {k: (ver, m, e, cache) for k, (ver, m, e) in results.get(cid, {}).items()}
@@ -598,10 +581,10 @@ def _profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSetti
                 log.info("%s %-14s %-8s median %.3g ms n=%d rel_ci=%.3f%s", cid, row["op_type"], phase,
                          m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "")
             if placer is not None and cid not in failed:
-                pool, label = _cold_pool(row, "cold", llc)
+                pool, label = cold_pool(row, "cold", llc)
                 try:
-                    for plc, ver, ph, m, e in _measure_config(row, models, device, timing, energy, placer, tiers,
-                                                              placement, pool):
+                    for plc, ver, ph, m, e in _measure_config(row, models, device, timing, energy,
+                                                              Placing(placer, tiers, placement), pool):
                         result[(plc, ph)] = (ver, m, e, label)
                 except Exception as e:
                     log.warning("%s %s placements failed: %s", cid, row["op_type"], e)

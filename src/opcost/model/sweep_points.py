@@ -1,0 +1,157 @@
+"""Operator sweeps: operator configurations chosen independently of any model (config ``sweeps``), measured under
+the same conditions as the models' operators so that their costs are interchangeable.
+
+Each sweep point is a small model, a **chain** of ``depth`` identical layers that keep their shape (stride 1,
+"same" padding; a point whose layer changes the shape is a chain of one), so that every layer reads its
+producer's freshly written output, as inside a model. The point becomes an ordinary model entry
+(``model: opcost.model.sweeps:chain``) named ``sweep-<op>-<values>``: it is extracted, catalogued and profiled in
+rotation like any workload's operators, but is not a validation workload (no end-to-end, in-situ or trace jobs;
+:func:`opcost.config.workloads` leaves it out). Its configurations are profiled in the loop's first iteration
+whatever their op type.
+
+In training, a chain's input requires grad, as the activations inside a model do: a chain of parameter-free
+layers (ReLU, pooling, concat, attention) would otherwise have nothing to back-propagate.
+
+Sampling: a sweep's ``grid`` (parameter -> values) is taken whole, or, with ``samples: N``, as N points drawn
+without replacement with a fixed seed; or its ``points`` are listed. ``opcost sweep suggest`` lists the points of a
+grid where a database's cost model is least certain (:mod:`opcost.analysis.sampling`), to be pasted as ``points``:
+the choice depends on a database, so it is made between runs, never silently inside one.
+
+Operators (parameters; default value): ``Conv2d`` (channels 32, kernel 3, stride 1, groups 1, size 28, ratio 1:
+with a ratio, each layer is a pair that widens to ratio x channels and narrows back, as the 1x1 convolutions of a
+MobileNet block do),
+``Linear`` (features 256, rows 1), ``mlp`` (features 256, rows 64, ratio 4, act 0: Linear to ratio x features,
+GELU, Linear back, as in a transformer's feed-forward block; the Linear layers of other widths that a chain of
+identical shape-keeping layers cannot hold; ``act`` 1: GELU's tanh approximation computed in Python as GPT-2's
+``NewGELUActivation`` computes it, :class:`TanhGELU`), ``gated_mlp`` (features 256, rows 64, inter 688: the gated
+feed-forward block of Llama, Qwen2 and Mistral, gate and up Linears to ``inter``, SiLU, ``mul``, down Linear, no
+biases), ``lm_head`` (features 256, rows 64, vocab 32000: a language-model head, one Linear from ``features`` to
+``vocab`` logits without bias, a chain of one; at 128 rows and vocabulary 32000 its output is 16 MiB per sample and
+its weight 32 MiB at 256 features, beyond a 32 MiB last-level cache from batch 2 or 512 features on),
+``attention`` (seq 128, heads 4, head_dim 32, heads_kv 0, causal 0: q, k and v three interleaved slices of a
+packed input, as a fused qkv projection writes them in ViTs and BERTs, one ``scaled_dot_product_attention``; with
+q = k = v the call read a third of the memory and measured 373 µs where vit_tiny's call of the same shape
+measured 602 µs; with ``heads_kv`` below ``heads`` (grouped-query attention: it must divide ``heads``; 0 means
+``heads``) or ``causal`` 1, q, k and v are consecutive slices, each viewed and transposed to [batch, heads, seq,
+head_dim] as the separate projections of a Hugging Face decoder leave them, and SDPA is called as transformers 5's
+``sdpa_attention_forward`` calls it without a mask: ``is_causal``, ``scale``, and ``enable_gqa`` where ``heads_kv``
+< ``heads``, keys and values at ``heads_kv`` heads, no ``repeat_kv`` copy), ``rotary`` (seq 128, heads 4, head_dim
+64: rotary position embeddings as ``apply_rotary_pos_emb`` applies them to a decoder layer's queries or keys, the
+aten ops mul, slice, neg, cat, mul, add at [batch, heads, seq, head_dim] on a head-split (strided) view, ``depth``
+times, after one :class:`SweepRotaryEmbedding` call that computes the cosines and sines as
+``LlamaRotaryEmbedding`` does), ``LayerNorm`` and ``RMSNorm`` (features 256, rows 64; ``RMSNorm``:
+:class:`SweepRMSNorm`, computed as ``LlamaRMSNorm`` computes it), ``BatchNorm2d``,
+``ReLU``, ``GELU``, ``add`` (x + x; channels 32, size 28 for these four), ``MaxPool2d`` (also kernel 3, stride 1;
+padding kernel // 2), ``cat`` (also parts 2: the input's channels in ``parts`` chunks concatenated again, the
+channel concat of a block's branches as in SqueezeNet's fire modules, Inception or DenseNet), ``Dropout`` (also p
+0.1; an identity in inference, a random mask in training), ``Embedding`` (num 1000, dim 128, rows 64: ``rows``
+token ids per sample looked up in a ``num`` x ``dim`` table, a chain of one; in training its backward writes the
+table's dense gradient) and ``EmbeddingBag`` (num 1000, dim 32, rows 4: a bag of ``rows`` ids per sample, summed,
+passed as DLRM and TorchRec pass them: the ids of the batch in one flat tensor and the offsets where each bag
+starts; ``depth`` tables looked up one after the other and their vectors stacked, as a recommender's sparse
+features are: the lookups are microseconds, and a lone call in a rotation measured 9 to 32 µs for the work that
+took 12 to 14 µs per call among tiny_dlrm's eight). The image operators (``Conv2d`` and those with ``channels`` and
+``size``) also take ``channels_last`` (0; 1: the chain's weights and input in NHWC order, the model entry's
+``memory_format: channels_last``, as in a model converted to it or in ConvNeXt's blocks, whose channels-last
+LayerNorm leaves its output so). The batch size of a point is its grid's ``batch`` values
+(default: the config's ``batch_sizes``).
+"""
+from __future__ import annotations
+
+import itertools
+import random
+
+from opcost.errors import OpcostError
+
+MODEL = "opcost.model.sweeps:chain"
+PREFIX = "sweep-"
+_SPATIAL = {"channels": 32, "size": 28, "channels_last": 0}
+DEFAULTS = {
+    "Conv2d": {"channels": 32, "kernel": 3, "stride": 1, "groups": 1, "size": 28, "ratio": 1, "channels_last": 0},
+    "Linear": {"features": 256, "rows": 1},
+    "mlp": {"features": 256, "rows": 64, "ratio": 4, "act": 0},
+    "gated_mlp": {"features": 256, "rows": 64, "inter": 688},
+    "lm_head": {"features": 256, "rows": 64, "vocab": 32000},
+    "attention": {"seq": 128, "heads": 4, "head_dim": 32, "heads_kv": 0, "causal": 0},
+    "rotary": {"seq": 128, "heads": 4, "head_dim": 64},
+    "LayerNorm": {"features": 256, "rows": 64},
+    "RMSNorm": {"features": 256, "rows": 64},
+    "BatchNorm2d": dict(_SPATIAL),
+    "ReLU": dict(_SPATIAL),
+    "GELU": dict(_SPATIAL),
+    "MaxPool2d": {**_SPATIAL, "kernel": 3, "stride": 1},
+    "add": dict(_SPATIAL),
+    "cat": {**_SPATIAL, "parts": 2},
+    "Dropout": {**_SPATIAL, "p": 0.1},
+    "Embedding": {"num": 1000, "dim": 128, "rows": 64},
+    "EmbeddingBag": {"num": 1000, "dim": 32, "rows": 4},
+}
+_LOOKUPS = ("Embedding", "EmbeddingBag")  # ops whose input is ids below the table's size
+OPS = tuple(DEFAULTS)
+_SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": "h", "features": "f", "rows": "r",
+          "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p", "p": "p", "num": "v", "dim": "e",
+          "channels_last": "nhwc", "act": "a", "inter": "i", "vocab": "vocab", "heads_kv": "kv", "causal": "causal"}
+_FLOAT = {"p"}  # parameters that are not integers
+
+
+def input_shape(op: str, p: dict) -> list[int]:
+    """Per-sample input shape of a point."""
+    p = {**DEFAULTS[op], **p}
+    if op in ("Linear", "LayerNorm", "RMSNorm", "mlp", "gated_mlp", "lm_head"):
+        return [p["rows"], p["features"]]
+    if op == "attention":
+        return [p["seq"], (p["heads"] + 2 * (p["heads_kv"] or p["heads"])) * p["head_dim"]]
+    if op == "rotary":
+        return [p["seq"], p["heads"] * p["head_dim"]]
+    if op in _LOOKUPS:
+        return [p["rows"]]
+    return [p["channels"], p["size"], p["size"]]
+
+
+def points(sweep: dict) -> list[dict]:
+    """The parameter sets of one sweep entry (``batch`` included where the grid has it): its ``points`` as listed,
+    or its ``grid`` (whole, or ``samples`` of it)."""
+    if sweep.get("points"):
+        return [dict(p) for p in sweep["points"]]
+    grid = sweep.get("grid") or {}
+    keys = sorted(grid)
+    combos = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+    if sweep.get("op") == "Conv2d":  # groups must divide the channels
+        combos = [c for c in combos if c.get("channels", 32) % c.get("groups", 1) == 0]
+    if sweep.get("op") == "attention":  # key/value heads must divide the heads
+        combos = [c for c in combos if c.get("heads", 4) % (c.get("heads_kv") or c.get("heads", 4)) == 0]
+    n = sweep.get("samples")
+    if n is not None and n < len(combos):
+        combos = random.Random(0).sample(combos, n)
+    return combos
+
+
+def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dict[str, dict]:
+    """Config model entries, one per point of every sweep (``name -> entry``)."""
+    out = {}
+    for sweep in sweeps or []:
+        op, depth = sweep["op"], int(sweep.get("depth", 4))
+        for p in points(sweep):
+            unknown = sorted(set(p) - set(DEFAULTS[op]) - {"batch"})
+            if unknown:
+                raise OpcostError(f"config: sweeps: {op}", f"unknown parameter(s) {', '.join(unknown)} (it takes "
+                                                           f"{', '.join([*DEFAULTS[op], 'batch'])})")
+            batch = p.pop("batch", None)
+            shape = {k: float(v) if k in _FLOAT else int(v) for k, v in p.items()}
+            name = PREFIX + op + "-" + "-".join(f"{_SHORT.get(k, k)}{v}" for k, v in sorted(shape.items()))
+            entry = out.setdefault(name, {"model": MODEL, "kwargs": {"op": op, "depth": depth, **shape},
+                                          "input_shapes": [input_shape(op, shape)],
+                                          "modes": list(sweep.get("modes") or modes), "batch_sizes": []})
+            if op in _LOOKUPS:  # token ids below the table's size
+                entry.update(input_dtype="int64", input_range=[0, {**DEFAULTS[op], **shape}["num"]])
+            if shape.get("channels_last"):
+                entry["memory_format"] = "channels_last"
+            for b in ([batch] if batch is not None else batch_sizes):
+                if int(b) not in entry["batch_sizes"]:
+                    entry["batch_sizes"].append(int(b))
+    return out
+
+
+def is_sweep(entry: dict) -> bool:
+    """Whether a config model entry is a sweep point."""
+    return entry.get("model") == MODEL
