@@ -71,13 +71,16 @@ def record_path(argv: list[str]) -> Path:
 
 
 def host_summary() -> dict:
-    """The host a record was measured on: CPU model, cores, GPU (None without CUDA), torch version."""
+    """The host a record was measured on: CPU model, the machine's cores (not those a benchmark pinned itself to),
+    GPU (None without CUDA), torch version."""
+    import os
+
     import torch
 
-    from opcost.measure.hostinfo import allowed_cpus, cpu_model
+    from opcost.measure.hostinfo import cpu_model
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu_model(), "cores": allowed_cpus(), "gpu": gpu, "torch": torch.__version__}
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "gpu": gpu, "torch": torch.__version__}
 
 
 def _json_value(v):

@@ -60,6 +60,10 @@ SHOWN: dict[str, list[Figure]] = {
         Figure("median_abs_err_extrap", "decode steps never measured (4× the context, another batch), median "
                                         "|error|"),
     ],
+    "transformer_unseen": [
+        Figure("median_abs_err", "transformers never profiled, timed beside a profiled model, median |error|"),
+        Figure("within_15pct", "transformers never profiled: workloads within ±15%", "of:workloads"),
+    ],
     "generalisation": [
         Figure("median_abs_err_model", "a model left out of the database, median |error|"),
         Figure("within_15pct_model", "a model left out: workloads within ±15%", "of:workloads"),
