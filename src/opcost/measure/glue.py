@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-ROUNDS = 7  # alternating (model, replay) block pairs
-MIN_BLOCK_S = 0.02  # each block at least this long: many µs-scale steps, or one long iteration
-MAX_S = 6.0  # the whole timing at most about this long (fewer rounds for slow iterations, never under 3)
+ROUNDS = 15  # alternating (model, replay) block pairs
+MIN_BLOCK_S = 0.05  # each block at least this long: many µs-scale steps, or one long iteration
+MAX_S = 10.0  # the whole timing at most about this long (fewer rounds for slow iterations, never under 3)
 
 
 @dataclass(frozen=True)
