@@ -336,15 +336,20 @@ def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2
         io.write_parquet(rows, out_overheads, tables.OVERHEADS)
 
 
+def _traces(overhead_paths, op_type_paths) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The workloads' `trace_overheads` and `trace_op_types` tables, read once; None without traces."""
+    if not overhead_paths:
+        return None
+    return (io.read_many(overhead_paths, tables.TRACE_OVERHEADS), io.read_many(op_type_paths, tables.TRACE_OP_TYPES))
+
+
 def _overhead(overhead_paths, op_type_paths) -> dict | None:
     """Modelled overhead per workload from its trace tables (:func:`opcost.analysis.predict.trace_overhead`); None
     without."""
     from opcost.analysis.predict import trace_overhead
 
-    if not overhead_paths:
-        return None
-    return trace_overhead(io.read_many(overhead_paths, tables.TRACE_OVERHEADS),
-                          io.read_many(op_type_paths, tables.TRACE_OP_TYPES))
+    traced = _traces(overhead_paths, op_type_paths)
+    return trace_overhead(*traced) if traced is not None else None
 
 
 @dataclass
@@ -372,16 +377,15 @@ class ValidationOutputs:
 def validate(config, inputs: ValidationFiles, out: ValidationOutputs) -> pd.DataFrame:
     """The `predictions` of every workload against its end-to-end time, the isolated/in-situ `consistency`, and
     (``out.tiers``) the whole model on each slower memory tier (`tier_costs`, :mod:`opcost.analysis.tiers`)."""
-    from opcost.analysis.predict import consistency, predict, trace_models
+    from opcost.analysis.predict import consistency, predict, trace_models, trace_overhead
     from opcost.analysis.tiers import whole_model
 
     layers = io.read_many(inputs.layers, tables.LAYERS)
     meas = io.read_parquet(inputs.measurements, tables.MEASUREMENTS)
     e2e = io.read_parquet(inputs.e2e, tables.E2E)
-    walks = trace_models(io.read_many(inputs.overheads, tables.TRACE_OVERHEADS),
-                         io.read_many(inputs.op_types, tables.TRACE_OP_TYPES)) if inputs.overheads else None
-    pred = predict(layers, meas, e2e, config["device"], overhead=_overhead(inputs.overheads, inputs.op_types),
-                   statistic=config["statistic"], walks=walks)
+    traced = _traces(inputs.overheads, inputs.op_types)
+    pred = predict(layers, meas, e2e, config["device"], overhead=trace_overhead(*traced) if traced else None,
+                   statistic=config["statistic"], walks=trace_models(*traced) if traced else None)
     io.write_parquet(pred, out.predictions, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out.tsv)
     io.write_parquet(consistency(layers, meas, config["device"]), out.consistency, tables.CONSISTENCY)

@@ -100,31 +100,28 @@ def costed_layers(layers: pd.DataFrame, measurements: pd.DataFrame, device: str,
     return pd.concat([out, engine], ignore_index=True) if len(engine) else out
 
 
+def _traced(overheads: pd.DataFrame, op_types: pd.DataFrame):
+    """((model, batch, mode), its :class:`opcost.analysis.overhead.OverheadModel`, its `trace_op_types` rows) per
+    traced workload."""
+    from opcost.analysis.overhead import OverheadModel
+
+    for key, ov in overheads.groupby(["model", "batch", "mode"]):
+        types = of_workload(op_types, *key)
+        yield (key[0], int(key[1]), key[2]), OverheadModel.from_tables(ov, types), types
+
+
 def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tuple, float]:
     """(model, batch, mode) -> modelled CPU overhead seconds per iteration from the workload's trace: its calls per
     top-level op type x that type's mean gap T1 before a call, plus the gap after the last op (see
     :class:`opcost.analysis.overhead.OverheadModel`)."""
-    from opcost.analysis.overhead import OverheadModel
-
-    out = {}
-    for key, ov in overheads.groupby(["model", "batch", "mode"]):
-        types = of_workload(op_types, *key)
-        model = OverheadModel.from_tables(ov, types)
-        out[(key[0], int(key[1]), key[2])] = model.gap_s(dict(zip(types["op_type"], types["calls"])))
-    return out
+    return {key: model.gap_s(dict(zip(types["op_type"], types["calls"])))
+            for key, model, types in _traced(overheads, op_types)}
 
 
 def trace_models(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict:
     """(model, batch, mode) -> the :class:`opcost.analysis.overhead.OverheadModel` of each workload's GPU trace (the
     host time per call and the gaps that :func:`predict` walks beside the device's costs)."""
-    from opcost.analysis.overhead import OverheadModel
-
-    out = {}
-    for key, ov in overheads.groupby(["model", "batch", "mode"]):
-        model = OverheadModel.from_tables(ov, of_workload(op_types, *key))
-        if model.gpu:
-            out[(key[0], int(key[1]), key[2])] = model
-    return out
+    return {key: model for key, model, _ in _traced(overheads, op_types) if model.gpu}
 
 
 def overhead_rows(overheads: pd.DataFrame, op_types: pd.DataFrame, layers: pd.DataFrame,
