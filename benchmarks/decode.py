@@ -9,8 +9,10 @@ the rotation's reference (`err_rot`, the pipeline's check) and against the dedic
 mean of the runs before and after profiling: a loop of steps from context L, the cache put back to L after each,
 as the workload's step does; `err_ded`, with `drift`, how far the two runs moved apart).
 
-Never measured: from a database built in memory of the measured workloads alone (their layers, isolated costs,
-end-to-end times and traced overheads), `opcost.analysis.estimate.predict_workload` predicts each model at 4x the
+Never measured: from a database built in memory of the measured workloads (their layers, isolated costs,
+end-to-end times and traced overheads) and of the config's sweep points (`decode_attention`: a step's cache update
+and attention at other context lengths, profiled in isolation as the workflow profiles sweep points; `--no-sweeps`
+leaves them out), `opcost.analysis.estimate.predict_workload` predicts each model at 4x the
 largest measured context (`context`), at a batch between two measured ones (`batch`), and at both (`both`), as
 `opcost predict --mode decode --no-trace` does: measured costs where the step's configurations were measured (the
 Linears, shared across context lengths), the cost model's estimates for the rest (attention and the cache update
@@ -30,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _common import model_entries, prepare, summary
+import yaml
+from _common import model_entries, prepare, summary, workload_configs
 from prediction_accuracy import measure_workload
 from transformer_accuracy import glue_columns
 
@@ -43,6 +46,9 @@ SMOKE_MODELS = {  # --smoke: one layer, 32 wide
               "num_key_value_heads": 2, "vocab_size": 128},
     "gpt2": {"n_layer": 1, "n_embd": 32, "n_head": 4, "vocab_size": 128, "n_positions": 256},
 }
+SMOKE_SWEEPS = [{"op": "decode_attention", "grid": {"context": [32], "heads": [4], "heads_kv": [2], "head_dim": [8],
+                                                  "batch": [1]},
+                 "depth": 1}]
 SMOKE_TIMING = {"profile": {"max_seconds": 0.02, "warmup_s": 0.001, "min_samples": 3, "min_sample_s": 0.0002},
                 "e2e": {"max_seconds": 0.05, "warmup_s": 0.005, "min_samples": 5, "min_sample_s": 0.0002},
                 "insitu": {"max_seconds": 0.1, "min_samples": 3}}
@@ -63,12 +69,31 @@ def database(kept: list[dict], traces: list[dict]) -> dict:
     from opcost.database import catalog
 
     layers = pd.concat([k["layers"] for k in kept], ignore_index=True)
-    e2e = pd.concat([k["e2e"] for k in kept], ignore_index=True)
+    e2e = pd.concat([k["e2e"] for k in kept if "e2e" in k], ignore_index=True)  # sweep points: none
     overheads = overhead_rows(pd.concat([t["trace_overheads"] for t in traces], ignore_index=True),
                               pd.concat([t["trace_op_types"] for t in traces], ignore_index=True), layers, e2e)
     return {"configs": catalog(layers), "layers": layers,
             "measurements": pd.concat([k["measurements"] for k in kept], ignore_index=True), "e2e": e2e,
             "overheads": overheads if len(overheads) else tables.frame(tables.OVERHEADS, [])}
+
+
+def profile_sweeps(cfg: dict, args) -> list[dict]:
+    """The config's sweep points (its ``sweeps``: attention over a cache at other context lengths), each profiled in
+    isolation as the workflow's profile stage profiles them: their layers and isolated costs, which the cost model
+    learns from. Sweep points have no end-to-end time and no trace."""
+    from opcost.config import workloads
+    from opcost.measure.profile import ProfileSettings, profile_configs
+    from opcost.measure.timing import TimingSettings
+
+    settings = ProfileSettings(TimingSettings.from_config(cfg["profile"]["timing"]), cache=args.cache,
+                               order=args.order, e2e_every=int(cfg["profile"]["e2e_every"]))
+    kept = []
+    for model, mode, batch in workloads(cfg, "sweeps"):
+        _, layers, configs = workload_configs(model, batch, mode, cfg["models"][model])
+        iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", settings, on_e2e=lambda *_: None)
+        kept.append({"layers": layers, "measurements": iso})
+        print(f"sweep point {model}/{mode}/b{batch}: {len(configs)} configurations profiled", flush=True)
+    return kept
 
 
 def timed_step(model: str, spec: dict, batch: int, mode: str, cfg: dict):
@@ -122,7 +147,7 @@ def extrapolate(db: dict, cfg: dict, plan: dict) -> pd.DataFrame:
 
 
 def main() -> None:
-    from opcost.config import workloads
+    from opcost.config import validate, workloads
     from opcost.model.modes import decode_context
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -131,6 +156,8 @@ def main() -> None:
     ap.add_argument("--contexts", nargs="+", type=int, help="context lengths measured (default: the config's)")
     ap.add_argument("--batches", nargs="+", type=int, help="batch sizes measured (default: the config's)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-sweeps", action="store_true", help="leave the config's sweep points out of the database "
+                                                             "(the cost model learns from the models alone)")
     ap.add_argument("--smoke", action="store_true", help="one-layer llama, qwen2 and gpt2, context 16, batches 1 "
                                                          "and 3, tiny timing settings: a functional check (< 1 min)")
     args = ap.parse_args()
@@ -138,6 +165,8 @@ def main() -> None:
     t0 = time.perf_counter()
     prepare(args.threads)
     cfg = model_entries(args.models or (list(SMOKE_MODELS) if args.smoke else []), args.config)
+    raw = yaml.safe_load(Path(args.config).read_text())
+    sweeps = validate({**raw, "sweeps": SMOKE_SWEEPS} if args.smoke else raw)  # the config's sweep points
     if args.smoke:
         for name, entry in cfg["models"].items():
             entry["kwargs"] = SMOKE_MODELS.get(name, entry.get("kwargs"))
@@ -170,6 +199,9 @@ def main() -> None:
                              **glue_columns(row, trace)})
                 print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
                                                          float_format="{:.3f}".format), flush=True)
+    if not args.no_sweeps:
+        sweeps["profile"]["timing"] = cfg["profile"]["timing"]
+        kept += profile_sweeps(sweeps, args)
     table = pd.DataFrame(rows)
     print("\nmeasured context lengths and batches: isolated+overhead against the rotation (err_rot) and the "
           "dedicated steps (err_ded)")

@@ -13,7 +13,8 @@ to pay per iteration, cold caches). `glue_ms`: the model's step minus the replay
 without the profiler (opcost.measure.glue), which the modelled overhead (`overhead_ms`) takes where the trace's own
 model (`traced_ms`, its error `err_rot_traced`) misses it beyond its noise. Ends with a SUMMARY line.
 
-    python benchmarks/transformer_accuracy.py [--models gpt2 llama] [--batches 1] [--threads 1] [--top 6]
+    python benchmarks/transformer_accuracy.py [--models gpt2 llama] [--batches 1] [--modes inference training]
+                                              [--threads 1] [--top 6] [--config FILE]
     python benchmarks/transformer_accuracy.py --smoke     # one-layer llama and bert: a functional check
 """
 from __future__ import annotations
@@ -121,7 +122,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=[], help="default: every model of the config")
     ap.add_argument("--config", default=str(CONFIG))
-    ap.add_argument("--batches", nargs="+", type=int, default=[1])
+    ap.add_argument("--batches", nargs="+", type=int, help="default: each model's batch sizes in the config")
+    ap.add_argument("--modes", nargs="+", choices=["inference", "training"],
+                    help="default: each model's modes in the config")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--top", type=int, default=6, help="op types shown per workload in the attribution")
     ap.add_argument("--no-probe", dest="probe", action="store_false",
@@ -129,7 +132,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="one-layer llama and bert, sequence 16, tiny timing "
                                                          "settings: a functional check (< 1 min)")
     args = ap.parse_args()
-    args.mode, args.cache, args.order = "inference", "fresh", "model"
+    args.cache, args.order = "fresh", "model"
     prepare(args.threads)
     cfg = model_entries(args.models or (list(SMOKE_MODELS) if args.smoke else []), args.config)
     if args.smoke:
@@ -140,25 +143,30 @@ def main() -> None:
         for stage, timing in SMOKE_TIMING.items():
             cfg[stage]["timing"] = {**cfg[stage]["timing"], **timing}
     rows, t0 = [], time.perf_counter()
-    for name in cfg["models"]:
-        for batch in args.batches:
-            row, traces = measure_workload(name, batch, cfg, args)
-            ops, idle = attribution(traces, args.top)
-            ded = (row["e2e_before_ms"] + row["e2e_after_ms"]) / 2
-            rows.append({"workload": f"{name}/b{batch}", "e2e_rot_ms": row["e2e_rotation_ms"], "e2e_ded_ms": ded,
-                         "drift": abs(row["e2e_after_ms"] / row["e2e_before_ms"] - 1),
-                         "err_rot": row["err_isolated_ov"], "err_ded": row["err_isolated_ov_vs_dedicated"],
-                         "err_rot_plain": row["err_isolated"], "overhead_ms": row["overhead_ms"],
-                         **glue_columns(row, traces), "idle_extra_ms": idle})
-            print(pd.DataFrame([rows[-1]]).to_string(index=False, float_format="{:.3f}".format))
-            print(ops.to_string(float_format="{:.3f}".format), "\n", flush=True)
-            if args.probe:
-                from opcost.model.sources import load_model
-                from opcost.model.workload import make_workload
+    from opcost.config import workloads
 
-                probe = repeat_probe(make_workload(load_model(name, cfg["models"][name]), batch, args.mode))
-                rows[-1]["repeat_extra_ms"] = float(probe["extra_ms"].sum())
-                print(probe.head(args.top).to_string(index=False, float_format="{:.2f}".format), "\n", flush=True)
+    runs = list(dict.fromkeys((name, mode if args.modes is None else forced, batch if args.batches is None else b)
+                              for name, mode, batch in workloads(cfg, "models")
+                              for forced in (args.modes or [None]) for b in (args.batches or [None])))
+    for name, args.mode, batch in runs:
+        row, traces = measure_workload(name, batch, cfg, args)
+        ops, idle = attribution(traces, args.top)
+        ded = (row["e2e_before_ms"] + row["e2e_after_ms"]) / 2
+        label = f"{name}/b{batch}" + ("" if args.mode == "inference" else f"/{args.mode}")
+        rows.append({"workload": label, "e2e_rot_ms": row["e2e_rotation_ms"], "e2e_ded_ms": ded,
+                     "drift": abs(row["e2e_after_ms"] / row["e2e_before_ms"] - 1),
+                     "err_rot": row["err_isolated_ov"], "err_ded": row["err_isolated_ov_vs_dedicated"],
+                     "err_rot_plain": row["err_isolated"], "overhead_ms": row["overhead_ms"],
+                     **glue_columns(row, traces), "idle_extra_ms": idle})
+        print(pd.DataFrame([rows[-1]]).to_string(index=False, float_format="{:.3f}".format))
+        print(ops.to_string(float_format="{:.3f}".format), "\n", flush=True)
+        if args.probe and args.mode == "inference":
+            from opcost.model.sources import load_model
+            from opcost.model.workload import make_workload
+
+            probe = repeat_probe(make_workload(load_model(name, cfg["models"][name]), batch, args.mode))
+            rows[-1]["repeat_extra_ms"] = float(probe["extra_ms"].sum())
+            print(probe.head(args.top).to_string(index=False, float_format="{:.2f}".format), "\n", flush=True)
     table = pd.DataFrame(rows)
     print(table.to_string(index=False, float_format="{:.3f}".format))
     rot, ded = table["err_rot"].abs(), table["err_ded"].abs()

@@ -84,6 +84,40 @@ def test_extraction_records_one_step_with_the_cache_as_inputs(decode16):
     assert not set(layers.loc[layers["config_id"].isin(shared), "op_type"]) & {"scaled_dot_product_attention"}
 
 
+def test_a_decode_attention_sweep_point_records_what_a_decode_step_does(decode16):
+    """The ``decode_attention`` sweep: each layer's cache update (cat of the L cached tokens and the step's one, the
+    cache an input no operator made) and SDPA of one query over L + 1 keys with ``enable_gqa``, at the shapes the
+    tiny Llama's step records; its modes are inference."""
+    cfg = validate({"models": {"a": LLAMA}, "modes": ["decode"], "batch_sizes": [BATCH], "sweeps": [
+        {"op": "decode_attention", "grid": {"context": [16], "heads": [4], "heads_kv": [2, 3], "head_dim": [8]},
+         "depth": 2}]})
+    assert "sweep-decode_attention-ctx16-d8-n4-kv3" not in cfg["models"]  # 3 key/value heads do not divide 4
+    name = "sweep-decode_attention-ctx16-d8-n4-kv2"
+    assert cfg["models"][name]["input_shapes"] == [[1, 64]] + [[2, 16, 8]] * 4  # each layer's keys and values
+    assert workloads(cfg, "sweeps") == [(name, "inference", BATCH)]
+    point = extract(make_workload(load_model(name, cfg["models"][name]), BATCH, "inference"))
+    step = extract(decode16)
+
+    def calls(layers, op):  # input shapes -> calls per iteration
+        rows, out = layers[layers["op_type"] == op], {}
+        for inputs, n in zip(rows["inputs"], rows["count"]):
+            shapes = tuple(tuple(t["T"]) for t in json.loads(inputs))
+            out[shapes] = out.get(shapes, 0) + int(n)
+        return out
+
+    cache = ((BATCH, 2, 16, 8), (BATCH, 2, 1, 8))
+    assert calls(point, "cat")[cache] == 4 and calls(step, "cat")[cache] == 2  # keys and values, per layer
+    attended = ((BATCH, 4, 1, 8), (BATCH, 2, 17, 8), (BATCH, 2, 17, 8))
+    assert calls(point, "scaled_dot_product_attention") == {attended: 2}
+    assert calls(step, "scaled_dot_product_attention") == {attended: 1}
+    kwargs = [sorted(json.loads(p)["kwargs"]["D"]) for p in
+              point.loc[point["op_type"] == "scaled_dot_product_attention", "params"]]
+    assert kwargs == [["enable_gqa", "scale"]]
+    cats = point[point["op_type"] == "cat"]
+    fed = [json.loads(f)[0] for f, i in zip(cats["feeds"], cats["inputs"]) if json.loads(i)[0]["T"] == [*cache[0]]]
+    assert fed and all(call[0] is None for call in fed)  # the cache: made by no operator of the step
+
+
 @pytest.mark.parametrize("context", [16, 40])
 def test_every_configuration_replays(context):
     res = check_workload("tiny_llama", LLAMA, BATCH, f"decode{context}")

@@ -7,6 +7,7 @@ from opcost import preflight, rerun
 from opcost.config import stage_settings, validate as validate_config, workloads
 from opcost.errors import OpcostError
 from opcost.journal import run_marked, unfinished
+from opcost.progress import watch as watch_progress
 
 if workflow.is_main_process:  # the user's command line, repeated by every repair command the run prints
     rerun.remember(sys.argv[1:])

@@ -35,7 +35,13 @@ measured 602 µs; with ``heads_kv`` below ``heads`` (grouped-query attention: it
 ``heads``) or ``causal`` 1, q, k and v are consecutive slices, each viewed and transposed to [batch, heads, seq,
 head_dim] as the separate projections of a Hugging Face decoder leave them, and SDPA is called as transformers 5's
 ``sdpa_attention_forward`` calls it without a mask: ``is_causal``, ``scale``, and ``enable_gqa`` where ``heads_kv``
-< ``heads``, keys and values at ``heads_kv`` heads, no ``repeat_kv`` copy), ``rotary`` (seq 128, heads 4, head_dim
+< ``heads``, keys and values at ``heads_kv`` heads, no ``repeat_kv`` copy), ``decode_attention`` (context 512,
+heads 4, head_dim 64, heads_kv 0: a generation step's attention over a key/value cache, as a Hugging Face decoder
+runs it with transformers' ``DynamicCache``: per layer, the step's one new token's keys and values concatenated to
+the layer's ``context`` cached ones (``torch.cat`` along the tokens, the cache's update) and SDPA of its queries
+over them, not causal, ``enable_gqa`` where ``heads_kv`` < ``heads``; each layer's cache is an input of the point,
+made by no operator of the step, as a prefill's is; its points are inference workloads, a decode step's operators
+being inference operators), ``rotary`` (seq 128, heads 4, head_dim
 64: rotary position embeddings as ``apply_rotary_pos_emb`` applies them to a decoder layer's queries or keys, the
 aten ops mul, slice, neg, cat, mul, add at [batch, heads, seq, head_dim] on a head-split (strided) view, ``depth``
 times, after one :class:`SweepRotaryEmbedding` call that computes the cosines and sines as
@@ -73,6 +79,7 @@ DEFAULTS = {
     "gated_mlp": {"features": 256, "rows": 64, "inter": 688},
     "lm_head": {"features": 256, "rows": 64, "vocab": 32000},
     "attention": {"seq": 128, "heads": 4, "head_dim": 32, "heads_kv": 0, "causal": 0},
+    "decode_attention": {"context": 512, "heads": 4, "head_dim": 64, "heads_kv": 0},
     "rotary": {"seq": 128, "heads": 4, "head_dim": 64},
     "LayerNorm": {"features": 256, "rows": 64},
     "RMSNorm": {"features": 256, "rows": 64},
@@ -90,17 +97,30 @@ _LOOKUPS = ("Embedding", "EmbeddingBag")  # ops whose input is ids below the tab
 OPS = tuple(DEFAULTS)
 _SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": "h", "features": "f", "rows": "r",
           "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p", "p": "p", "num": "v", "dim": "e",
-          "channels_last": "nhwc", "act": "a", "inter": "i", "vocab": "vocab", "heads_kv": "kv", "causal": "causal"}
+          "channels_last": "nhwc", "act": "a", "inter": "i", "vocab": "vocab", "heads_kv": "kv", "causal": "causal",
+          "context": "ctx"}
 _FLOAT = {"p"}  # parameters that are not integers
 
 
+def input_shapes(op: str, p: dict, depth: int) -> list[list[int]]:
+    """Per-sample shapes of a point's inputs: its one input, and for ``decode_attention`` also each layer's cached
+    keys and values (``2 x depth`` tensors of ``context`` tokens at ``heads_kv`` heads)."""
+    p = {**DEFAULTS[op], **p}
+    if op == "decode_attention":
+        cached = [p["heads_kv"] or p["heads"], p["context"], p["head_dim"]]
+        return [input_shape(op, p)] + [list(cached) for _ in range(2 * depth)]
+    return [input_shape(op, p)]
+
+
 def input_shape(op: str, p: dict) -> list[int]:
-    """Per-sample input shape of a point."""
+    """Per-sample shape of a point's (first) input."""
     p = {**DEFAULTS[op], **p}
     if op in ("Linear", "LayerNorm", "RMSNorm", "mlp", "gated_mlp", "lm_head"):
         return [p["rows"], p["features"]]
     if op == "attention":
         return [p["seq"], (p["heads"] + 2 * (p["heads_kv"] or p["heads"])) * p["head_dim"]]
+    if op == "decode_attention":  # one new token's queries, keys and values
+        return [1, (p["heads"] + 2 * (p["heads_kv"] or p["heads"])) * p["head_dim"]]
     if op == "rotary":
         return [p["seq"], p["heads"] * p["head_dim"]]
     if op in _LOOKUPS:
@@ -118,7 +138,7 @@ def points(sweep: dict) -> list[dict]:
     combos = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
     if sweep.get("op") == "Conv2d":  # groups must divide the channels
         combos = [c for c in combos if c.get("channels", 32) % c.get("groups", 1) == 0]
-    if sweep.get("op") == "attention":  # key/value heads must divide the heads
+    if sweep.get("op") in ("attention", "decode_attention"):  # key/value heads must divide the heads
         combos = [c for c in combos if c.get("heads", 4) % (c.get("heads_kv") or c.get("heads", 4)) == 0]
     n = sweep.get("samples")
     if n is not None and n < len(combos):
@@ -140,7 +160,7 @@ def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dic
             shape = {k: float(v) if k in _FLOAT else int(v) for k, v in p.items()}
             name = PREFIX + op + "-" + "-".join(f"{_SHORT.get(k, k)}{v}" for k, v in sorted(shape.items()))
             entry = out.setdefault(name, {"model": MODEL, "kwargs": {"op": op, "depth": depth, **shape},
-                                          "input_shapes": [input_shape(op, shape)],
+                                          "input_shapes": input_shapes(op, shape, depth),
                                           "modes": list(sweep.get("modes") or modes), "batch_sizes": []})
             if op in _LOOKUPS:  # token ids below the table's size
                 entry.update(input_dtype="int64", input_range=[0, {**DEFAULTS[op], **shape}["num"]])

@@ -131,6 +131,37 @@ class _Rotary(nn.Module):
         return x
 
 
+class _DecodeAttention(nn.Module):
+    """``depth`` layers of a generation step's attention over a key/value cache (``decode_attention``), as a Hugging
+    Face decoder runs them with transformers' ``DynamicCache``: each layer's keys and values of the step's token are
+    concatenated to its cached ones (``DynamicLayer.update``: ``torch.cat`` along the tokens) and SDPA attends the
+    step's queries over them as ``sdpa_attention_forward`` calls it for one query without a mask (not causal,
+    ``enable_gqa`` where there are fewer key/value heads). ``caches``: each layer's cached keys and values, inputs of
+    the point, as the prefill's are inputs of a decode step."""
+
+    def __init__(self, heads: int, heads_kv: int, depth: int):
+        super().__init__()
+        self.heads, self.heads_kv, self.depth = heads, heads_kv or heads, depth
+        self.keep = nn.Identity()  # a child makes the chain a non-leaf: its operators are recorded one by one
+
+    def forward(self, x, *caches):
+        x = self.keep(x)
+        b, n, width = x.shape
+        d = width // (self.heads + 2 * self.heads_kv)
+        gqa = {"enable_gqa": True} if self.heads_kv < self.heads else {}
+        for layer in range(self.depth):
+            q, k, v = x.split([self.heads * d, self.heads_kv * d, self.heads_kv * d], dim=-1)
+            q, k, v = (t.view(b, n, -1, d).transpose(1, 2) for t in (q, k, v))
+            k = torch.cat((caches[2 * layer], k), dim=-2)
+            v = torch.cat((caches[2 * layer + 1], v), dim=-2)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, scale=d ** -0.5,
+                                                 is_causal=False, **gqa)
+            out = out.transpose(1, 2).reshape(b, n, self.heads * d)
+            kv = out[..., : self.heads_kv * d]  # the next layer's q, k and v in fresh memory
+            x = torch.cat((out, kv, kv), dim=-1)
+        return x
+
+
 class _Functional(nn.Module):
     """A chain of an operator called outside leaf modules (attention, cat, add); its child makes it a non-leaf."""
 
@@ -207,6 +238,8 @@ def chain(op: str, depth: int = 4, **p) -> nn.Module:
         return _Chain(nn.Linear(p["features"], p["vocab"], bias=False))
     if op == "rotary":
         return _Rotary(p["heads"], p["head_dim"], depth)
+    if op == "decode_attention":
+        return _DecodeAttention(p["heads"], p["heads_kv"], depth)
     layer = {"BatchNorm2d": lambda: nn.BatchNorm2d(p["channels"]), "ReLU": nn.ReLU, "GELU": nn.GELU,
              "MaxPool2d": lambda: nn.MaxPool2d(p["kernel"], stride=p["stride"], padding=p["kernel"] // 2),
              "Dropout": lambda: nn.Dropout(p["p"])}.get(op)
