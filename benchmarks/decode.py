@@ -18,7 +18,8 @@ largest measured context (`context`), at a batch between two measured ones (`bat
 Linears, shared across context lengths), the cost model's estimates for the rest (attention and the cache update
 at the new context, every operator at the new batch), the overhead between operators from the traced decode steps.
 Each against its own timed steps (dedicated, as above; `err`); `err_now`: the same with the overhead from a short
-trace of the step taken now (`opcost predict`'s default). Prints the tables, the median |error| of each group,
+trace of the step taken now (`opcost predict`'s default); `err_no_sweeps`: from the database without the sweep
+points, against the same timed steps. Prints the tables, the median |error| of each group,
 and one SUMMARY line.
 
     python benchmarks/decode.py [--models gpt2 llama] [--contexts 128 512] [--batches 1 4] [--threads 1]
@@ -111,10 +112,11 @@ def timed_step(model: str, spec: dict, batch: int, mode: str, cfg: dict):
     return wl, layers, float(e2e[STATISTICS[DEFAULT_STATISTIC]].iloc[0])
 
 
-def extrapolate(db: dict, cfg: dict, plan: dict) -> pd.DataFrame:
+def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None) -> pd.DataFrame:
     """Each model of ``plan`` (model -> measured context length -> its measured batch sizes) at 4x its largest
     measured context (at the batches measured there), at each batch between two measured at a context (there), and
-    at both: predicted from ``db``, against its own timed steps."""
+    at both: predicted from ``db``, against its own timed steps; with ``without`` (the database without the sweep
+    points), also that database's prediction of the same timed steps (`err_no_sweeps`)."""
     from opcost.analysis.decode import attention_share
     from opcost.analysis.estimate import predict_workload
     from opcost.model.modes import decode_mode
@@ -132,6 +134,7 @@ def extrapolate(db: dict, cfg: dict, plan: dict) -> pd.DataFrame:
                 _, layers, timed = timed_step(model, spec, batch, mode, cfg)
                 pred = predict_workload(db, layers, None)  # the cost model fitted in memory, never saved
                 now = predict_workload(db, layers, None, trace_now=(model, spec))
+                bare = predict_workload(without, layers, None) if without is not None else None
             except Exception as e:  # e.g. a context beyond the model's positions: the other targets stand
                 print(f"{model}/{mode}/b{batch}: skipped: {type(e).__name__}: {e}", flush=True)
                 continue
@@ -140,7 +143,8 @@ def extrapolate(db: dict, cfg: dict, plan: dict) -> pd.DataFrame:
                          "high_ms": pred.high_s * 1e3, "estimated": pred.estimated_share,
                          "attention": attention_share(pred.layers, context), "overhead_ms": pred.overhead_s * 1e3,
                          "err": pred.predicted_s / timed - 1, "err_now": now.predicted_s / timed - 1,
-                         "in_interval": pred.low_s <= timed <= pred.high_s})
+                         "in_interval": pred.low_s <= timed <= pred.high_s,
+                         "err_no_sweeps": bare.predicted_s / timed - 1 if bare is not None else float("nan")})
             print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
                                                      float_format="{:.3f}".format), flush=True)
     return pd.DataFrame(rows)
@@ -199,15 +203,17 @@ def main() -> None:
                              **glue_columns(row, trace)})
                 print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
                                                          float_format="{:.3f}".format), flush=True)
+    swept = []
     if not args.no_sweeps:
         sweeps["profile"]["timing"] = cfg["profile"]["timing"]
-        kept += profile_sweeps(sweeps, args)
+        swept = profile_sweeps(sweeps, args)
     table = pd.DataFrame(rows)
     print("\nmeasured context lengths and batches: isolated+overhead against the rotation (err_rot) and the "
           "dedicated steps (err_ded)")
     print(table.to_string(index=False, float_format="{:.3f}".format))
     print("\nnever measured: predicted from the measured workloads, against their own timed steps", flush=True)
-    extra = extrapolate(database(kept, traces), cfg, plan)
+    extra = extrapolate(database(kept + swept, traces), cfg, plan,
+                        without=database(kept, traces) if swept else None)
     print()
     print(extra.to_string(index=False, float_format="{:.3f}".format))
     rot, ded = table["err_rot"].abs(), table["err_ded"].abs()
@@ -223,7 +229,10 @@ def main() -> None:
             extrapolated=len(extra), median_abs_err_context=med(groups["context"]),
             median_abs_err_batch=med(groups["batch"]), median_abs_err_both=med(groups["both"]),
             median_abs_err_extrap=med(extra["err"].abs()), max_abs_err_extrap=float(extra["err"].abs().max()),
-            median_abs_err_extrap_now=med(extra["err_now"].abs()), in_interval=int(extra["in_interval"].sum()),
+            median_abs_err_extrap_now=med(extra["err_now"].abs()),
+            median_abs_err_context_no_sweeps=med(extra.loc[extra["kind"] == "context", "err_no_sweeps"].abs()),
+            median_abs_err_extrap_no_sweeps=med(extra["err_no_sweeps"].abs()),
+            in_interval=int(extra["in_interval"].sum()),
             wall_s=time.perf_counter() - t0)
 
 
