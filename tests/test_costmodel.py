@@ -252,6 +252,40 @@ def test_each_measurement_is_tied_to_the_bytes_its_workload_moves(tiny_run):
     assert data[CONTEXT].nunique() > 1  # several workloads, several contexts
 
 
+def _cat(batch, context, seconds=None):
+    """The cache update of a decode step: keys of ``context`` cached tokens and the step's one, concatenated."""
+    ins = [_spec([batch, 2, context, 64]), _spec([batch, 2, 1, 64])]
+    return {"config_id": f"cat{batch}x{context}", "op_type": "cat", "mode": "inference", "phase": "forward",
+            "params": json.dumps({"args": [ins, -2], "kwargs": None}), "inputs": json.dumps(ins),
+            "outputs": json.dumps([_spec([batch, 2, context + 1, 64])]), "seconds": seconds}
+
+
+def test_a_configuration_between_two_measured_on_its_shape_line_is_interpolated():
+    """Measured at 256, 1,024 and 4,096 cached tokens with a last-level-cache crossing between the last two (per
+    byte 2.5x dearer at 4,096), the cache update at 2,048 takes the log-log interpolation of 1,024 and 4,096; beyond
+    the largest measured, at a batch and context on no common line, or in another dtype, the law answers."""
+    cost = {256: 20e-6, 1024: 80e-6, 4096: 800e-6}
+    data = pd.concat([_synthetic(lambda f, b: 1e-6 + b / 5e9, n=30),
+                      pd.DataFrame([_cat(4, c, t) for c, t in cost.items()])], ignore_index=True)
+    model = CostModel.fit(data)
+    asked = pd.DataFrame([_cat(4, 2048), _cat(4, 8192), _cat(2, 2048), _cat(4, 512)])
+    half = asked.iloc[[0]].assign(inputs=json.dumps([_spec([4, 2, 2048, 64], "float16"),
+                                                     _spec([4, 2, 1, 64], "float16")]))
+    est = model.estimate(pd.concat([asked, half], ignore_index=True))
+    assert list(est["method"]) == ["interpolated", "law", "law", "interpolated", "law"]
+    nbytes = {c: configuration_features("cat", json.loads(r["params"]), json.loads(r["inputs"]),
+                                        json.loads(r["outputs"]))["bytes"] for c, r in
+              ((c, _cat(4, c)) for c in (256, 512, 1024, 2048, 4096))}
+
+    def between(c, lo, hi):
+        w = math.log(nbytes[c] / nbytes[lo]) / math.log(nbytes[hi] / nbytes[lo])
+        return cost[lo] * (cost[hi] / cost[lo]) ** w
+
+    assert est["estimate"].iloc[0] == pytest.approx(between(2048, 1024, 4096), rel=1e-6)
+    assert est["estimate"].iloc[0] > 2.5 * cost[1024]  # the crossing kept, where one law averages it out
+    assert est["estimate"].iloc[3] == pytest.approx(between(512, 256, 1024), rel=1e-6)  # the nearest pair
+
+
 def test_types_without_a_law_fall_back_to_labelled_rules():
     data = _synthetic(lambda f, b: 1e-6 + b / 5e9, n=30)
     relu = {"config_id": "r0", "op_type": "ReLU", "mode": "inference", "phase": "forward", "params": "{}",

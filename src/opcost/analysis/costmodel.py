@@ -29,10 +29,17 @@ the roofline law fitted over all configurations of the phase. The family's and t
 configurations that do work (FLOPs or bytes); a configuration without work (a view) estimated from its family costs
 the median of the family's measured ones. Nothing is ever estimated as 0.
 
-Every estimate row says its ``method`` (``law``, ``law+trees``, ``law+trees+context``, ``nearest``, ``twin``,
-``family`` or ``global``). The model is fitted to one set of measurement conditions (host, device, threads:
-:func:`opcost.database.conditions`) and saved beside the database (``costmodel.pkl``), with a fingerprint of the
-rows it was fitted to: a database that changed since is refitted, never answered from a stale model.
+**Interpolated**: a configuration that two measured ones of its shape line bracket (the same call but for the
+sizes of its tensors, between the two at every size that differs: attention over a cache length between two
+measured ones, a batch between two measured; :mod:`opcost.analysis.shape_lines`) takes the log-log interpolation
+of their costs, before any law: the measured curve at its points, where one roofline law per op type misses a
+last-level-cache crossing.
+
+Every estimate row says its ``method`` (``interpolated``, ``law``, ``law+trees``, ``law+trees+context``,
+``nearest``, ``twin``, ``family`` or ``global``). The model is fitted to one set of measurement conditions (host,
+device, threads: :func:`opcost.database.conditions`) and saved beside the database (``costmodel.pkl``), with a
+fingerprint of the rows it was fitted to: a database that changed since is refitted, never answered from a stale
+model.
 :meth:`CostModel.uncertainty` is the error to expect where nothing is measured nearby (held-out errors grow with the
 distance to the nearest measured configuration).
 """
@@ -50,6 +57,7 @@ import pandas as pd
 
 from opcost.analysis import optypes
 from opcost.analysis.features import NUMERIC, features
+from opcost.analysis.shape_lines import Lines, lines
 from opcost.model.modes import op_mode
 
 log = logging.getLogger(__name__)
@@ -60,7 +68,7 @@ MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error t
 FOLDS = 5
 BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
 FILE = "costmodel.pkl"
-FIT_VERSION = 12  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 13  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
@@ -127,6 +135,7 @@ class CostModel:
     heldout: pd.DataFrame | None = None  # per configuration and phase: held-out log ratio of each method
     error_growth: tuple = (0.0, 0.0)  # (a, b): held-out |log error| ~ a + b x decades to the nearest measured
     fingerprint: str = ""
+    lines: Lines | None = None  # measured configurations by shape line, for ``interpolated`` estimates
 
     # -- fitting -----------------------------------------------------------------------------------------------
     @classmethod
@@ -138,7 +147,9 @@ class CostModel:
         data = data[data[target].astype(float) > 0].reset_index(drop=True)
         data = data.assign(mode=data["mode"].map(op_mode))  # a decode step's operators are inference operators
         feats = features(data)
+        line, dims = lines(data, data["mode"])
         data = pd.concat([data[["config_id", "op_type", "mode", "phase", target]], feats], axis=1).assign(
+            line=line, dims=dims,
             **{CONTEXT: data[CONTEXT] if CONTEXT in data else np.nan,
                "workload": data["workload"] if "workload" in data else None,
                "count": data["count"].fillna(1) if "count" in data else 1})
@@ -185,6 +196,8 @@ class CostModel:
                 model.family_calls[key] = float(y[idle.index].median())
         model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(
             y=y, family=family)
+        if "line" in data:
+            model.lines = Lines.of(data["line"], data["dims"], data["bytes"], data["flops"], y)
         base = model._baseline(data)[0]
         ok = np.isfinite(base)
         if ok.sum() >= 20:
@@ -269,6 +282,11 @@ class CostModel:
         method = np.array(["none"] * len(data), dtype=object)
         for i, r in enumerate(data.itertuples(index=False)):
             answers = lambda law: law is not None and law.answers(r.flops, r.bytes)  # noqa: E731
+            if self.lines is not None and getattr(r, "line", ""):
+                between = self.lines.estimate(r.line, r.dims, r.bytes, r.flops)
+                if np.isfinite(between):
+                    est[i], method[i] = between, "interpolated"
+                    continue
             law = self.laws.get((r.op_type, r.mode, r.phase))
             if answers(law):
                 est[i], method[i] = float(law(r.flops, r.bytes)), "law"
@@ -330,8 +348,9 @@ class CostModel:
     def features_of(rows: pd.DataFrame) -> pd.DataFrame:
         """The feature frame of `layers` rows with ``phase`` (what :meth:`distance` reads)."""
         keys = rows[["op_type", "mode", "phase"]].assign(mode=rows["mode"].map(op_mode))  # decode: inference
+        line, dims = lines(rows, keys["mode"])
         out = pd.concat([keys.reset_index(drop=True),
-                         features(rows).reset_index(drop=True)], axis=1)
+                         features(rows).reset_index(drop=True)], axis=1).assign(line=line, dims=dims)
         out[CONTEXT] = rows[CONTEXT].to_numpy(dtype=float) if CONTEXT in rows else np.nan
         return out
 

@@ -1,0 +1,118 @@
+"""Interpolation between measured configurations on one shape line, for the cost model
+(:mod:`opcost.analysis.costmodel`, method ``interpolated``).
+
+A configuration's *line* is everything of its call but the sizes of its tensors: op type, mode, phase, the
+non-tensor arguments, each tensor's dtype and rank. Its *dims* are its input tensors' sizes in order. Two measured
+configurations of a line *bracket* an unmeasured one when the three differ at the same positions of their dims, the
+sizes at those positions scale by one factor from each point to the unmeasured one (one size varies: a length, a
+batch), and the unmeasured one lies strictly between the two: a decode step's attention over a cache of 2,048
+tokens between sweep points at 1,024 and 4,096 (the keys' and values' lengths differ, nothing else), a Linear at
+batch 2 between batches 1 and 4. Its cost is interpolated between the nearest such pair, linearly in log cost
+against log bytes (log FLOPs where the two have the same bytes): the measured costs' own curve, a last-level-cache
+crossing included, at the resolution of the points, which one roofline law fitted over the whole op type misses.
+Never extrapolated: outside every bracket, the cost model's law answers.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+ONE_SIZE = 1.02  # the sizes that differ scale by one factor, within this (a cache of L + 1 keys and one of L)
+
+
+def _strip(value):
+    """``value`` (decoded params) with each tensor spec reduced to its dtype and rank."""
+    if isinstance(value, dict):
+        if "T" in value:
+            return {"dtype": value.get("dtype"), "rank": len(value.get("T") or [])}
+        return {k: _strip(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def _dims(inputs) -> list[int]:
+    out = []
+    for spec in inputs if isinstance(inputs, list) else []:
+        if isinstance(spec, list):
+            out += _dims(spec)
+        elif isinstance(spec, dict) and "T" in spec:
+            out += [int(d) for d in spec.get("T") or []]
+    return out
+
+
+def line_of(op_type: str, mode: str, phase: str, params, inputs) -> tuple[str, tuple[int, ...]]:
+    """(line, dims) of one configuration (``params`` and ``inputs``: the `layers` JSON columns); line "" where its
+    inputs say no sizes."""
+    try:
+        spec = json.loads(inputs) if isinstance(inputs, str) else None
+        call = json.loads(params) if isinstance(params, str) else None
+    except ValueError:
+        return "", ()
+    dims = _dims(spec)
+    if not dims:
+        return "", ()
+    ranks = _strip(spec)
+    key = json.dumps([op_type, mode, phase, _strip(call), ranks], sort_keys=True, default=str)
+    return key, tuple(dims)
+
+
+def lines(rows: pd.DataFrame, mode: pd.Series) -> tuple[list[str], list[tuple]]:
+    """(lines, dims) of `layers`-like rows (``op_type``, ``phase``, ``params``, ``inputs``) in mode ``mode``."""
+    if rows.empty or "inputs" not in rows:
+        return [""] * len(rows), [()] * len(rows)
+    params = rows["params"] if "params" in rows else pd.Series([None] * len(rows), index=rows.index)
+    pairs = [line_of(t, m, p, c, i) for t, m, p, c, i in
+             zip(rows["op_type"], mode, rows["phase"], params, rows["inputs"])]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+@dataclass
+class Lines:
+    """The measured configurations by line: their dims, log bytes, log FLOPs and log cost."""
+
+    points: dict = field(default_factory=dict)  # line -> list of (dims, log bytes, log flops, log seconds)
+
+    @classmethod
+    def of(cls, line, dims, nbytes, flops, seconds) -> "Lines":
+        out = cls()
+        for ln, d, b, f, y in zip(line, dims, nbytes, flops, seconds):
+            if ln and y > 0:
+                out.points.setdefault(ln, []).append((tuple(d), math.log(max(b, 1.0)), math.log(max(f, 1.0)),
+                                                      math.log(y)))
+        return out
+
+    def estimate(self, line: str, dims, nbytes: float, flops: float) -> float:
+        """Seconds interpolated between the nearest bracketing pair of ``line`` (see the module); NaN: none."""
+        pts = self.points.get(line) if line else None
+        if not pts or len(pts) < 2:
+            return math.nan
+        dims = tuple(dims)
+        below, above = [], []  # (distance in log bytes or FLOPs, point), on each side
+        for p in pts:
+            if len(p[0]) != len(dims) or p[0] == dims:
+                continue
+            diff = tuple(i for i, (a, b) in enumerate(zip(p[0], dims)) if a != b)
+            ratios = [dims[i] / p[0][i] for i in diff if p[0][i] > 0]
+            if len(ratios) < len(diff) or max(ratios) > ONE_SIZE * min(ratios) or \
+                    (min(ratios) < 1 < max(ratios)):
+                continue  # not one size varying: the differing sizes do not scale together
+            (below if ratios[0] > 1 else above).append((diff, p))
+        best = None
+        xb, xf = math.log(max(nbytes, 1.0)), math.log(max(flops, 1.0))
+        for diff_a, a in below:
+            for diff_b, b in above:
+                if diff_a != diff_b:
+                    continue
+                use = 1 if a[1] != b[1] else 2  # bytes, else FLOPs
+                if a[use] == b[use]:
+                    continue
+                x = xb if use == 1 else xf
+                gap = abs(b[use] - a[use])
+                if best is None or gap < best[0]:
+                    w = (x - a[use]) / (b[use] - a[use])
+                    best = (gap, a[3] + min(max(w, 0.0), 1.0) * (b[3] - a[3]))
+        return math.exp(best[1]) if best is not None else math.nan
