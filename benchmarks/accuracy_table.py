@@ -59,6 +59,8 @@ SHOWN: dict[str, list[Figure]] = {
         Figure("median_abs_err_rot", f"decode steps: {ISO}"),
         Figure("median_abs_err_extrap", "decode steps never measured (4× the context, another batch), median "
                                         "|error|"),
+        Figure("median_abs_err_extrap_now", "the same with the overhead from the step's own short trace (`opcost "
+                                            "predict`'s default), median |error|"),
     ],
     "transformer_unseen": [
         Figure("median_abs_err", "transformers never profiled, timed beside a profiled model, median |error|"),
