@@ -14,6 +14,7 @@ not pay them again.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -132,7 +133,9 @@ def _decode_problems(name: str, entry: dict, config: dict) -> list[str]:
     return [] if why is None else [f"model {name}: mode {mode} steps a key/value cache: {target}: {why}"]
 
 
+@functools.lru_cache(maxsize=1)
 def _versions() -> dict:
+    """The versions of the packages that build models (part of each entry's cache key), read once per process."""
     found = {}
     for pkg in ("torch", "torchvision", "timm", "transformers"):
         try:
