@@ -506,25 +506,29 @@ def test_the_interval_holds_the_methods_own_error(tiny_run):
     used, _ = estimate.conditions(db["measurements"])
     per_call = estimate.overhead_per_call(db, used, "inference", DEFAULT_STATISTIC)[0]
     assert estimate.method_error(db, used, "inference", DEFAULT_STATISTIC, per_call) is None  # two workloads
-    # two more workloads: the mlp's layers under other names, their end-to-end times 0.7 and 1.4 times its own
+    # two more workloads: the mlp's layers under other names, their end-to-end times 1.3 times and 1/1.4 of their
+    # prediction (isolated + the median overhead per call: they are untraced), whatever the tiny run measured
     mlp = database.of_workload(db["layers"], "mlp", 2, "inference")
     e2e = database.of_workload(db["e2e"], "mlp", 2, "inference")
     times = [c for c in e2e.columns if c.endswith("_s") and c != "timed_s"]
-    more = {"layers": [db["layers"]], "e2e": [db["e2e"]]}
-    for name, scale in (("mlp_fast", 0.7), ("mlp_slow", 1.4)):
-        more["layers"].append(mlp.assign(model=name))
-        more["e2e"].append(e2e.assign(model=name, **{c: e2e[c] * scale for c in times}))
-    db4 = {**db, **{k: pd.concat(v, ignore_index=True) for k, v in more.items()}}
     pred = pd.read_parquet(tiny_run / "results" / "validation" / "predictions.parquet")
     plain = pred[(pred["source"] == "isolated") & (pred["mode"] == "inference")]
     traced = pred[(pred["source"] == "isolated+overhead") & (pred["mode"] == "inference")].set_index("model")
+    own = plain[plain["model"] == "mlp"].iloc[0]
+    copies = (own.predicted_s + per_call * mlp["count"].sum()) / own.measured_s  # e2e scale: predicted exactly
+    scales = (copies * 1.3, copies / 1.4)
+    more = {"layers": [db["layers"]], "e2e": [db["e2e"]]}
+    for name, scale in zip(("mlp_slow", "mlp_fast"), scales):
+        more["layers"].append(mlp.assign(model=name))
+        more["e2e"].append(e2e.assign(model=name, **{c: e2e[c] * scale for c in times}))
+    db4 = {**db, **{k: pd.concat(v, ignore_index=True) for k, v in more.items()}}
     rel = []
     for r in plain.itertuples():
         calls = database.of_workload(db["layers"], r.model, r.batch, r.mode)["count"].sum()
         # the traced workloads with the overhead of their trace, the two copies (untraced) with the median per call
         rel.append(r.measured_s / traced.loc[r.model, "predicted_s"] - 1)
         if r.model == "mlp":
-            rel += [scale * r.measured_s / (r.predicted_s + per_call * calls) - 1 for scale in (0.7, 1.4)]
+            rel += [scale * r.measured_s / (r.predicted_s + per_call * calls) - 1 for scale in scales]
     assert len(rel) == 4
     off = estimate.method_error(db4, used, "inference", DEFAULT_STATISTIC, per_call)
     assert off == pytest.approx((np.quantile(rel, 0.05), np.quantile(rel, 0.95)))

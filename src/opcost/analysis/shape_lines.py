@@ -91,7 +91,7 @@ class Lines:
         if not pts or len(pts) < 2:
             return math.nan
         dims = tuple(dims)
-        below, above = [], []  # (distance in log bytes or FLOPs, point), on each side
+        below, above = [], []  # (the positions that differ, point), on each side
         for p in pts:
             if len(p[0]) != len(dims) or p[0] == dims:
                 continue
