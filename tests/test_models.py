@@ -37,6 +37,11 @@ def test_hf_models_from_config_classes_with_token_ids_and_mask():
     assert bool((mask == 1).all())
     gpt2 = load_model("gpt2", SMALL_GPT2)  # a model type (AutoModel of it) instead of a class
     assert type(gpt2.module.model).__name__ == "GPT2Model" and gpt2.module.model.config.use_cache is False
+    for arch in ("llama", "mistral"):  # derived settings follow the kwargs, as in transformers' own config classes
+        small = load_model(arch, {"model": f"hf:{arch}", "kwargs": dict(
+            num_hidden_layers=1, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+            vocab_size=100)}).module.model.config
+        assert small.head_dim == 16 and small.hidden_size == 64
     vit = load_model("hfvit", {"model": "hf:ViTModel", "kwargs": dict(num_hidden_layers=1, hidden_size=32,
                      num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=16)})
     assert vit.make_inputs(2)[0].shape == (2, 3, 32, 32)  # pixel values of the config's size

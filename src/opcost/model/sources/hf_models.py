@@ -152,11 +152,13 @@ def configured(arch: str, entry: dict):
     naming what does not exist."""
     cls, config = _model_class(arch)
     overrides = {"use_cache": False, **(entry.get("kwargs") or {})}
-    for key, value in overrides.items():
+    for key in overrides:
         if key != "use_cache" and not hasattr(config, key):
             raise ValueError(f"{type(config).__name__} has no setting {key!r}")
-        setattr(config, key, value)
-    return cls, config
+    # built by its config class from the kwargs, as transformers builds LlamaConfig(hidden_size=256, ...): settings
+    # derived from others follow them (Llama's and Mistral's head_dim, hidden_size / num_attention_heads, stayed at
+    # the full-size model's 128 when the kwargs were set on a default config)
+    return cls, type(config)(**overrides)
 
 
 def _built_class(cls, config):
