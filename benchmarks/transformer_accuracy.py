@@ -145,9 +145,11 @@ def main() -> None:
     rows, t0 = [], time.perf_counter()
     from opcost.config import workloads
 
-    runs = list(dict.fromkeys((name, mode if args.modes is None else forced, batch if args.batches is None else b)
-                              for name, mode, batch in workloads(cfg, "models")
-                              for forced in (args.modes or [None]) for b in (args.batches or [None])))
+    runs = []  # the config's workloads, with --modes and --batches in place of their own
+    for name, mode, batch in workloads(cfg, "models"):
+        for run in ((name, m, b) for m in args.modes or [mode] for b in args.batches or [batch]):
+            if run not in runs:
+                runs.append(run)
     for name, args.mode, batch in runs:
         row, traces = measure_workload(name, batch, cfg, args)
         ops, idle = attribution(traces, args.top)

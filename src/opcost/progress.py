@@ -126,11 +126,10 @@ class ProgressHandler(logging.Handler):
             return None
 
     def _save(self) -> None:
+        from opcost.io import write_json  # after a job: pyarrow is not loaded at the Snakefile's parse
+
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            tmp.write_text(json.dumps(self.eta.kept()))
-            tmp.replace(self.path)
+            write_json(self.eta.kept(), self.path)
         except OSError:
             pass
 

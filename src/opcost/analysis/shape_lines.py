@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from opcost.model.tensors import specs
+
 ONE_SIZE = 1.02  # the sizes that differ scale by one factor, within this (a cache of L + 1 keys and one of L)
 
 
@@ -34,30 +36,19 @@ def _strip(value):
     return value
 
 
-def _dims(inputs) -> list[int]:
-    out = []
-    for spec in inputs if isinstance(inputs, list) else []:
-        if isinstance(spec, list):
-            out += _dims(spec)
-        elif isinstance(spec, dict) and "T" in spec:
-            out += [int(d) for d in spec.get("T") or []]
-    return out
-
-
 def line_of(op_type: str, mode: str, phase: str, params, inputs) -> tuple[str, tuple[int, ...]]:
     """(line, dims) of one configuration (``params`` and ``inputs``: the `layers` JSON columns); line "" where its
     inputs say no sizes."""
     try:
-        spec = json.loads(inputs) if isinstance(inputs, str) else None
+        tensors = specs(inputs)
         call = json.loads(params) if isinstance(params, str) else None
     except ValueError:
         return "", ()
-    dims = _dims(spec)
+    dims = tuple(int(d) for spec in tensors for d in spec["T"] or [])
     if not dims:
         return "", ()
-    ranks = _strip(spec)
-    key = json.dumps([op_type, mode, phase, _strip(call), ranks], sort_keys=True, default=str)
-    return key, tuple(dims)
+    ranks = [(spec.get("dtype"), len(spec["T"] or [])) for spec in tensors]
+    return json.dumps([op_type, mode, phase, _strip(call), ranks], sort_keys=True, default=str), dims
 
 
 def lines(rows: pd.DataFrame, mode: pd.Series) -> tuple[list[str], list[tuple]]:
