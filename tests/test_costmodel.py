@@ -286,6 +286,39 @@ def test_a_configuration_between_two_measured_on_its_shape_line_is_interpolated(
     assert est["estimate"].iloc[3] == pytest.approx(between(512, 256, 1024), rel=1e-6)  # the nearest pair
 
 
+def _head(vocab, rows=64, features=256, seconds=None):
+    """A language model's head: one Linear from ``features`` to ``vocab`` logits, no bias."""
+    return {"config_id": f"head{vocab}x{rows}x{features}", "op_type": "Linear", "mode": "inference",
+            "phase": "forward", "inputs": json.dumps([_spec([1, rows, features])]),
+            "outputs": json.dumps([_spec([1, rows, vocab])]), "seconds": seconds,
+            "params": json.dumps({"bias": False, "in_features": features, "out_features": vocab,
+                                  "param_dtype": ["float32"]})}
+
+
+def test_a_head_between_two_measured_vocabularies_is_interpolated():
+    """A module's sizes are on its shape line's dims (its output's, for a Linear's out_features): a head over a
+    vocabulary of 50,257 lies between heads of 32,000 and 65,536; one at another width or another bias is on another
+    line, and an embedding table of another size (not a tensor of the call) never brackets one."""
+    cost = {32000: 18e-3, 65536: 39e-3}
+    data = pd.concat([_synthetic(lambda f, b: 1e-6 + b / 5e9, n=30),
+                      pd.DataFrame([_head(v, seconds=t) for v, t in cost.items()])], ignore_index=True)
+    model = CostModel.fit(data)
+    biased = _head(50257) | {"params": json.dumps({"bias": True, "in_features": 256, "out_features": 50257,
+                                                  "param_dtype": ["float32"]})}
+    est = model.estimate(pd.DataFrame([_head(50257), _head(50257, features=512), biased, _head(131072)]))
+    assert list(est["method"]) == ["interpolated", "law", "law", "law"]
+    assert cost[32000] < est["estimate"].iloc[0] < cost[65536]
+
+    from opcost.analysis.shape_lines import line_of
+
+    def lookup(num):
+        p = {"embedding_dim": 64, "num_embeddings": num, "padding_idx": None}
+        return line_of("Embedding", "inference", "forward", json.dumps(p), json.dumps([_spec([1, 128], "int64")]),
+                       json.dumps([_spec([1, 128, 64])]))
+
+    assert lookup(1000)[0] != lookup(50000)[0] and lookup(1000)[1] == lookup(50000)[1]
+
+
 def test_types_without_a_law_fall_back_to_labelled_rules():
     data = _synthetic(lambda f, b: 1e-6 + b / 5e9, n=30)
     relu = {"config_id": "r0", "op_type": "ReLU", "mode": "inference", "phase": "forward", "params": "{}",

@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from opcost.errors import OpcostError
+from opcost.io import write_json
 
 log = logging.getLogger(__name__)
 
@@ -244,10 +245,7 @@ class RunMark:
             self.path.unlink(missing_ok=True)
 
     def _write(self, mark: dict) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps(mark))
-        os.replace(tmp, self.path)
+        write_json(mark, self.path)
 
 
 def job_of(rule: str, wildcards) -> str:

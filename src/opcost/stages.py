@@ -377,15 +377,16 @@ class ValidationOutputs:
 def validate(config, inputs: ValidationFiles, out: ValidationOutputs) -> pd.DataFrame:
     """The `predictions` of every workload against its end-to-end time, the isolated/in-situ `consistency`, and
     (``out.tiers``) the whole model on each slower memory tier (`tier_costs`, :mod:`opcost.analysis.tiers`)."""
-    from opcost.analysis.predict import consistency, predict, trace_models, trace_overhead
+    from opcost.analysis.predict import consistency, from_traces, predict
     from opcost.analysis.tiers import whole_model
 
     layers = io.read_many(inputs.layers, tables.LAYERS)
     meas = io.read_parquet(inputs.measurements, tables.MEASUREMENTS)
     e2e = io.read_parquet(inputs.e2e, tables.E2E)
     traced = _traces(inputs.overheads, inputs.op_types)
-    pred = predict(layers, meas, e2e, config["device"], overhead=trace_overhead(*traced) if traced else None,
-                   statistic=config["statistic"], walks=trace_models(*traced) if traced else None)
+    overhead, walks = from_traces(*traced) if traced else (None, None)
+    pred = predict(layers, meas, e2e, config["device"], overhead=overhead, statistic=config["statistic"],
+                   walks=walks)
     io.write_parquet(pred, out.predictions, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out.tsv)
     io.write_parquet(consistency(layers, meas, config["device"]), out.consistency, tables.CONSISTENCY)

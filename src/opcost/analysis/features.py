@@ -34,6 +34,7 @@ import math
 import pandas as pd
 
 from opcost.analysis import optypes
+from opcost.model.tensors import specs
 
 _DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
                 "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
@@ -47,13 +48,6 @@ def _numel(spec: dict) -> int:
 
 def _nbytes(spec: dict) -> int:
     return _numel(spec) * _DTYPE_BYTES.get(str(spec.get("dtype", "float32")), 4)
-
-
-def _specs(text) -> list[dict]:
-    if text is None or (isinstance(text, float) and math.isnan(text)):
-        return []
-    out = json.loads(text) if isinstance(text, str) else text
-    return [s for s in out if isinstance(s, dict) and "T" in s]
 
 
 def _contiguous(spec: dict) -> bool:
@@ -138,7 +132,7 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
     :mod:`opcost.analysis.optypes`)."""
     p = json.loads(params) if isinstance(params, str) and params else (params or {})
     p = p if isinstance(p, dict) else {}
-    ins, outs = _specs(inputs), _specs(outputs)
+    ins, outs = specs(inputs), specs(outputs)
     in_numel = sum(_numel(s) for s in ins)
     out_numel = sum(_numel(s) for s in outs)
     first = (ins[0].get("T") if ins else None) or [1]

@@ -114,14 +114,23 @@ def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tupl
     """(model, batch, mode) -> modelled CPU overhead seconds per iteration from the workload's trace: its calls per
     top-level op type x that type's mean gap T1 before a call, plus the gap after the last op (see
     :class:`opcost.analysis.overhead.OverheadModel`)."""
-    return {key: model.gap_s(dict(zip(types["op_type"], types["calls"])))
-            for key, model, types in _traced(overheads, op_types)}
+    return from_traces(overheads, op_types)[0]
 
 
 def trace_models(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict:
     """(model, batch, mode) -> the :class:`opcost.analysis.overhead.OverheadModel` of each workload's GPU trace (the
     host time per call and the gaps that :func:`predict` walks beside the device's costs)."""
-    return {key: model for key, model, _ in _traced(overheads, op_types) if model.gpu}
+    return from_traces(overheads, op_types)[1]
+
+
+def from_traces(overheads: pd.DataFrame, op_types: pd.DataFrame) -> tuple[dict[tuple, float], dict]:
+    """(:func:`trace_overhead`, :func:`trace_models`) of the same traces, each workload's model built once."""
+    gaps, walks = {}, {}
+    for key, model, types in _traced(overheads, op_types):
+        gaps[key] = model.gap_s(dict(zip(types["op_type"], types["calls"])))
+        if model.gpu:
+            walks[key] = model
+    return gaps, walks
 
 
 def overhead_rows(overheads: pd.DataFrame, op_types: pd.DataFrame, layers: pd.DataFrame,

@@ -2,12 +2,15 @@
 (:mod:`opcost.analysis.costmodel`, method ``interpolated``).
 
 A configuration's *line* is everything of its call but the sizes of its tensors: op type, mode, phase, the
-non-tensor arguments, each tensor's dtype and rank. Its *dims* are its input tensors' sizes in order. Two measured
+non-tensor arguments but those a tensor's size repeats (:data:`SIZE_PARAMS`: a Linear's ``out_features`` is its
+output's last size), each tensor's dtype and rank. Its *dims* are its input and output tensors' sizes in order. Two
+measured
 configurations of a line *bracket* an unmeasured one when the three differ at the same positions of their dims, the
 sizes at those positions scale by one factor from each point to the unmeasured one (one size varies: a length, a
 batch), and the unmeasured one lies strictly between the two: a decode step's attention over a cache of 2,048
 tokens between sweep points at 1,024 and 4,096 (the keys' and values' lengths differ, nothing else), a Linear at
-batch 2 between batches 1 and 4. Its cost is interpolated between the nearest such pair, linearly in log cost
+batch 2 between batches 1 and 4, a language model's head over a vocabulary of 50,257 between heads of 32,000 and
+65,536. Its cost is interpolated between the nearest such pair, linearly in log cost
 against log bytes (log FLOPs where the two have the same bytes): the measured costs' own curve, a last-level-cache
 crossing included, at the resolution of the points, which one roofline law fitted over the whole op type misses.
 Never extrapolated: outside every bracket, the cost model's law answers.
@@ -23,41 +26,49 @@ import pandas as pd
 from opcost.model.tensors import specs
 
 ONE_SIZE = 1.02  # the sizes that differ scale by one factor, within this (a cache of L + 1 keys and one of L)
+# module arguments that an input's or output's size repeats: part of the dims, not of the line (an embedding's
+# num_embeddings is not: its table is no input, and a lookup's cost depends on it)
+SIZE_PARAMS = frozenset({"in_features", "out_features", "in_channels", "out_channels", "num_features",
+                         "normalized_shape", "embedding_dim"})
 
 
-def _strip(value):
-    """``value`` (decoded params) with each tensor spec reduced to its dtype and rank."""
+def _strip(value, top: bool = True):
+    """``value`` (decoded params) with each tensor spec reduced to its dtype and rank and, at the top level, the
+    :data:`SIZE_PARAMS` left out."""
     if isinstance(value, dict):
         if "T" in value:
             return {"dtype": value.get("dtype"), "rank": len(value.get("T") or [])}
-        return {k: _strip(v) for k, v in value.items()}
+        return {k: _strip(v, False) for k, v in value.items() if not (top and k in SIZE_PARAMS)}
     if isinstance(value, list):
-        return [_strip(v) for v in value]
+        return [_strip(v, False) for v in value]
     return value
 
 
-def line_of(op_type: str, mode: str, phase: str, params, inputs) -> tuple[str, tuple[int, ...]]:
-    """(line, dims) of one configuration (``params`` and ``inputs``: the `layers` JSON columns); line "" where its
-    inputs say no sizes."""
+def line_of(op_type: str, mode: str, phase: str, params, inputs, outputs=None) -> tuple[str, tuple[int, ...]]:
+    """(line, dims) of one configuration (``params``, ``inputs`` and ``outputs``: the `layers` JSON columns); line
+    "" where its inputs say no sizes."""
     try:
-        tensors = specs(inputs)
+        ins, outs = specs(inputs), specs(outputs)
         call = json.loads(params) if isinstance(params, str) else None
     except ValueError:
         return "", ()
-    dims = tuple(int(d) for spec in tensors for d in spec["T"] or [])
-    if not dims:
+    if not any(spec["T"] for spec in ins):
         return "", ()
+    tensors = ins + outs
+    dims = tuple(int(d) for spec in tensors for d in spec["T"] or [])
     ranks = [(spec.get("dtype"), len(spec["T"] or [])) for spec in tensors]
     return json.dumps([op_type, mode, phase, _strip(call), ranks], sort_keys=True, default=str), dims
 
 
 def lines(rows: pd.DataFrame, mode: pd.Series) -> tuple[list[str], list[tuple]]:
-    """(lines, dims) of `layers`-like rows (``op_type``, ``phase``, ``params``, ``inputs``) in mode ``mode``."""
+    """(lines, dims) of `layers`-like rows (``op_type``, ``phase``, ``params``, ``inputs``, ``outputs``) in mode
+    ``mode``."""
     if rows.empty or "inputs" not in rows:
         return [""] * len(rows), [()] * len(rows)
-    params = rows["params"] if "params" in rows else pd.Series([None] * len(rows), index=rows.index)
-    pairs = [line_of(t, m, p, c, i) for t, m, p, c, i in
-             zip(rows["op_type"], mode, rows["phase"], params, rows["inputs"])]
+    none = pd.Series([None] * len(rows), index=rows.index)
+    pairs = [line_of(t, m, p, c, i, o) for t, m, p, c, i, o in
+             zip(rows["op_type"], mode, rows["phase"], rows.get("params", none), rows["inputs"],
+                 rows.get("outputs", none))]
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 

@@ -45,8 +45,8 @@ def spec_bytes(spec: dict) -> int:
 
 
 def specs(text) -> list[dict]:
-    """The tensor specs of a `layers` JSON list column (``inputs``, ``outputs``)."""
-    items = json.loads(text) if isinstance(text, str) and text else []
+    """The tensor specs of a `layers` JSON list column (``inputs``, ``outputs``), or of that list already parsed."""
+    items = json.loads(text) if isinstance(text, str) and text else text if isinstance(text, list) else []
     return [s for s in items if isinstance(s, dict) and "T" in s]
 
 
