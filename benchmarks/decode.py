@@ -17,17 +17,22 @@ largest measured context (`context`), at a batch between two measured ones (`bat
 `opcost predict --mode decode --no-trace` does: measured costs where the step's configurations were measured (the
 Linears, shared across context lengths), the cost model's estimates for the rest (attention and the cache update
 at the new context, every operator at the new batch), the overhead between operators from the traced decode steps.
-Each against its own timed steps (dedicated, as above; `err`); `err_now`: the same with the overhead from a short
+Each against its time in the database's minutes (`err`): the step timed alternately with a measured step of the
+same model (`ref`: at the same context where measured, else the largest, the nearest batch), in `--rounds` rounds,
+the median ratio times that step's time in the database (`then_ms`; `spread`: how far the rounds' ratios lie
+apart), so that the machine's drift between the measuring and now cancels, as in benchmarks/transformer_unseen.py;
+`err_ded`: against the step's dedicated timing now, drift included; `err_now`: with the overhead from a short
 trace of the step taken now (`opcost predict`'s default); `err_no_sweeps`: from the database without the sweep
-points, against the same timed steps. Prints the tables, the median |error| of each group,
+points. Prints the tables, the median |error| of each group,
 and one SUMMARY line.
 
-    python benchmarks/decode.py [--models gpt2 llama] [--contexts 128 512] [--batches 1 4] [--threads 1]
+    python benchmarks/decode.py [--models gpt2 llama] [--contexts 128 512] [--batches 1 4] [--threads 1] [--rounds 5]
     python benchmarks/decode.py --smoke     # one-layer models of three families, one context: a functional check
 """
 from __future__ import annotations
 
 import argparse
+import pickle
 import time
 from pathlib import Path
 
@@ -112,14 +117,44 @@ def timed_step(model: str, spec: dict, batch: int, mode: str, cfg: dict):
     return wl, layers, float(e2e[STATISTICS[DEFAULT_STATISTIC]].iloc[0])
 
 
-def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None) -> pd.DataFrame:
+def reference(by: dict, context: int, batch: int) -> tuple[int, int]:
+    """(context, batch) of the measured workload a never-measured step is timed alternately with: the step's own
+    context where it was measured, else the largest measured; there, the measured batch nearest (the smaller on a
+    tie)."""
+    at = context if context in by else max(by)
+    return at, min(by[at], key=lambda b: (abs(b - batch), b))
+
+
+def in_run_minutes(wl, ref_wl, ref_s: float, cfg: dict, rounds: int) -> tuple[float, float]:
+    """(seconds per step of ``wl`` in the minutes the database measured its reference, the spread of the rounds'
+    ratios): ``wl`` and the measured workload ``ref_wl`` timed alternately
+    (:func:`transformer_unseen.interleaved_ratio`), the median ratio times the reference's time in the database
+    (``ref_s``, its rotation's). The machine's drift between the measuring and now cancels, as in
+    benchmarks/transformer_unseen.py."""
+    from transformer_unseen import interleaved_ratio
+
+    from opcost.measure.timing import TimingSettings
+
+    e2e = TimingSettings.from_config(cfg["e2e"]["timing"])
+    settings = TimingSettings(target_rel_ci=0.01, max_seconds=min(0.5, e2e.max_seconds),
+                              warmup_s=min(0.1, e2e.warmup_s), min_samples=5, min_sample_s=e2e.min_sample_s)
+    ratio, _, _, ratios = interleaved_ratio(wl, ref_wl, rounds, settings)
+    return ratio * ref_s, max(ratios) / min(ratios) - 1
+
+
+def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None, rounds: int = 5) -> pd.DataFrame:
     """Each model of ``plan`` (model -> measured context length -> its measured batch sizes) at 4x its largest
     measured context (at the batches measured there), at each batch between two measured at a context (there), and
-    at both: predicted from ``db``, against its own timed steps; with ``without`` (the database without the sweep
-    points), also that database's prediction of the same timed steps (`err_no_sweeps`)."""
+    at both: predicted from ``db``, against its time in the database's minutes (`err`: timed alternately with a
+    measured step of the same model, :func:`reference`, scaled by that step's time in the database:
+    :func:`in_run_minutes`) and against its own dedicated timing now (`err_ded`, the machine's drift included);
+    with ``without`` (the database without the sweep points), also that database's prediction (`err_no_sweeps`)."""
     from opcost.analysis.decode import attention_share
     from opcost.analysis.estimate import predict_workload
+    from opcost.database import of_workload
     from opcost.model.modes import decode_mode
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
 
     rows = []
     for model, by in plan.items():
@@ -130,21 +165,27 @@ def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None) ->
         spec = cfg["models"][model]
         for kind, context, batch in targets:
             mode = decode_mode(context)
+            ref_context, ref_batch = reference(by, context, batch)
+            ref_mode = decode_mode(ref_context)
             try:
-                _, layers, timed = timed_step(model, spec, batch, mode, cfg)
+                wl, layers, timed = timed_step(model, spec, batch, mode, cfg)
                 pred = predict_workload(db, layers, None)  # the cost model fitted in memory, never saved
                 now = predict_workload(db, layers, None, trace_now=(model, spec))
                 bare = predict_workload(without, layers, None) if without is not None else None
+                ref_s = predict_workload(db, of_workload(db["layers"], model, ref_batch, ref_mode), None).measured_s
+                then, spread = in_run_minutes(wl, make_workload(load_model(model, spec), ref_batch, ref_mode), ref_s,
+                                              cfg, rounds)
             except Exception as e:  # e.g. a context beyond the model's positions: the other targets stand
                 print(f"{model}/{mode}/b{batch}: skipped: {type(e).__name__}: {e}", flush=True)
                 continue
-            rows.append({"workload": f"{model}/{mode}/b{batch}", "kind": kind, "timed_ms": timed * 1e3,
+            rows.append({"workload": f"{model}/{mode}/b{batch}", "kind": kind, "ref": f"{ref_mode}/b{ref_batch}",
+                         "then_ms": then * 1e3, "spread": spread, "timed_ms": timed * 1e3,
                          "predicted_ms": pred.predicted_s * 1e3, "low_ms": pred.low_s * 1e3,
                          "high_ms": pred.high_s * 1e3, "estimated": pred.estimated_share,
                          "attention": attention_share(pred.layers, context), "overhead_ms": pred.overhead_s * 1e3,
-                         "err": pred.predicted_s / timed - 1, "err_now": now.predicted_s / timed - 1,
-                         "in_interval": pred.low_s <= timed <= pred.high_s,
-                         "err_no_sweeps": bare.predicted_s / timed - 1 if bare is not None else float("nan")})
+                         "err": pred.predicted_s / then - 1, "err_ded": pred.predicted_s / timed - 1,
+                         "err_now": now.predicted_s / then - 1, "in_interval": pred.low_s <= then <= pred.high_s,
+                         "err_no_sweeps": bare.predicted_s / then - 1 if bare is not None else float("nan")})
             print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
                                                      float_format="{:.3f}".format), flush=True)
     return pd.DataFrame(rows)
@@ -164,6 +205,10 @@ def main() -> None:
                                                              "(the cost model learns from the models alone)")
     ap.add_argument("--smoke", action="store_true", help="one-layer llama, qwen2 and gpt2, context 16, batches 1 "
                                                          "and 3, tiny timing settings: a functional check (< 1 min)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of a never-measured step timed alternately with "
+                                                              "a measured one")
+    ap.add_argument("--dump", metavar="PATH", help="pickle the database the never-measured steps are predicted from "
+                                                   "(its tables, with the sweep points) to PATH, to examine")
     args = ap.parse_args()
     args.cache, args.order = "fresh", "model"
     t0 = time.perf_counter()
@@ -212,17 +257,20 @@ def main() -> None:
           "dedicated steps (err_ded)")
     print(table.to_string(index=False, float_format="{:.3f}".format))
     print("\nnever measured: predicted from the measured workloads, against their own timed steps", flush=True)
-    extra = extrapolate(database(kept + swept, traces), cfg, plan,
-                        without=database(kept, traces) if swept else None)
+    db = database(kept + swept, traces)
+    if args.dump:
+        Path(args.dump).write_bytes(pickle.dumps(db))
+    extra = extrapolate(db, cfg, plan, without=database(kept, traces) if swept else None,
+                        rounds=min(args.rounds, 2) if args.smoke else args.rounds)
     print()
     print(extra.to_string(index=False, float_format="{:.3f}".format))
     rot, ded = table["err_rot"].abs(), table["err_ded"].abs()
     groups = {kind: extra.loc[extra["kind"] == kind, "err"].abs() for kind in ("context", "batch", "both")}
     med = lambda s: float(np.median(s)) if len(s) else float("nan")  # noqa: E731
     print("\nmedian |error|: measured vs rotation {:.1%}, vs dedicated {:.1%}; never measured: context {:.1%}, "
-          "batch {:.1%}, both {:.1%}, all {:.1%} (overhead traced now: {:.1%})".format(
-              med(rot), med(ded), *(med(g) for g in groups.values()), med(extra["err"].abs()),
-              med(extra["err_now"].abs())))
+          "batch {:.1%}, both {:.1%}, all {:.1%} (overhead traced now: {:.1%}; against the dedicated steps timed "
+          "now: {:.1%})".format(med(rot), med(ded), *(med(g) for g in groups.values()), med(extra["err"].abs()),
+                                med(extra["err_now"].abs()), med(extra["err_ded"].abs())))
     summary(workloads=len(table), median_abs_err_rot=med(rot), max_abs_err_rot=float(rot.max()),
             median_abs_err_rot_traced=med(table["err_rot_traced"].abs()),
             median_abs_err_ded=med(ded), max_abs_err_ded=float(ded.max()), median_drift=med(table["drift"]),
@@ -230,6 +278,8 @@ def main() -> None:
             median_abs_err_batch=med(groups["batch"]), median_abs_err_both=med(groups["both"]),
             median_abs_err_extrap=med(extra["err"].abs()), max_abs_err_extrap=float(extra["err"].abs().max()),
             median_abs_err_extrap_now=med(extra["err_now"].abs()),
+            median_abs_err_extrap_ded=med(extra["err_ded"].abs()),
+            median_spread_extrap=med(extra["spread"]),
             median_abs_err_context_no_sweeps=med(extra.loc[extra["kind"] == "context", "err_no_sweeps"].abs()),
             median_abs_err_extrap_no_sweeps=med(extra["err_no_sweeps"].abs()),
             in_interval=int(extra["in_interval"].sum()),
