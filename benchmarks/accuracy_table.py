@@ -29,7 +29,7 @@ BEGIN, END = "<!-- accuracy:begin -->", "<!-- accuracy:end -->"
 class Figure:
     """One accuracy figure of a benchmark's SUMMARY line: its key (or ``value``, computed from the line), what it
     says, and how it is written (``abs``: a |relative error|, ``signed``: a relative error, ``of:<key>``: a fraction
-    of the line's ``<key>`` workloads, written "15 of 22")."""
+    of the line's ``<key>`` workloads, written "15 of 22", ``times``: a ratio, written "0.42×")."""
     key: str
     what: str
     form: str = "abs"
@@ -57,8 +57,8 @@ SHOWN: dict[str, list[Figure]] = {
     ],
     "decode": [
         Figure("median_abs_err_rot", f"decode steps: {ISO}"),
-        Figure("median_abs_err_extrap", "decode steps never measured (4× the context, another batch), median "
-                                        "|error|"),
+        Figure("median_abs_err_extrap", "decode steps never measured (4× the context, another batch), timed "
+                                        "beside a measured step, median |error|"),
         Figure("median_abs_err_extrap_now", "the same with the overhead from the step's own short trace (`opcost "
                                             "predict`'s default), median |error|"),
     ],
@@ -71,6 +71,12 @@ SHOWN: dict[str, list[Figure]] = {
         Figure("within_15pct_model", "a model left out: workloads within ±15%", "of:workloads"),
         Figure("median_abs_err_batch", "a batch size left out, median |error|"),
         Figure("median_abs_err_unseen", "`predict_only` models never profiled vs dedicated runs, median |error|"),
+    ],
+    "profiling_efficiency": [
+        Figure("fresh_wall_ratio", "profiling cost: the default rotation's wall time per configuration against "
+                                   "torch.utils.benchmark's quicker autorange", "times"),
+        Figure("fresh_p90", "its reproducibility: p90 over configurations of |Δmedian| / median between two "
+                            "runs"),
     ],
     "gpu_check": [
         Figure("err_isolated_ov_vs_dedicated", "GPU: Σ isolated + overhead vs a dedicated run", "signed"),
@@ -102,6 +108,8 @@ def value_text(value, form: str, line: dict) -> str:
     if form.startswith("of:") and isinstance(line.get(form[3:]), (int, float)):
         total = line[form[3:]]
         return f"{round(value * total)} of {total}"
+    if form == "times":
+        return f"{value:.2f}×"
     return f"{value:+.1%}" if form == "signed" else f"{value:.1%}"
 
 

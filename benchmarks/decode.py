@@ -27,7 +27,7 @@ points. Prints the tables, the median |error| of each group,
 and one SUMMARY line.
 
     python benchmarks/decode.py [--models gpt2 llama] [--contexts 128 512] [--batches 1 4] [--threads 1] [--rounds 5]
-    python benchmarks/decode.py --smoke     # one-layer models of three families, one context: a functional check
+    python benchmarks/decode.py --smoke     # one-layer models of two families, one context: a functional check
 """
 from __future__ import annotations
 
@@ -47,8 +47,6 @@ HERE = Path(__file__).resolve().parent
 CONFIG = HERE / "configs" / "decode.yaml"
 SMOKE_MODELS = {  # --smoke: one layer, 32 wide
     "llama": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "vocab_size": 128},
-    "qwen2": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
               "num_key_value_heads": 2, "vocab_size": 128},
     "gpt2": {"n_layer": 1, "n_embd": 32, "n_head": 4, "vocab_size": 128, "n_positions": 256},
 }
@@ -203,7 +201,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-sweeps", action="store_true", help="leave the config's sweep points out of the database "
                                                              "(the cost model learns from the models alone)")
-    ap.add_argument("--smoke", action="store_true", help="one-layer llama, qwen2 and gpt2, context 16, batches 1 "
+    ap.add_argument("--smoke", action="store_true", help="one-layer llama and gpt2, context 16, batches 1 "
                                                          "and 3, tiny timing settings: a functional check (< 1 min)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of a never-measured step timed alternately with "
                                                               "a measured one")

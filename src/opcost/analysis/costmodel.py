@@ -68,7 +68,7 @@ MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error t
 FOLDS = 5
 BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
 FILE = "costmodel.pkl"
-FIT_VERSION = 15  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 16  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
@@ -162,7 +162,10 @@ class CostModel:
                 if best is not None:
                     model.chosen_by_mode[mode] = best
                     chosen[g.index] = g[best]
-            model.error_growth = _error_growth(held["distance"], chosen.abs())
+            # what to expect where nothing is measured nearby: the estimates of the laws, not those interpolated
+            # between two measured neighbours (small at any distance: they would flatten the growth)
+            apart = held["method"] != "interpolated"
+            model.error_growth = _error_growth(held.loc[apart, "distance"], chosen[apart].abs())
             model.quantiles = {None: (float(chosen.quantile(0.05)), float(chosen.quantile(0.95)))}
             for op_type, g in chosen.groupby(model.heldout["op_type"]):
                 if len(g) >= MIN_INTERVAL:
