@@ -373,7 +373,8 @@ class CostModel:
     def uncertainty(self, rows: pd.DataFrame) -> np.ndarray:
         """Per row of ``rows`` (as for :meth:`estimate`): the expected |log error| of its estimate, ``a + b x d``
         for ``d`` decades to the nearest measured configuration of its type (:attr:`error_growth`, fitted to the
-        cross-validation's held-out errors); an op type never measured counts 1 decade beyond the farthest row."""
+        cross-validation's held-out errors of the estimates not interpolated); an op type never measured counts 1
+        decade beyond the farthest row."""
         if rows.empty:
             return np.zeros(0)
         d = self.distance(self.features_of(rows))
