@@ -23,8 +23,7 @@ the median ratio times that step's time in the database (`then_ms`; `spread`: ho
 apart), so that the machine's drift between the measuring and now cancels, as in benchmarks/transformer_unseen.py;
 `err_ded`: against the step's dedicated timing now, drift included; `err_now`: with the overhead from a short
 trace of the step taken now (`opcost predict`'s default); `err_no_sweeps`: from the database without the sweep
-points. Prints the tables, the median |error| of each group,
-and one SUMMARY line.
+points. Prints the tables, the median |error| of each group, and one SUMMARY line.
 
     python benchmarks/decode.py [--models gpt2 llama] [--contexts 128 512] [--batches 1 4] [--threads 1] [--rounds 5]
     python benchmarks/decode.py --smoke     # one-layer models of two families, one context: a functional check
@@ -203,8 +202,8 @@ def main() -> None:
                                                              "(the cost model learns from the models alone)")
     ap.add_argument("--smoke", action="store_true", help="one-layer llama and gpt2, context 16, batches 1 "
                                                          "and 3, tiny timing settings: a functional check (< 1 min)")
-    ap.add_argument("--rounds", type=int, default=5, help="rounds of a never-measured step timed alternately with "
-                                                              "a measured one")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds of a never-measured step timed alternately with a measured one")
     ap.add_argument("--dump", metavar="PATH", help="pickle the database the never-measured steps are predicted from "
                                                    "(its tables, with the sweep points) to PATH, to examine")
     args = ap.parse_args()
@@ -254,7 +253,8 @@ def main() -> None:
     print("\nmeasured context lengths and batches: isolated+overhead against the rotation (err_rot) and the "
           "dedicated steps (err_ded)")
     print(table.to_string(index=False, float_format="{:.3f}".format))
-    print("\nnever measured: predicted from the measured workloads, against their own timed steps", flush=True)
+    print("\nnever measured: predicted from the measured workloads, against their time in the database's minutes "
+          "(timed beside a measured step: err) and their dedicated timing now (err_ded)", flush=True)
     db = database(kept + swept, traces)
     if args.dump:
         Path(args.dump).write_bytes(pickle.dumps(db))
