@@ -117,14 +117,10 @@ def trace_overhead(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict[tupl
     return from_traces(overheads, op_types)[0]
 
 
-def trace_models(overheads: pd.DataFrame, op_types: pd.DataFrame) -> dict:
-    """(model, batch, mode) -> the :class:`opcost.analysis.overhead.OverheadModel` of each workload's GPU trace (the
-    host time per call and the gaps that :func:`predict` walks beside the device's costs)."""
-    return from_traces(overheads, op_types)[1]
-
-
 def from_traces(overheads: pd.DataFrame, op_types: pd.DataFrame) -> tuple[dict[tuple, float], dict]:
-    """(:func:`trace_overhead`, :func:`trace_models`) of the same traces, each workload's model built once."""
+    """(:func:`trace_overhead`, the walks) of the same traces, each workload's model built once. The walks:
+    (model, batch, mode) -> the :class:`opcost.analysis.overhead.OverheadModel` of each workload's GPU trace (the
+    host time per call and the gaps that :func:`predict` walks beside the device's costs)."""
     gaps, walks = {}, {}
     for key, model, types in _traced(overheads, op_types):
         gaps[key] = model.gap_s(dict(zip(types["op_type"], types["calls"])))
@@ -206,7 +202,7 @@ def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame,
             statistic: str = DEFAULT_STATISTIC, walks: dict | None = None) -> pd.DataFrame:
     """One `predictions` row per workload and source that has any measurement; with ``overhead`` (from
     :func:`trace_overhead`) also a `<source>+overhead` row: the same sum plus the workload's modelled overhead; on
-    a GPU, for the workloads of ``walks`` (:func:`trace_models`), the workload's calls walked on the CPU's and the
+    a GPU, for the workloads of ``walks`` (:func:`from_traces`), the workload's calls walked on the CPU's and the
     device's timelines instead (:mod:`opcost.analysis.critical_path`: the trace's host time and gap per call
     beside each configuration's device cost). Costs and references are ``statistic`` (:data:`STATISTICS`) of their
     samples."""
