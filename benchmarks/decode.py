@@ -153,6 +153,14 @@ def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None, ro
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
 
+    refs = {}  # (model, mode, batch) -> (a measured workload, its time in the database): built once
+
+    def reference_of(model: str, spec: dict, mode: str, batch: int):
+        if (model, mode, batch) not in refs:
+            ran = predict_workload(db, of_workload(db["layers"], model, batch, mode), None).measured_s
+            refs[(model, mode, batch)] = make_workload(load_model(model, spec), batch, mode), ran
+        return refs[(model, mode, batch)]
+
     rows = []
     for model, by in plan.items():
         far = 4 * max(by)
@@ -169,9 +177,7 @@ def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None, ro
                 pred = predict_workload(db, layers, None)  # the cost model fitted in memory, never saved
                 now = predict_workload(db, layers, None, trace_now=(model, spec))
                 bare = predict_workload(without, layers, None) if without is not None else None
-                ref_s = predict_workload(db, of_workload(db["layers"], model, ref_batch, ref_mode), None).measured_s
-                then, spread = in_run_minutes(wl, make_workload(load_model(model, spec), ref_batch, ref_mode), ref_s,
-                                              cfg, rounds)
+                then, spread = in_run_minutes(wl, *reference_of(model, spec, ref_mode, ref_batch), cfg, rounds)
             except Exception as e:  # e.g. a context beyond the model's positions: the other targets stand
                 print(f"{model}/{mode}/b{batch}: skipped: {type(e).__name__}: {e}", flush=True)
                 continue
