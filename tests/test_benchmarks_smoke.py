@@ -44,6 +44,8 @@ SMOKE = {
     "training_split": ([], lambda s: s["model"] == "tiny_dlrm" and float(s["isolated_ms"]) > 0
                        and float(s["insitu_ms"]) > 0),  # 4 s
     "autograd_engine": ([], lambda s: float(s["alone_us"]) > 0 and _finite(s, "engine_us", "chained_us")),  # 3 s
+    "carried_inputs": ([], lambda s: s["workloads"] == "1" and _finite(
+        s, "median_abs_err_update_carried", "median_abs_err_update_rewritten")),  # 11 s
     "advise_scale": ([], lambda s: s["solve_s_100"] != "nan" and float(s["best_vs_greedy"]) <= 1.0 + 1e-9),  # 1 s
     # on the tiny run's database: started once the tiny run is there
     "transformer_unseen": (["--db", "{db}"], lambda s: s["workloads"] == "1" and s["failed"] == "0"

@@ -13,6 +13,7 @@ from opcost.errors import OpcostError
 from opcost.model.extract import extract
 from opcost.model.sources import load_model
 from opcost.model.workload import decode_context, is_decode, make_workload, op_mode
+from opcost.tables import CARRIED
 
 KWARGS = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
           "head_dim": 8, "intermediate_size": 64, "vocab_size": 128}
@@ -74,6 +75,11 @@ def test_extraction_records_one_step_with_the_cache_as_inputs(decode16):
     cats = layers[layers["op_type"] == "cat"]
     firsts = [json.loads(s)[0]["T"] for s in cats["inputs"]]
     assert sum(n for n, t in zip(cats["count"], firsts) if t == [BATCH, 2, 16, 8]) == 2  # one layer: keys, values
+    # the cached tensors are carried from step to step; the step's new keys and values come from its own operators
+    feeds = [call for f, t in zip(cats["feeds"], firsts) if t == [BATCH, 2, 16, 8] for call in json.loads(f)]
+    assert len(feeds) == 2 and all(call[0] == CARRIED and isinstance(call[1], list) for call in feeds)
+    carried = [f for fs in layers["feeds"] for call in json.loads(fs) for f in call if f == CARRIED]
+    assert len(carried) == 2  # nothing else is marked: parameters and the token ids are not carried
     sdpa = json.loads(layers.loc[layers["op_type"] == "scaled_dot_product_attention", "inputs"].iloc[0])
     assert sdpa[0]["T"] == [BATCH, 4, 1, 8] and sdpa[1]["T"] == [BATCH, 2, 17, 8]
     # its operators are inference operators: catalogued as such, with ids shared across context lengths
@@ -115,7 +121,48 @@ def test_a_decode_attention_sweep_point_records_what_a_decode_step_does(decode16
     assert kwargs == [["enable_gqa", "scale"]]
     cats = point[point["op_type"] == "cat"]
     fed = [json.loads(f)[0] for f, i in zip(cats["feeds"], cats["inputs"]) if json.loads(i)[0]["T"] == [*cache[0]]]
-    assert fed and all(call[0] is None for call in fed)  # the cache: made by no operator of the step
+    assert fed and all(call[0] == CARRIED for call in fed)  # the cache: made by no operator of the step, carried
+
+
+def test_fresh_rotation_reads_each_layers_cache_as_the_round_before_left_it():
+    """cache fresh: an input the workload carries between steps (the cached keys and values, `feeds` "carried") is
+    never rewritten before its call, as an input no recorded call produced is, and each call of the configuration
+    reads its own copy, as each layer reads its own cache: a round moves the step's bytes between two reads of it,
+    so a cache that a long context's traffic evicts is read from memory in the rotation as in generation. The same
+    configurations with the mark removed: one tensor for both calls, rewritten before each."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from opcost.measure.profile import ProfileSettings, profile_configs
+    from opcost.measure.timing import TimingSettings
+
+    context = 1024  # a cache of 32,768 elements: as large as the inputs the rotation rewrites (replay.PARALLEL_NUMEL)
+    two = {**LLAMA, "kwargs": {**KWARGS, "num_hidden_layers": 2}}  # each cache update's configuration called twice
+    configs = catalog(extract(make_workload(load_model("tiny_llama", two), BATCH, f"decode{context}")))
+    fast = TimingSettings(max_seconds=0.05, warmup_s=0.0, min_samples=5, max_samples=5, target_rel_ci=1e-9)
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.read, self.written = [], set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.cat.default and args[0][0].shape[-2] == context:
+                self.read.append(args[0][0].data_ptr())  # a cached tensor the cache update reads
+            elif func._schema.name in ("aten::mul_", "aten::bitwise_or_"):
+                self.written.add(args[0].data_ptr())  # a rewrite (opcost.model.replay.refresher)
+            return func(*args, **(kwargs or {}))
+
+    def profiled(table):
+        with Seen() as seen:
+            meas, _ = profile_configs(table, {"tiny_llama": two}, "cpu", "float32", ProfileSettings(fast))
+        assert (meas["status"] == "ok").all()
+        return seen
+
+    carried = profiled(configs)  # the last two rounds: two layers' keys and values, four reads a round
+    assert len(set(carried.read[-8:])) == 4 and carried.read[-8:-4] == carried.read[-4:]
+    assert not set(carried.read) & carried.written
+    plain = profiled(configs.assign(feeds=configs["feeds"].str.replace(f'"{CARRIED}"', "null")))
+    assert len(set(plain.read[-8:])) == 2 and set(plain.read[-8:]) <= plain.written  # one tensor per configuration
 
 
 @pytest.mark.parametrize("context", [16, 40])

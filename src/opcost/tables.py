@@ -50,6 +50,7 @@ _MODEL_KEY = (
 # The per-call statistics a cost can be (config `statistic`): name -> `measurements`/`e2e` column.
 STATISTICS = {"trimmed_mean": "trimmed_mean_s", "median": "median_s"}
 DEFAULT_STATISTIC = "trimmed_mean"
+CARRIED = "carried"  # a `feeds` entry: an input the workload carries from one iteration to the next
 
 _HOST = (
     _c("device", "string", "`cpu` or `cuda[:N]`: where the operator ran"),
@@ -119,9 +120,12 @@ LAYERS = Table(
                                  "the iteration's end); profiling keeps each replayed output alive as long"),
         _c("feeds", "string", "JSON list, one entry per `positions` entry: per tensor input of that call (positional "
                               "arguments, then keyword values), `[position, output index]` of the recorded call "
-                              "whose output it is (the latest, when an in-place op returned it again), or null (a "
-                              "model input, a parameter, a tensor made outside the records); profiling feeds each "
-                              "replayed call its producer's output of the same round (`cache: fresh`)"),
+                              "whose output it is (the latest, when an in-place op returned it again), `\"carried\"` "
+                              "(a tensor the workload carries from one iteration to the next and the iteration did "
+                              "not write before the call: a decode step's key/value cache), or null (a model input, "
+                              "a parameter, a tensor made outside the records); profiling feeds each replayed call "
+                              "its producer's output of the same round and its own copy of a carried tensor, as the "
+                              "round before left it (`cache: fresh`)"),
         _c("params", "string", "JSON: module constructor parameters read from the module, or the aten op's "
                                "arguments with tensors as specs"),
         _c("inputs", "string", "JSON list of input tensor specs `{T: shape, dtype, stride, grad}`"),

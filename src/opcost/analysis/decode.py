@@ -24,6 +24,7 @@ import math
 import pandas as pd
 
 from opcost.model.modes import decode_context
+from opcost.tables import CARRIED
 
 _ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 
@@ -40,13 +41,14 @@ def weight_bytes(layers: pd.DataFrame) -> float:
 
 def _cache_reads(inputs: str, feeds: str | None, context: int) -> float:
     """Bytes of cached keys and values one configuration's calls read: per call, its floating-point inputs of
-    ``context`` tokens (second-last dimension) that no recorded call produced (``feeds`` null: made by the prefill)."""
+    ``context`` tokens (second-last dimension) that no recorded call produced (``feeds`` :data:`CARRIED`, or null in
+    catalogues extracted before carried inputs were marked: made by the prefill)."""
     specs = json.loads(inputs)
     total = 0.0
     for call in json.loads(feeds or "[]"):
         for spec, src in zip(specs, call):
             shape = spec.get("T") if isinstance(spec, dict) else None
-            if (src is None and shape and len(shape) >= 3 and int(shape[-2]) == int(context)
+            if ((src is None or src == CARRIED) and shape and len(shape) >= 3 and int(shape[-2]) == int(context)
                     and spec.get("dtype") in _ITEMSIZE):
                 total += math.prod(shape) * _ITEMSIZE[spec["dtype"]]
     return total

@@ -25,6 +25,7 @@ import numpy as np
 
 from opcost.measure.timing import FUTILITY_ROUNDS, Measurement, RotationError, TimingSettings, clock_for
 from opcost.model.replay import refresher, tensors_of
+from opcost.tables import CARRIED
 
 log = logging.getLogger(__name__)
 
@@ -333,8 +334,11 @@ def producer_feed(members: list[tuple], reps: dict[str, object], positions: dict
     """:func:`measure_rotation`'s ``feed`` for the iteration :func:`model_sequence` builds from
     the same arguments: each forward call reads the outputs of the calls that produced its inputs in the model (column
     `feeds`), where the producer is in the rotation and the replay can take them (``reps``: config_id ->
-    :class:`opcost.model.replay.Replay`); its other inputs are rewritten as ``cache: fresh`` rewrites them. None for an
-    entry that reads no producer."""
+    :class:`opcost.model.replay.Replay`); an input the workload carries between iterations (`feeds` entry
+    :data:`opcost.tables.CARRIED`: a decode step's cached keys and values) is each call's own copy, left as
+    the round before left it, never rewritten, so that the bytes a round moves between two reads of it are the
+    iteration's, as in the model (a cache the iteration's traffic evicts is read from memory, as generation reads it);
+    its other inputs are rewritten as ``cache: fresh`` rewrites them. None for an entry that reads neither."""
     sequence, at, _, rank = _calls(members, positions)
     entry_at = {}  # position -> the entry of its forward call
     for j, (i, p) in enumerate(zip(sequence, at)):
@@ -348,31 +352,42 @@ def producer_feed(members: list[tuple], reps: dict[str, object], positions: dict
         if phase != "forward" or rep is None or not rep.slots or not srcs:
             plan.append(None)
             continue
-        producers, wiring = [], []  # entries read; per input: (index into producers, output index) or None
+        producers, wiring = [], []  # entries read; per input: (index into producers, output index), CARRIED or None
         for inp, slot in enumerate(rep.slots):
             src = srcs[inp] if inp < len(srcs) else None
-            e = entry_at.get(src[0]) if src is not None and slot is not None else None
+            if src == CARRIED and slot is not None:
+                wiring.append(CARRIED)
+                continue
+            e = entry_at.get(src[0]) if isinstance(src, list) and slot is not None else None
             if e is None or e >= j:
                 wiring.append(None)
                 continue
             if e not in producers:
                 producers.append(e)
             wiring.append((producers.index(e), int(src[1])))
-        plan.append((_binder(rep, wiring), producers) if producers else None)
+        plan.append((_binder(rep, wiring, k), producers) if producers or CARRIED in wiring else None)
     return plan
 
 
-def _binder(rep, wiring: list) -> Callable[[list], Callable[[], None]]:
+def _binder(rep, wiring: list, rank: int = 0) -> Callable[[list], Callable[[], None]]:
     """``bind(outputs)`` for :func:`producer_feed`: puts each wired producer output in its input's place (once checked
-    to have the recorded shape, dtype, strides and device; else the input keeps its own tensor), rewrites the other
-    inputs as :func:`opcost.model.replay.refresher` does, and returns the function that puts the inputs back."""
+    to have the recorded shape, dtype, strides and device; else the input keeps its own tensor) and each carried
+    input's copy of this call (``rank``: the call's rank among its configuration's calls; rank 0 reads the replay's
+    own tensor, the others a copy made here), rewrites the other inputs as :func:`opcost.model.replay.refresher` does,
+    and returns the function that puts the inputs back."""
     originals = list(rep.inputs)
     fits: dict[int, bool] = {}  # input -> the producer output has the input's layout (checked on first bind)
     rewrite = refresher([t for t, w in zip(originals, wiring) if w is None])
+    copies = {k: originals[k] if rank == 0 else originals[k].clone() for k, w in enumerate(wiring) if w == CARRIED}
 
     def bind(outputs: list) -> Callable[[], None]:
         bound, own = [], []
         for k, w in enumerate(wiring):
+            if w == CARRIED:
+                if rank:
+                    rep.slots[k](copies[k])
+                    bound.append(k)
+                continue
             if w is None:
                 continue
             ts = tensors_of(outputs[w[0]]) if outputs[w[0]] is not None else []

@@ -35,7 +35,7 @@ from opcost.model import fastpath
 from opcost.model.opspec import canonical_json, config_id, describe, dtype_name, strip_replay, tensors_in
 from opcost.model.replay import tensors_of
 from opcost.model.workload import Workload, loss_of
-from opcost.tables import LAYERS, frame
+from opcost.tables import CARRIED, LAYERS, frame
 
 LOSS_PATH = "<loss>"
 
@@ -96,8 +96,9 @@ def overload_name(func) -> str:
 
 
 class _Recorder:
-    def __init__(self, model_name: str, module: torch.nn.Module):
+    def __init__(self, model_name: str, module: torch.nn.Module, carried: list | None = None):
         self.model_name = model_name
+        self.carried = {id(t) for t in carried or ()}  # tensors the workload carries between iterations
         self.calls: list[Call] = []
         self.stack: list[str] = []
         self.leaf_depth = 0
@@ -147,9 +148,11 @@ class _Recorder:
 
     def feeds(self, args, kwargs) -> list:
         """Per tensor input of a call about to be recorded: [position, output index] of the record that produced
-        it, or None."""
-        src = [self.producer.get(id(t)) for t in tensors_of(list(args)) + tensors_of(list((kwargs or {}).values()))]
-        return [list(s) if s is not None else None for s in src]
+        it, :data:`opcost.tables.CARRIED` for a tensor the workload carries from one iteration to the next
+        (:meth:`opcost.model.workload.Workload.carried`), or None."""
+        ts = tensors_of(list(args)) + tensors_of(list((kwargs or {}).values()))
+        return [list(s) if (s := self.producer.get(id(t))) is not None else CARRIED if id(t) in self.carried else None
+                for t in ts]
 
     def enclosing(self) -> str:
         return self.stack[-1] if self.stack else ""
@@ -251,7 +254,7 @@ class Capture:
 def record_calls(workload: Workload) -> Capture:
     """Run one iteration under the observers (see module docstring)."""
     module = workload.model.module
-    rec = _Recorder(workload.model.name, module)
+    rec = _Recorder(workload.model.name, module, workload.carried())
     backward = []
     unattributed = 0
     try:

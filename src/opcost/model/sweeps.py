@@ -137,7 +137,8 @@ class _DecodeAttention(nn.Module):
     concatenated to its cached ones (``DynamicLayer.update``: ``torch.cat`` along the tokens) and SDPA attends the
     step's queries over them as ``sdpa_attention_forward`` calls it for one query without a mask (not causal,
     ``enable_gqa`` where there are fewer key/value heads). ``caches``: each layer's cached keys and values, inputs of
-    the point, as the prefill's are inputs of a decode step."""
+    the point, as the prefill's are inputs of a decode step, and carried between its iterations as a decode step's cache
+    is (:meth:`carried_tensors`)."""
 
     def __init__(self, heads: int, heads_kv: int, depth: int):
         super().__init__()
@@ -160,6 +161,11 @@ class _DecodeAttention(nn.Module):
             kv = out[..., : self.heads_kv * d]  # the next layer's q, k and v in fresh memory
             x = torch.cat((out, kv, kv), dim=-1)
         return x
+
+    def carried_tensors(self, inputs) -> list[torch.Tensor]:
+        """The cached keys and values (every input after the first): a decode step's carried tensors
+        (:meth:`opcost.model.workload.Workload.carried`)."""
+        return list(inputs[1:])
 
 
 class _Functional(nn.Module):

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from opcost.tables import CARRIED
+
 _ALIAS_WORK = ("view", "slice", "expand", "copy_if_strided")  # outputs that are (usually) their input's memory
 NOWHERE = 1 << 30  # the first use of a tensor no recorded call reads
 
@@ -69,7 +71,7 @@ def activation_bytes(layers: pd.DataFrame) -> int:
         pos, rel, feeds = _json(r.positions, []), _json(r.releases, []), _json(r.feeds, [])
         if r.scope == "module":  # a null feed of a leaf module call: a model input (parameters are not inputs)
             for spec, src in zip(specs(r.inputs), feeds[0] if feeds else []):
-                if src is None:
+                if src is None or src == CARRIED:
                     inputs[json.dumps(spec, sort_keys=True)] = spec_bytes(spec)
         if _aliases(r):
             continue

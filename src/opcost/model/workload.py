@@ -94,6 +94,13 @@ class Workload:
             self.model.module.zero_grad(set_to_none=True)
             loss_of(self.model.module(*self.inputs), self.model.name).backward()
 
+    def carried(self) -> list[torch.Tensor]:
+        """Tensors the workload carries from one iteration to the next and reads in each (a decode step's key/value
+        cache, written by the prefill or the step before): the model's ``carried_tensors(inputs)`` where it has
+        one. Their inputs' entry in a configuration's `feeds` is :data:`opcost.tables.CARRIED`."""
+        of = getattr(self.model.module, "carried_tensors", None)
+        return list(of(self.inputs)) if of is not None else []
+
     def sync(self) -> Callable[[], None]:
         dev = next(iter(self.inputs)).device if self.inputs else torch.device("cpu")
         return torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)

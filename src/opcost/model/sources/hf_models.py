@@ -128,6 +128,11 @@ class HFModel(nn.Module):
 
         return make_inputs
 
+    def carried_tensors(self, inputs=()) -> list[torch.Tensor]:
+        """The key/value cache while decoding (:meth:`DecodeState.tensors`), else none: what a decode step reads that
+        the step before it (or the prefill) wrote (:meth:`opcost.model.workload.Workload.carried`)."""
+        return self.decoding.tensors() if self.decoding is not None else []
+
     def stop_decode(self) -> None:
         """Back to plain forward passes over the inputs, without a cache."""
         self.decoding = None
