@@ -17,7 +17,7 @@ run: setup  ## the main job on the default config
 	$(BIN)/snakemake --cores 1 results/figures
 
 test: setup  ## the test suite
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 GPU_CONFIG ?= tests/data/gpu.yaml
 GPU_CHECK_ARGS ?=
