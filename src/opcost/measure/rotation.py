@@ -355,7 +355,7 @@ def producer_feed(members: list[tuple], reps: dict[str, object], positions: dict
         producers, wiring = [], []  # entries read; per input: (index into producers, output index), CARRIED or None
         for inp, slot in enumerate(rep.slots):
             src = srcs[inp] if inp < len(srcs) else None
-            if src == CARRIED and slot is not None:
+            if src == CARRIED:
                 wiring.append(CARRIED)
                 continue
             e = entry_at.get(src[0]) if isinstance(src, list) and slot is not None else None
@@ -373,22 +373,21 @@ def _binder(rep, wiring: list, rank: int = 0) -> Callable[[list], Callable[[], N
     """``bind(outputs)`` for :func:`producer_feed`: puts each wired producer output in its input's place (once checked
     to have the recorded shape, dtype, strides and device; else the input keeps its own tensor) and each carried
     input's copy of this call (``rank``: the call's rank among its configuration's calls; rank 0 reads the replay's
-    own tensor, the others a copy made here), rewrites the other inputs as :func:`opcost.model.replay.refresher` does,
+    own tensor, the others a copy made here; a carried input the replay cannot replace is left as it is, never
+    rewritten either), rewrites the other inputs as :func:`opcost.model.replay.refresher` does,
     and returns the function that puts the inputs back."""
     originals = list(rep.inputs)
     fits: dict[int, bool] = {}  # input -> the producer output has the input's layout (checked on first bind)
     rewrite = refresher([t for t, w in zip(originals, wiring) if w is None])
-    copies = {k: originals[k] if rank == 0 else originals[k].clone() for k, w in enumerate(wiring) if w == CARRIED}
+    copies = {k: originals[k].clone() for k, w in enumerate(wiring)
+              if w == CARRIED and rank and rep.slots[k] is not None}
 
     def bind(outputs: list) -> Callable[[], None]:
-        bound, own = [], []
+        bound, own = list(copies), []
+        for k, copy in copies.items():
+            rep.slots[k](copy)
         for k, w in enumerate(wiring):
-            if w == CARRIED:
-                if rank:
-                    rep.slots[k](copies[k])
-                    bound.append(k)
-                continue
-            if w is None:
+            if w is None or w == CARRIED:
                 continue
             ts = tensors_of(outputs[w[0]]) if outputs[w[0]] is not None else []
             t = ts[w[1]] if w[1] < len(ts) else None

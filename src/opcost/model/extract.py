@@ -150,9 +150,10 @@ class _Recorder:
         """Per tensor input of a call about to be recorded: [position, output index] of the record that produced
         it, :data:`opcost.tables.CARRIED` for a tensor the workload carries from one iteration to the next
         (:meth:`opcost.model.workload.Workload.carried`), or None."""
-        ts = tensors_of(list(args)) + tensors_of(list((kwargs or {}).values()))
-        return [list(s) if (s := self.producer.get(id(t))) is not None else CARRIED if id(t) in self.carried else None
-                for t in ts]
+        def source(t):
+            made = self.producer.get(id(t))
+            return list(made) if made is not None else CARRIED if id(t) in self.carried else None
+        return [source(t) for t in tensors_of(list(args)) + tensors_of(list((kwargs or {}).values()))]
 
     def enclosing(self) -> str:
         return self.stack[-1] if self.stack else ""

@@ -69,7 +69,7 @@ def activation_bytes(layers: pd.DataFrame) -> int:
     events, inputs = [], {}
     for r in layers.itertuples():
         pos, rel, feeds = _json(r.positions, []), _json(r.releases, []), _json(r.feeds, [])
-        if r.scope == "module":  # a null feed of a leaf module call: a model input (parameters are not inputs)
+        if r.scope == "module":  # a null or carried feed of a leaf module call: a model input (not a parameter)
             for spec, src in zip(specs(r.inputs), feeds[0] if feeds else []):
                 if src is None or src == CARRIED:
                     inputs[json.dumps(spec, sort_keys=True)] = spec_bytes(spec)
