@@ -16,8 +16,9 @@ setup: $(STAMP)
 run: setup  ## the main job on the default config
 	$(BIN)/snakemake --cores 1 results/figures
 
-test: setup  ## the test suite
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+test: setup  ## the test suite: two processes, then the tests that time a known construction alone on the machine
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not timing"
+	$(BIN)/python -m pytest -q -m timing
 
 GPU_CONFIG ?= tests/data/gpu.yaml
 GPU_CHECK_ARGS ?=
