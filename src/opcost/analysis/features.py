@@ -24,6 +24,10 @@ work rule is a line of :data:`opcost.analysis.optypes.TABLE`; in short:
   output: else they copy, bytes), and for dropout in inference or at ``p = 0`` (an identity): their cost is a
   per-call constant whatever the tensor's size.
 
+* Misaligned (:func:`misaligned`): a matrix product whose output rows are no multiple of 16 bytes (a head over
+  GPT-2's 50,257 logits) runs at about 0.7 times the rate of an aligned one; a feature of the trees, and part of a
+  shape line (:mod:`opcost.analysis.shape_lines`).
+
 The numbers are hand-checkable (``tests/test_costmodel.py``); :data:`NUMERIC` are the columns a learned model uses.
 """
 from __future__ import annotations
@@ -39,7 +43,8 @@ from opcost.model.tensors import specs
 _DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
                 "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16}
 NUMERIC = ("log_flops", "log_bytes", "log_param_bytes", "log_out_numel", "log_in_numel", "n_inputs", "batch",
-           "kernel", "stride", "groups", "channels", "reduce_dim", "contiguous", "intensity")
+           "kernel", "stride", "groups", "channels", "reduce_dim", "contiguous", "intensity", "misaligned")
+ALIGN_BYTES = 16  # a matrix product's output rows of a multiple of this many bytes: its kernels' aligned path
 
 
 def _numel(spec: dict) -> int:
@@ -124,6 +129,19 @@ def _norm_params(op_type: str, p: dict, first: list) -> int:
     return n * (1 if optypes.lookup(op_type).twin == "rms_norm_py" else 2)
 
 
+def misaligned(op_type: str, outputs) -> bool:
+    """Whether a matrix product (family ``matmul``) writes output rows whose bytes are not a multiple of
+    :data:`ALIGN_BYTES`: a Linear over 32,001 or 50,257 logits runs at 0.7 times the FLOP rate of one over 32,000 or
+    32,004 (one thread, 64 rows, output beyond the last-level cache), whatever its input rows; any other op type,
+    never."""
+    if optypes.family(op_type) != "matmul":
+        return False
+    outs = specs(outputs)
+    shape = (outs[0].get("T") or []) if outs else []
+    return bool(shape) and int(shape[-1]) * _DTYPE_BYTES.get(str(outs[0].get("dtype", "float32")), 4) % \
+        ALIGN_BYTES != 0
+
+
 def configuration_features(op_type: str, params, inputs, outputs, mode: str | None = None,
                            phase: str | None = None) -> dict:
     """The features of one configuration (see the module docstring); ``params``/``inputs``/``outputs`` are the
@@ -196,7 +214,7 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
             "log_out_numel": log(out_numel), "log_in_numel": log(in_numel), "n_inputs": len(ins),
             "batch": int(first[0]) if first else 1, "kernel": kernel, "stride": stride, "groups": groups,
             "channels": int(channels), "reduce_dim": reduce_dim,
-            "contiguous": int(contiguous),
+            "contiguous": int(contiguous), "misaligned": int(misaligned(op_type, outs)),
             "intensity": float(flops) / max(float(nbytes), 1.0)}
 
 

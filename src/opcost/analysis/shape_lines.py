@@ -3,7 +3,8 @@
 
 A configuration's *line* is everything of its call but the sizes of its tensors: op type, mode, phase, the
 non-tensor arguments but those a tensor's size repeats (:data:`SIZE_PARAMS`: a Linear's ``out_features`` is its
-output's last size), each tensor's dtype and rank. Its *dims* are its input and output tensors' sizes in order.
+output's last size), each tensor's dtype and rank, and whether a matrix product's output rows are misaligned
+(:func:`opcost.analysis.features.misaligned`: they run at 0.7 times the rate of aligned ones). Its *dims* are its input and output tensors' sizes in order.
 Two measured configurations of a line *bracket* an unmeasured one when the three differ at the same positions of
 their dims, the sizes at those positions scale by one factor from each point to the unmeasured one (one size
 varies: a length, a batch), and the unmeasured one lies strictly between the two: a decode step's attention over a
@@ -12,8 +13,8 @@ else), a Linear at batch 2 between batches 1 and 4, a language model's head over
 heads of 32,000 and 65,536. Its cost is interpolated between the nearest such pair, linearly in log cost against
 log bytes (log FLOPs where the two have the same bytes): the measured costs' own curve, a last-level-cache crossing
 included, at the resolution of the points, which one roofline law fitted over the whole op type misses. Never
-extrapolated: outside every bracket, the cost model's law answers. A cost that does not follow the sizes (GPT-2's
-head over 50,257 logits costs more than one over 65,536) is beyond it: a point at that size measures it.
+extrapolated: outside every bracket, the cost model's law answers. GPT-2's head over 50,257 logits costs more than
+one over 65,536: misaligned, it lies on the line of heads over 30,522 and 65,537 logits, not of 32,000 and 65,536.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from opcost.analysis.features import misaligned
 from opcost.model.tensors import specs
 
 ONE_SIZE = 1.02  # the sizes that differ scale by one factor, within this (a cache of L + 1 keys and one of L)
@@ -57,7 +59,8 @@ def line_of(op_type: str, mode: str, phase: str, params, inputs, outputs=None) -
     tensors = ins + outs
     dims = tuple(int(d) for spec in tensors for d in spec["T"] or [])
     ranks = [(spec.get("dtype"), len(spec["T"] or [])) for spec in tensors]
-    return json.dumps([op_type, mode, phase, _strip(call), ranks], sort_keys=True, default=str), dims
+    return json.dumps([op_type, mode, phase, _strip(call), ranks, misaligned(op_type, outs)], sort_keys=True,
+                      default=str), dims
 
 
 def lines(rows: pd.DataFrame, mode: pd.Series) -> tuple[list[str], list[tuple]]:
