@@ -15,7 +15,7 @@ from tests.helpers import ROOT, TINY, command
 
 BENCHMARKS = ROOT / "benchmarks"
 NOT_BENCHMARKS = {"accuracy_table", "gpu_digest"}  # the accuracy table's generator; gpu_check.sh's digest
-WITHOUT_SMOKE = {"dag_scale": "no --smoke yet; `--sizes 100` is a run of seconds"}
+WITHOUT_SMOKE = {}  # benchmark -> why it has no --smoke run
 
 
 def _finite(found: dict, *keys: str) -> bool:
@@ -46,6 +46,7 @@ SMOKE = {
     "autograd_engine": ([], lambda s: float(s["alone_us"]) > 0 and _finite(s, "engine_us", "chained_us")),  # 3 s
     "carried_inputs": ([], lambda s: s["workloads"] == "1" and _finite(
         s, "median_abs_err_update_carried", "median_abs_err_update_rewritten")),  # 11 s
+    "dag_scale": ([], lambda s: float(s["dry_run_s_100"]) > 0 and float(s["again_s_100"]) > 0),  # 8 s
     "advise_scale": ([], lambda s: s["solve_s_100"] != "nan" and float(s["best_vs_greedy"]) <= 1.0 + 1e-9),  # 1 s
     # on the tiny run's database: started once the tiny run is there
     "transformer_unseen": (["--db", "{db}"], lambda s: s["workloads"] == "1" and s["failed"] == "0"
