@@ -1,20 +1,21 @@
 """Interpolation between measured configurations on one shape line, for the cost model
 (:mod:`opcost.analysis.costmodel`, method ``interpolated``).
 
-A configuration's *line* is everything of its call but the sizes of its tensors: op type, mode, phase, the
-non-tensor arguments but those a tensor's size repeats (:data:`SIZE_PARAMS`: a Linear's ``out_features`` is its
-output's last size), each tensor's dtype and rank, and whether a matrix product's output rows are misaligned
-(:func:`opcost.analysis.features.misaligned`: they run at 0.7 times the rate of aligned ones). Its *dims* are its input and output tensors' sizes in order.
-Two measured configurations of a line *bracket* an unmeasured one when the three differ at the same positions of
-their dims, the sizes at those positions scale by one factor from each point to the unmeasured one (one size
-varies: a length, a batch), and the unmeasured one lies strictly between the two: a decode step's attention over a
-cache of 2,048 tokens between sweep points at 1,024 and 4,096 (the keys' and values' lengths differ, nothing
-else), a Linear at batch 2 between batches 1 and 4, a language model's head over a vocabulary of 50,257 between
-heads of 32,000 and 65,536. Its cost is interpolated between the nearest such pair, linearly in log cost against
-log bytes (log FLOPs where the two have the same bytes): the measured costs' own curve, a last-level-cache crossing
-included, at the resolution of the points, which one roofline law fitted over the whole op type misses. Never
-extrapolated: outside every bracket, the cost model's law answers. GPT-2's head over 50,257 logits costs more than
-one over 65,536: misaligned, it lies on the line of heads over 30,522 and 65,537 logits, not of 32,000 and 65,536.
+A configuration's *line* is everything of its call but the sizes of its tensors: op type, mode, phase, the non-
+tensor arguments but those a tensor's size repeats (:data:`SIZE_PARAMS`: a Linear's ``out_features`` is its output's
+last size), each tensor's dtype and rank, and whether a matrix product's output rows are misaligned
+(:func:`opcost.analysis.features.misaligned`: they run at 0.7 times the rate of aligned ones). Its *dims* are its
+input and output tensors' sizes in order. Two measured configurations of a line *bracket* an unmeasured one when the
+three differ at the same positions of their dims, the sizes at those positions scale by one factor from each point
+to the unmeasured one (one size varies: a length, a batch), and the unmeasured one lies strictly between the two: a
+decode step's attention over a cache of 2,048 tokens between sweep points at 1,024 and 4,096 (the keys' and values'
+lengths differ, nothing else), a Linear at batch 2 between batches 1 and 4, a language model's head over a
+vocabulary of 50,256 between heads of 32,000 and 65,536. Its cost is interpolated between the nearest such pair,
+linearly in log cost against log bytes (log FLOPs where the two have the same bytes): the measured costs' own curve,
+a last-level-cache crossing included, at the resolution of the points, which one roofline law fitted over the whole
+op type misses. Never extrapolated: outside every bracket, the cost model's law answers. GPT-2's head over 50,257
+logits costs more than one over 65,536: misaligned, it lies on the line of heads over 30,522 and 65,537 logits, not
+of 32,000 and 65,536.
 """
 from __future__ import annotations
 
