@@ -1,9 +1,9 @@
 """Interpolation between measured configurations on one shape line, for the cost model
 (:mod:`opcost.analysis.costmodel`, method ``interpolated``).
 
-A configuration's *line* is everything of its call but the sizes of its tensors: op type, mode, phase, the non-
-tensor arguments but those a tensor's size repeats (:data:`SIZE_PARAMS`: a Linear's ``out_features`` is its output's
-last size), each tensor's dtype and rank, and whether a matrix product's output rows are misaligned
+A configuration's *line* is everything of its call but the sizes of its tensors: op type, mode, phase, the
+non-tensor arguments but those a tensor's size repeats (:data:`SIZE_PARAMS`: a Linear's ``out_features`` is its
+output's last size), each tensor's dtype and rank, and whether a matrix product's output rows are misaligned
 (:func:`opcost.analysis.features.misaligned`: they run at 0.7 times the rate of aligned ones). Its *dims* are its
 input and output tensors' sizes in order. Two measured configurations of a line *bracket* an unmeasured one when the
 three differ at the same positions of their dims, the sizes at those positions scale by one factor from each point
