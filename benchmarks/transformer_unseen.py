@@ -6,12 +6,15 @@ transformers under `predict_only`, never profiled) and, for each never-profiled 
 
 * its prediction as `opcost predict` makes it (:func:`opcost.analysis.estimate.predict_workload` on the workload's
   layers, with the overhead between operators from a short trace of its own taken now: ``overhead_from``);
-* its end-to-end time taken now, alternately with a profiled model's (``--ref``, default resnet18 at batch 1) in the
-  same minutes: ``--rounds`` rounds, each timing both, the order swapped every round, in a process set up as the
-  measuring jobs were (glibc keeping freed memory, the database's threads, pinned). The error is that of the ratio,
-  ``predicted / (T_now x ref_db / T_ref_now) - 1``, where ``ref_db`` is the profiled model's end-to-end reference in
-  the database and ``T_now / T_ref_now`` the median of the rounds' ratios: the machine's drift between the run and
-  now cancels (a separate run drifts 10% or more on a shared VM);
+* its end-to-end time taken now, in turn with profiled models' (``--ref``, default resnet18 and tiny_bert at batch
+  1) in the same minutes: ``--rounds`` rounds, each timing all, the order rotated every round, in a process set up as
+  the measuring jobs were (glibc keeping freed memory, the database's threads, pinned). Each reference gives the
+  model's time in the database's minutes, ``T_now x ref_db / T_ref_now``, where ``ref_db`` is the reference's
+  end-to-end time in the database and ``T_now / T_ref_now`` the median of the rounds' ratios: the machine's drift
+  between the run and now cancels (a separate run drifts 10% or more on a shared VM). The error is
+  ``predicted / (the median of those times) - 1`` (``err_ref0``: with the first reference alone); how far the
+  references' times disagree (``ref_spread``, max / min - 1) is the noise of the anchor itself (one reference timed
+  in a slow minute of the run moves every error);
 * the error against the run's own end-to-end time of the model (``err_run``: its dedicated job, other minutes,
   from the run's `validation/unseen.parquet`);
 * the estimate alone against measurements (``est_vs_measured``): where the database measured some of the workload's
@@ -24,7 +27,8 @@ Prints a table per workload (its top operator types, estimated or measured) and 
 Targets (issue 42): every transformer within ±15%, median |error| <= 10%; the estimate alone within 5% median.
 
     python benchmarks/transformer_unseen.py [--config benchmarks/configs/transformer_sweeps.yaml] [--db results/db]
-        [--models llama gpt2] [--batches 1 4] [--ref resnet18] [--ref-batch 1] [--rounds 5] [--seconds 1.0]
+        [--models llama gpt2] [--batches 1 4] [--ref resnet18 tiny_bert] [--ref-batch 1] [--rounds 5]
+        [--seconds 1.0]
     python benchmarks/transformer_unseen.py --smoke --db <a tiny run's results/db>   # a tiny decoder, seconds
 """
 from __future__ import annotations
@@ -54,19 +58,20 @@ def _workload(name: str, spec: dict, batch: int):
     return make_workload(load_model(name, spec), batch, MODE)
 
 
-def interleaved_ratio(x, ref, rounds: int, settings) -> tuple[float, float, float, list[float]]:
-    """(median over rounds of T_x / T_ref, median T_x, median T_ref, the ratios) of two workloads timed alternately,
-    each round both, the first of the pair swapped every round; each time the trimmed mean of a
-    :func:`opcost.measure.timing.measure` of one iteration."""
+def interleaved_ratios(x, refs: list, rounds: int, settings) -> tuple[list[float], float, list[float], list[list]]:
+    """(per reference the median over rounds of T_x / T_ref, median T_x, per reference its median T_ref, per reference
+    the rounds' ratios) of a workload and ``refs`` timed in turn, each round all of them, the order rotated every
+    round; each time the trimmed mean of a :func:`opcost.measure.timing.measure` of one iteration."""
     from opcost.measure.timing import measure
 
-    tx, tr = [], []
+    times = [[] for _ in range(len(refs) + 1)]  # x, then each reference
+    order = [x, *refs]
     for r in range(rounds):
-        pair = [(x, tx), (ref, tr)]
-        for wl, into in (pair if r % 2 == 0 else pair[::-1]):
-            into.append(measure(wl.step, settings, "cpu").trimmed_mean)
-    ratios = [a / b for a, b in zip(tx, tr)]
-    return float(np.median(ratios)), float(np.median(tx)), float(np.median(tr)), ratios
+        for i in [(r + k) % len(order) for k in range(len(order))]:
+            times[i].append(measure(order[i].step, settings, "cpu").trimmed_mean)
+    ratios = [[a / b for a, b in zip(times[0], tr)] for tr in times[1:]]
+    return ([float(np.median(q)) for q in ratios], float(np.median(times[0])),
+            [float(np.median(tr)) for tr in times[1:]], ratios)
 
 
 def without_configs(db: dict, config_ids: set) -> dict:
@@ -113,7 +118,8 @@ def main() -> None:
     ap.add_argument("--db", default="results/db")
     ap.add_argument("--models", nargs="+", help="only these predict_only models")
     ap.add_argument("--batches", nargs="+", type=int, help="default: each model's batch sizes in the config")
-    ap.add_argument("--ref", help="the profiled model timed alternately (default resnet18; --smoke: the first "
+    ap.add_argument("--ref", nargs="+", help="the profiled models timed in turn with each one (default resnet18 "
+                                             "tiny_bert; --smoke: the first "
                                   "profiled model of the database with an end-to-end time)")
     ap.add_argument("--ref-batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
@@ -152,26 +158,29 @@ def main() -> None:
         layers[(m, b)]["config_id"]).all()]
     if shared:
         print(f"note: the database measured every configuration of {shared}: profiled, not never-profiled")
-    # the reference: a profiled workload with an end-to-end time in the database
-    ref_spec = (cfg.get("models") or {}).get(args.ref or "resnet18", {})
-    ref_name, ref_batch = args.ref or "resnet18", args.ref_batch
+    # the references: profiled workloads with an end-to-end time in the database
+    ref_names, ref_batch = args.ref or ["resnet18", "tiny_bert"], args.ref_batch
     if args.smoke and not args.ref:
         e2e = db["e2e"][db["e2e"]["mode"] == MODE]
         ref_name, ref_batch = next((m, int(b)) for m, b in zip(e2e["model"], e2e["batch"])
                                    if m in (cfg.get("models") or {}) and (m, b) in profiled)
-        ref_spec = cfg["models"][ref_name]
-    ref_pred = estimate.predict_workload(db, estimate.workload_layers(db, ref_name, ref_batch, MODE, ref_spec),
-                                         args.db)
-    if not ref_pred.measured_s:
-        raise OpcostError(f"--ref {ref_name}", f"the database holds no end-to-end time of it at batch {ref_batch}")
-    threads = int(ref_pred.conditions.get("threads") or 1)
+        ref_names = [ref_name]
+    ref_specs = {r: (cfg.get("models") or {}).get(r, {}) for r in ref_names}
+    ref_preds = {r: estimate.predict_workload(db, estimate.workload_layers(db, r, ref_batch, MODE, ref_specs[r]),
+                                              args.db) for r in ref_names}
+    for r, ref_pred in ref_preds.items():
+        if not ref_pred.measured_s:
+            raise OpcostError(f"--ref {r}", f"the database holds no end-to-end time of it at batch {ref_batch}")
+    threads = int(ref_preds[ref_names[0]].conditions.get("threads") or 1)
     prepare(threads)  # as the measuring jobs: glibc keeps freed memory, the database's threads
     pin_threads(threads)
     settings = TimingSettings(target_rel_ci=0.01, max_seconds=args.seconds, warmup_s=min(0.3, args.seconds / 3),
                               min_samples=5, min_sample_s=0.0002 if args.smoke else 0.001)
-    ref_wl = _workload(ref_name, ref_spec, ref_batch)
-    print(f"reference: {ref_name} b{ref_batch}, {ref_pred.measured_s * 1e3:.3f} ms in the database "
-          f"({', '.join(f'{k} {v}' for k, v in ref_pred.conditions.items())})")
+    ref_wls = [_workload(r, ref_specs[r], ref_batch) for r in ref_names]
+    ref_db = [ref_preds[r].measured_s for r in ref_names]
+    for r, ref_pred in ref_preds.items():
+        print(f"reference: {r} b{ref_batch}, {ref_pred.measured_s * 1e3:.3f} ms in the database "
+              f"({', '.join(f'{k} {v}' for k, v in ref_pred.conditions.items())})")
     unseen_ids = set().union(*(set(wl["config_id"]) for wl in layers.values()))
     alone_db = without_configs(db, unseen_ids)
 
@@ -185,18 +194,20 @@ def main() -> None:
             predict_s = time.perf_counter() - t
             alone = estimate.predict_workload(alone_db, wl)
             est_err, measured_share = estimate_vs_measured(p, alone)
-            ratio, tx, tr, ratios = interleaved_ratio(_workload(model, unseen[model], batch), ref_wl, args.rounds,
-                                                      settings)
+            ratio, tx, tr, ratios = interleaved_ratios(_workload(model, unseen[model], batch), ref_wls, args.rounds,
+                                                       settings)
         except (OpcostError, RuntimeError, ValueError) as e:
             failed.append(model)
             print(f"{model} b{batch}: FAILED {e}", flush=True)
             continue
-        scaled = ratio * ref_pred.measured_s  # the model's time in the database's minutes
+        by_ref = [q * t for q, t in zip(ratio, ref_db)]  # the model's time in the database's minutes, per reference
+        scaled = float(np.median(by_ref))
         row = {"model": model, "batch": batch, "predicted_ms": p.predicted_s * 1e3, "low_ms": p.low_s * 1e3,
-               "high_ms": p.high_s * 1e3, "now_ms": tx * 1e3, "ref_now_ms": tr * 1e3, "scaled_ms": scaled * 1e3,
-               "error": p.predicted_s / scaled - 1,
+               "high_ms": p.high_s * 1e3, "now_ms": tx * 1e3, "ref_now_ms": tr[0] * 1e3, "scaled_ms": scaled * 1e3,
+               "error": p.predicted_s / scaled - 1, "err_ref0": p.predicted_s / by_ref[0] - 1,
                "err_run": p.predicted_s / ran[(model, batch)] - 1 if (model, batch) in ran else float("nan"),
-               "ratio_spread": max(ratios) / min(ratios) - 1, "estimated_share": p.estimated_share,
+               "ratio_spread": max(max(q) / min(q) for q in ratios) - 1,
+               "ref_spread": max(by_ref) / min(by_ref) - 1, "estimated_share": p.estimated_share,
                "overhead_ms": p.overhead_s * 1e3, "overhead_from": p.overhead_from,
                "est_vs_measured": est_err, "measured_share": measured_share,
                "in_interval": bool(p.low_s <= scaled <= p.high_s),
@@ -204,7 +215,8 @@ def main() -> None:
         rows.append(row)
         print(f"\n{model} b{batch}: predicted {row['predicted_ms']:.3f} ms [{row['low_ms']:.3f}, {row['high_ms']:.3f}]"
               f", timed {row['scaled_ms']:.3f} ms in the database's minutes (now {row['now_ms']:.3f} ms, reference "
-              f"{row['ref_now_ms']:.3f} ms; rounds' ratios within {row['ratio_spread']:.1%}): {row['error']:+.1%}; "
+              f"{row['ref_now_ms']:.3f} ms; rounds' ratios within {row['ratio_spread']:.1%}, references' times within "
+              f"{row['ref_spread']:.1%}): {row['error']:+.1%}; "
               f"{p.estimated_share:.0%} estimated, overhead {row['overhead_ms']:.3f} ms "
               f"({estimate.OVERHEAD_FROM.get(p.overhead_from, p.overhead_from)})", flush=True)
         by = p.layers.groupby("op_type").agg(ms=("total_s", "sum"), method=("method", lambda s: ",".join(
@@ -219,10 +231,12 @@ def main() -> None:
     e = table["error"].abs() if len(table) else pd.Series(dtype=float)
     est = table["est_vs_measured"].abs().dropna() if len(table) else pd.Series(dtype=float)
     nan = float("nan")
-    summary(workloads=len(table), failed=len(failed), ref=f"{ref_name}_b{ref_batch}",
+    summary(workloads=len(table), failed=len(failed), ref="+".join(f"{r}_b{ref_batch}" for r in ref_names),
             median_abs_err=float(e.median()) if len(e) else nan, max_abs_err=float(e.max()) if len(e) else nan,
             within_15pct=float((e <= 0.15).mean()) if len(e) else nan,
             median_abs_err_run=float(table["err_run"].abs().median()) if len(table) else nan,
+            median_ref_spread=float(table["ref_spread"].median()) if len(table) else nan,
+            median_abs_err_ref0=float(table["err_ref0"].abs().median()) if len(table) else nan,
             in_interval=float(table["in_interval"].mean()) if len(table) else nan,
             median_width=float(table["width"].median()) if len(table) else nan,
             median_abs_est_vs_measured=float(est.median()) if len(est) else nan,
