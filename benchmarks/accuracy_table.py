@@ -63,8 +63,11 @@ SHOWN: dict[str, list[Figure]] = {
                                             "predict`'s default), median |error|"),
     ],
     "transformer_unseen": [
-        Figure("median_abs_err", "transformers never profiled, timed beside a profiled model, median |error|"),
+        Figure("median_abs_err", "transformers never profiled, timed in turn with profiled models, median |error|"),
         Figure("within_15pct", "transformers never profiled: workloads within ±15%", "of:workloads"),
+        Figure("median_abs_err_run", "transformers never profiled vs the run's dedicated times, median |error|"),
+        Figure("median_abs_est_vs_measured", "transformers never profiled: the estimate alone vs measured costs, "
+                                             "median |error|"),
     ],
     "generalisation": [
         Figure("median_abs_err_model", "a model left out of the database, median |error|"),
