@@ -119,8 +119,8 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", help="only these predict_only models")
     ap.add_argument("--batches", nargs="+", type=int, help="default: each model's batch sizes in the config")
     ap.add_argument("--ref", nargs="+", help="the profiled models timed in turn with each one (default resnet18 "
-                                             "tiny_bert; --smoke: the first "
-                                  "profiled model of the database with an end-to-end time)")
+                                             "tiny_bert; --smoke: the first profiled model of the database with an "
+                                             "end-to-end time)")
     ap.add_argument("--ref-batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=1.0, help="timing cap of each measurement")
