@@ -125,17 +125,17 @@ def reference(by: dict, context: int, batch: int) -> tuple[int, int]:
 def in_run_minutes(wl, ref_wl, ref_s: float, cfg: dict, rounds: int) -> tuple[float, float]:
     """(seconds per step of ``wl`` in the minutes the database measured its reference, the spread of the rounds'
     ratios): ``wl`` and the measured workload ``ref_wl`` timed alternately
-    (:func:`transformer_unseen.interleaved_ratio`), the median ratio times the reference's time in the database
+    (:func:`transformer_unseen.interleaved_ratios`), the median ratio times the reference's time in the database
     (``ref_s``, its rotation's). The machine's drift between the measuring and now cancels, as in
     benchmarks/transformer_unseen.py."""
-    from transformer_unseen import interleaved_ratio
+    from transformer_unseen import interleaved_ratios
 
     from opcost.measure.timing import TimingSettings
 
     e2e = TimingSettings.from_config(cfg["e2e"]["timing"])
     settings = TimingSettings(target_rel_ci=0.01, max_seconds=min(0.5, e2e.max_seconds),
                               warmup_s=min(0.1, e2e.warmup_s), min_samples=5, min_sample_s=e2e.min_sample_s)
-    ratio, _, _, ratios = interleaved_ratio(wl, ref_wl, rounds, settings)
+    [ratio], _, _, [ratios] = interleaved_ratios(wl, [ref_wl], rounds, settings)
     return ratio * ref_s, max(ratios) / min(ratios) - 1
 
 
