@@ -171,6 +171,8 @@ def main() -> None:
     for r, ref_pred in ref_preds.items():
         if not ref_pred.measured_s:
             raise OpcostError(f"--ref {r}", f"the database holds no end-to-end time of it at batch {ref_batch}")
+        print(f"reference: {r} b{ref_batch}, {ref_pred.measured_s * 1e3:.3f} ms in the database "
+              f"({', '.join(f'{k} {v}' for k, v in ref_pred.conditions.items())})")
     threads = int(ref_preds[ref_names[0]].conditions.get("threads") or 1)
     prepare(threads)  # as the measuring jobs: glibc keeps freed memory, the database's threads
     pin_threads(threads)
@@ -178,9 +180,6 @@ def main() -> None:
                               min_samples=5, min_sample_s=0.0002 if args.smoke else 0.001)
     ref_wls = [_workload(r, ref_specs[r], ref_batch) for r in ref_names]
     ref_db = [ref_preds[r].measured_s for r in ref_names]
-    for r, ref_pred in ref_preds.items():
-        print(f"reference: {r} b{ref_batch}, {ref_pred.measured_s * 1e3:.3f} ms in the database "
-              f"({', '.join(f'{k} {v}' for k, v in ref_pred.conditions.items())})")
     unseen_ids = set().union(*(set(wl["config_id"]) for wl in layers.values()))
     alone_db = without_configs(db, unseen_ids)
 
