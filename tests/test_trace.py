@@ -468,6 +468,11 @@ def test_glue_timed_without_the_profiler_replaces_the_traced_gaps_beyond_their_n
     assert noisy.gap_s({"aten::add": 10}) == pytest.approx(23e-6)
     without = _glue_stats(123e-6, 5e-6).iloc[:-1]
     assert overhead.OverheadModel.from_tables(without, types).gap_s({"aten::add": 10}) == pytest.approx(23e-6)
+    # a glue below zero counts as zero: within its noise of the traced 23 µs they stand, beyond it they go
+    below = overhead.OverheadModel.from_tables(_glue_stats(-60e-6, 30e-6), types)  # |0 - 23| <= 2 x 1.2533 x 30/√7
+    assert below.gap_s({"aten::add": 10}) == pytest.approx(23e-6)
+    far = overhead.OverheadModel.from_tables(_glue_stats(-60e-6, 2e-6), types)
+    assert far.gap_s({"aten::add": 10}) == pytest.approx(0.0)
 
 
 def test_glue_timing_finds_the_work_a_step_does_beyond_its_replay():

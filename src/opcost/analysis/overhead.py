@@ -151,10 +151,14 @@ def _with_glue(t1: dict[str, float], t1_default: float, tail: float, types: pd.D
     iteration, where the traced gaps' sum differs from the glue timed without the profiler (kind ``G``, standard
     error ``se``) by more than :data:`GLUE_Z` standard errors; else as they are. The shift is what the trace cannot
     see: the operators' own slowdown inside the model (the caches the glue leaves cold) and glue the profiler's
-    bookkeeping hides (:mod:`opcost.measure.glue`)."""
+    bookkeeping hides (:mod:`opcost.measure.glue`). A glue below zero (the replay slower than the model) counts as
+    zero: the overhead between operators cannot take back what the operators' own costs hold, and on a noisy host a
+    negative median of a few rounds (a 30 ms model: −0.9 ms in one short trace, +0.7 ms in the next) is noise that
+    would otherwise wipe out gaps the trace did see."""
     calls = dict(zip(types["op_type"], types["calls"]))
     total = float(sum(calls.values()))
     traced = sum(n * t1.get(t, t1_default) for t, n in calls.items()) + tail
+    glue = max(glue, 0.0)
     if total <= 0 or abs(glue - traced) <= GLUE_Z * se:
         return t1, t1_default
     shift = (glue - traced) / total
