@@ -50,7 +50,8 @@ SMOKE = {
     "advise_scale": ([], lambda s: s["solve_s_100"] != "nan" and float(s["best_vs_greedy"]) <= 1.0 + 1e-9),  # 1 s
     # on the tiny run's database: started once the tiny run is there
     "transformer_unseen": (["--db", "{db}"], lambda s: s["workloads"] == "1" and s["failed"] == "0"
-                           and _finite(s, "median_abs_err", "median_width")),  # 16 s
+                           and _finite(s, "median_abs_err", "median_width", "median_abs_est_vs_all",
+                                       "median_abs_err_all")),  # 20 s
     "generalisation": (["--db", "{db}"], lambda s: int(s["workloads"]) >= 1
                        and _finite(s, "median_abs_err_model")),  # 9 s
     "sweep_sampling": (["--db", "{db}"], lambda s: s["points"] == "3" and s["budget"] == "1"
