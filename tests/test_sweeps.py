@@ -70,6 +70,35 @@ def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
     assert model_entries([], [1], ["inference"]) == {}
 
 
+def test_an_evicting_point_ends_each_iteration_by_writing_twice_the_last_level_cache(tmp_path):
+    """A sweep with ``evict``: its points are named apart, their chain ends with one SweepEvict call per iteration
+    (its own configuration, profiled with the others), which writes a buffer of twice the host's last-level cache
+    and passes its input on; the chain's layers are the same configurations as without it."""
+    from opcost.database import catalog
+    from opcost.measure.hostinfo import llc_bytes
+    from opcost.measure.profile import ProfileSettings, profile_configs
+    from opcost.measure.timing import TimingSettings
+    from opcost.model.sweeps import SweepEvict
+
+    cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "sweeps": [
+        {"op": "Linear", "grid": {"features": [8], "rows": [3]}, "evict": True},
+        {"op": "Linear", "grid": {"features": [8], "rows": [3]}}]})
+    assert {"sweep-Linear-f8-r3-evict", "sweep-Linear-f8-r3"} <= set(cfg["models"])
+    evicting = load_model("sweep-Linear-f8-r3-evict", cfg["models"]["sweep-Linear-f8-r3-evict"])
+    (ev,) = [m for m in evicting.module.modules() if isinstance(m, SweepEvict)]
+    assert ev.traffic.numel() * 4 == 2 * (llc_bytes() or 32 * 1024 * 1024)
+    x = torch.ones(2, 3, 8)
+    assert ev(x) is x and bool((ev.traffic == 1.0).all())
+    layers = extract(make_workload(evicting, 2, "inference"))
+    plain = extract(make_workload(load_model("sweep-Linear-f8-r3", cfg["models"]["sweep-Linear-f8-r3"]), 2,
+                                  "inference"))
+    assert dict(zip(layers["op_type"], layers["count"])) == {"Linear": 4, "SweepEvict": 1}
+    assert set(layers.loc[layers["op_type"] == "Linear", "config_id"]) == set(plain["config_id"])
+    iso, _ = profile_configs(catalog(layers), cfg["models"], "cpu", "float32",
+                             ProfileSettings(TimingSettings(max_seconds=0.05, min_samples=3)), on_e2e=lambda *_: None)
+    assert set(iso["status"]) == {"ok"} and set(iso["op_type"]) == {"Linear", "SweepEvict"}
+
+
 def test_a_channels_last_point_is_profiled_in_nhwc_as_a_channels_last_model_runs():
     """ConvNeXt's convolutions read channels-last tensors (its LayerNorm leaves them so), which the CPU kernels run
     at another speed: a point with ``channels_last`` is a distinct configuration whose tensors have NHWC strides."""

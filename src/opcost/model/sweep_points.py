@@ -9,6 +9,12 @@ rotation like any workload's operators, but is not a validation workload (no end
 :func:`opcost.config.workloads` leaves it out). Its configurations are profiled in the loop's first iteration
 whatever their op type.
 
+A point of a sweep with ``evict: true`` (its name ends in ``-evict``) ends each iteration of its chain with one
+more layer, ``SweepEvict``, which writes twice the last-level cache: inside a model whose weights exceed the caches
+a layer's weights are gone from them by its next call, and so they are in the chain's rotation (a 256 -> 256 Linear
+over 128 rows on one thread: 172 µs when called again at once, 270 µs after 64 MiB of other traffic). Its own
+configuration is measured too, under its own op type, which no model has.
+
 In training, a chain's input requires grad, as the activations inside a model do: a chain of parameter-free
 layers (ReLU, pooling, concat, attention) would otherwise have nothing to back-propagate.
 
@@ -71,6 +77,7 @@ from opcost.errors import OpcostError
 
 MODEL = "opcost.model.sweeps:chain"
 PREFIX = "sweep-"
+EVICTED = "-evict"  # the name's suffix of a point whose chain ends each iteration by evicting the caches
 _SPATIAL = {"channels": 32, "size": 28, "channels_last": 0}
 DEFAULTS = {
     "Conv2d": {"channels": 32, "kernel": 3, "stride": 1, "groups": 1, "size": 28, "ratio": 1, "channels_last": 0},
@@ -150,7 +157,7 @@ def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dic
     """Config model entries, one per point of every sweep (``name -> entry``)."""
     out = {}
     for sweep in sweeps or []:
-        op, depth = sweep["op"], int(sweep.get("depth", 4))
+        op, depth, evict = sweep["op"], int(sweep.get("depth", 4)), bool(sweep.get("evict", False))
         for p in points(sweep):
             unknown = sorted(set(p) - set(DEFAULTS[op]) - {"batch"})
             if unknown:
@@ -158,8 +165,10 @@ def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dic
                                                            f"{', '.join([*DEFAULTS[op], 'batch'])})")
             batch = p.pop("batch", None)
             shape = {k: float(v) if k in _FLOAT else int(v) for k, v in p.items()}
-            name = PREFIX + op + "-" + "-".join(f"{_SHORT.get(k, k)}{v}" for k, v in sorted(shape.items()))
-            entry = out.setdefault(name, {"model": MODEL, "kwargs": {"op": op, "depth": depth, **shape},
+            name = PREFIX + op + "-" + "-".join(f"{_SHORT.get(k, k)}{v}" for k, v in sorted(shape.items())) + \
+                (EVICTED if evict else "")
+            entry = out.setdefault(name, {"model": MODEL, "kwargs": {"op": op, "depth": depth, **shape,
+                                                                      **({"evict": 1} if evict else {})},
                                           "input_shapes": input_shapes(op, shape, depth),
                                           "modes": list(sweep.get("modes") or modes), "batch_sizes": []})
             if op in _LOOKUPS:  # token ids below the table's size

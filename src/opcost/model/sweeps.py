@@ -210,8 +210,46 @@ class _Functional(nn.Module):
         return x
 
 
-def chain(op: str, depth: int = 4, **p) -> nn.Module:
-    """The sweep point's model: ``depth`` identical ``op`` layers with parameters ``p`` (see :data:`DEFAULTS`)."""
+class SweepEvict(nn.Module):
+    """The last layer of a sweep point's chain with ``evict`` (:mod:`opcost.model.sweep_points`): writes ``nbytes``
+    of its own and returns its input, so that the chain's layers find their weights evicted from the caches at
+    their next call, as inside a model whose weights exceed them."""
+
+    def __init__(self, nbytes: int):
+        super().__init__()
+        self.register_buffer("traffic", torch.zeros(max(1, nbytes // 4)), persistent=False)
+
+    def forward(self, x):
+        self.traffic.fill_(1.0)
+        return x
+
+
+def evict_bytes() -> int:
+    """What :class:`SweepEvict` writes: twice this host's last-level cache (64 MiB where the host does not say)."""
+    from opcost.measure.hostinfo import llc_bytes
+
+    return 2 * (llc_bytes() or 32 * 1024 * 1024)
+
+
+def chain(op: str, depth: int = 4, evict: int = 0, **p) -> nn.Module:
+    """The sweep point's model: ``depth`` identical ``op`` layers with parameters ``p`` (see :data:`DEFAULTS`);
+    with ``evict``, followed by a :class:`SweepEvict`."""
+    layers = _layers(op, depth, **p)
+    return _Evicting(layers, evict_bytes()) if evict else layers
+
+
+class _Evicting(nn.Module):
+    """A chain followed by a :class:`SweepEvict` of its output."""
+
+    def __init__(self, layers: nn.Module, nbytes: int):
+        super().__init__()
+        self.layers, self.evict = layers, SweepEvict(nbytes)
+
+    def forward(self, *inputs):
+        return self.evict(self.layers(*inputs))
+
+
+def _layers(op: str, depth: int, **p) -> nn.Module:
     p = {**DEFAULTS[op], **p}
     if op in ("Conv2d", "MaxPool2d") and p["stride"] != 1:
         depth = 1  # the layer changes the shape: a chain of one
