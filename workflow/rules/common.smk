@@ -1,4 +1,6 @@
+import atexit
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -11,12 +13,34 @@ from opcost.progress import watch as watch_progress
 
 if workflow.is_main_process:  # the user's command line, repeated by every repair command the run prints
     rerun.remember(sys.argv[1:])
+PREFLIGHT = None  # what is wrong with the models (opcost.preflight), found while Snakemake builds its DAG
 try:
     validate_config(config)  # JSON schema, defaults filled in; one line naming each bad key
-    if workflow.is_main_process:  # what is wrong with the models, before the first job (opcost.preflight)
-        preflight.check(config, cache_dir=".snakemake/opcost-preflight")
+    if workflow.is_main_process:
+        PREFLIGHT = preflight.start(config, cache_dir=".snakemake/opcost-preflight")
 except OpcostError as e:
     raise WorkflowError("\n".join(f"opcost: {line}" for line in str(e).splitlines())) from None
+
+
+def preflight_checked():
+    """Wait for the check the parse started; its problems, one line each, stop the run before the first job
+    (``onstart``). A command that runs no job (a dry run) reports them as it exits, with a failing status."""
+    global PREFLIGHT
+    pending, PREFLIGHT = PREFLIGHT, None
+    if pending is not None and pending.problems():
+        raise WorkflowError("\n".join(f"opcost: {line}" for line in pending.problems()))
+
+
+def _preflight_at_exit():
+    try:
+        preflight_checked()
+    except WorkflowError as e:
+        sys.stdout.flush()
+        print(str(e), file=sys.stderr, flush=True)
+        os._exit(1)
+
+
+atexit.register(_preflight_at_exit)
 
 STARTED = time.time()
 WORKLOADS = workloads(config)
