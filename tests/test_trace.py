@@ -475,6 +475,7 @@ def test_glue_timed_without_the_profiler_replaces_the_traced_gaps_beyond_their_n
     assert far.gap_s({"aten::add": 10}) == pytest.approx(0.0)
 
 
+@pytest.mark.timing
 def test_glue_timing_finds_the_work_a_step_does_beyond_its_replay():
     """A real pair: the "model" runs the replay's matrix product and two more of the same size."""
     from opcost.measure.glue import time_glue

@@ -195,7 +195,7 @@ def _needs_import(config: dict, cache_dir) -> bool:
 
 class Pending:
     """:func:`problems` of a config, started by :func:`start`: found already, or being found in a process of its
-    own; :meth:`check` waits for them and raises :class:`Problems` if any."""
+    own; :meth:`problems` waits for them."""
 
     def __init__(self, found: list[str] | None = None, proc=None):
         self._found, self._proc = found, proc
@@ -210,16 +210,11 @@ class Pending:
                 self._found = json.loads(out)
         return self._found
 
-    def check(self) -> None:
-        found = self.problems()
-        if found:
-            raise Problems(found)
-
 
 def start(config: dict, cache_dir=None, where=".") -> Pending:
     """:func:`problems` of a validated ``config``, started: at once where they need no import (every model entry
     remembered), else in a Python process of its own, so that the caller (Snakemake building its DAG) goes on
-    meanwhile; :meth:`Pending.check` waits for them."""
+    meanwhile; :meth:`Pending.problems` waits for them."""
     import subprocess
     import sys
 
