@@ -5,7 +5,7 @@ by each tool, same threads, same callables (opcost's replay of the configuration
 
 * opcost_fresh: the default isolated method (`profile.cache: fresh`, `profile.order: model`): all configurations of
   the model in one rotation, each round the model's call sequence with its repeats
-  (`opcost.measure.timing.measure_rotation`, each call reading its producer's output of the same round, other large
+  (`opcost.measure.rotation.measure_rotation`, each call reading its producer's output of the same round, other large
   inputs rewritten before it), default profile settings (95% CI of each median within 2% or 0.2 us, cap 1 s per
   configuration, or stopped once the medians still short of it could not get there before the cap); its wall time is
   divided among the configurations;

@@ -185,9 +185,9 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     """Measure every configuration (under each placement, when tiers are configured); returns (`measurements`
     rows, `samples` rows). The fields of ``settings`` (:class:`ProfileSettings`) below are named ``settings.X``.
     ``settings.cache`` is the state a call finds the machine in. ``fresh`` (default) and ``rotation``: configurations
-    are timed in rotation, one call at a time (:func:`opcost.measure.timing.measure_rotation`), so weights, code and the
-    thread pool are as other operators left them, as in a model; with ``fresh`` each call reads what its producer
-    just wrote: in model order and inference, an input that is a recorded call's output in the model (column
+    are timed in rotation, one call at a time (:func:`opcost.measure.rotation.measure_rotation`), so weights, code
+    and the thread pool are as other operators left them, as in a model; with ``fresh`` each call reads what its
+    producer just wrote: in model order and inference, an input that is a recorded call's output in the model (column
     `feeds`) is that call's output of the same round (:func:`opcost.measure.rotation.producer_feed`), and the other
     inputs are rewritten just before the call (untimed, :func:`opcost.model.replay.refresher`), as their producer would
     have written them. ``warm`` (inputs reused) and ``cold`` (inputs rotate over a pool larger than the last-level
