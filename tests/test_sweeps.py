@@ -82,8 +82,13 @@ def test_an_evicting_point_ends_each_iteration_by_writing_twice_the_last_level_c
 
     cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "sweeps": [
         {"op": "Linear", "grid": {"features": [8], "rows": [3]}, "evict": True},
-        {"op": "Linear", "grid": {"features": [8], "rows": [3]}}]})
+        {"op": "Linear", "grid": {"features": [8], "rows": [3]}},
+        {"op": "LayerNorm", "grid": {"features": [8], "rows": [3]}, "evict": True}]})
     assert {"sweep-Linear-f8-r3-evict", "sweep-Linear-f8-r3"} <= set(cfg["models"])
+    # two points of one output shape: each its own eviction configuration, in its own workload's rotation
+    evicts = [extract(make_workload(load_model(n, cfg["models"][n]), 2, "inference")).query("op_type == 'SweepEvict'")
+              for n in ("sweep-Linear-f8-r3-evict", "sweep-LayerNorm-f8-r3-evict")]
+    assert len({e["config_id"].iloc[0] for e in evicts}) == 2
     evicting = load_model("sweep-Linear-f8-r3-evict", cfg["models"]["sweep-Linear-f8-r3-evict"])
     (ev,) = [m for m in evicting.module.modules() if isinstance(m, SweepEvict)]
     assert ev.traffic.numel() * 4 == 2 * (llc_bytes() or 32 * 1024 * 1024)

@@ -213,10 +213,14 @@ class _Functional(nn.Module):
 class SweepEvict(nn.Module):
     """The last layer of a sweep point's chain with ``evict`` (:mod:`opcost.model.sweep_points`): writes ``nbytes``
     of its own and returns its input, so that the chain's layers find their weights evicted from the caches at
-    their next call, as inside a model whose weights exceed them."""
+    their next call, as inside a model whose weights exceed them. ``point`` (the point's operator and parameters)
+    is one of its recorded parameters, so that each point's is a configuration of its own: a configuration rotates
+    with the first workload that has it, and two points of one output shape would otherwise share one, leaving
+    the second's rotation without it."""
 
-    def __init__(self, nbytes: int):
+    def __init__(self, nbytes: int, point: str = ""):
         super().__init__()
+        self.nbytes, self.point = int(nbytes), point
         self.register_buffer("traffic", torch.zeros(max(1, nbytes // 4)), persistent=False)
 
     def forward(self, x):
@@ -235,15 +239,16 @@ def chain(op: str, depth: int = 4, evict: int = 0, **p) -> nn.Module:
     """The sweep point's model: ``depth`` identical ``op`` layers with parameters ``p`` (see :data:`DEFAULTS`);
     with ``evict``, followed by a :class:`SweepEvict`."""
     layers = _layers(op, depth, **p)
-    return _Evicting(layers, evict_bytes()) if evict else layers
+    point = f"{op} depth {depth} " + " ".join(f"{k} {v}" for k, v in sorted(p.items()))
+    return _Evicting(layers, evict_bytes(), point) if evict else layers
 
 
 class _Evicting(nn.Module):
     """A chain followed by a :class:`SweepEvict` of its output."""
 
-    def __init__(self, layers: nn.Module, nbytes: int):
+    def __init__(self, layers: nn.Module, nbytes: int, point: str):
         super().__init__()
-        self.layers, self.evict = layers, SweepEvict(nbytes)
+        self.layers, self.evict = layers, SweepEvict(nbytes, point)
 
     def forward(self, *inputs):
         return self.evict(self.layers(*inputs))
