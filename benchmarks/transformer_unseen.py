@@ -254,14 +254,15 @@ def main() -> None:
         scaled = float(np.median(by_ref))
         est_all = err_all = drift = drift_step = covered = float("nan")
         misses = None
+        now = None
         if measuring:
             try:
                 now = measure_now(wl, {model: unseen[model]}, profiling, stat)
                 drift_after = drift_now()
-            except (OpcostError, RuntimeError, ValueError) as e:
+            except (OpcostError, RuntimeError, ValueError) as e:  # this workload's figures missing, the rest go on
                 print(f"{model} b{batch}: its configurations not measured now: {e}", flush=True)
-                measuring = False
-        if measuring:
+                now = None
+        if now is not None:
             drift = float(np.sqrt(drift_before * drift_after))
             drift_step = drift_after / drift_before - 1  # how far the drift moved while the workload was measured
             drift_before = drift_after
@@ -269,7 +270,8 @@ def main() -> None:
             est = fwd.groupby("config_id")["cost_s"].first().astype(float).reindex(now.index).dropna()
             on_both = wl[wl["config_id"].isin(est.index)]
             est_all = weighted(on_both, est) / weighted(on_both, now / drift) - 1
-            covered = wl["config_id"].isin(now.index).mean()  # the calls' share measured (failed ones missing)
+            calls_of = wl["count"].astype(float)
+            covered = float(calls_of[wl["config_id"].isin(now.index)].sum() / calls_of.sum())  # calls measured
             err_all = (weighted(wl, now / drift) + p.overhead_s) / scaled - 1
             calls = on_both.groupby("config_id")["count"].sum().astype(float)
             types = on_both.groupby("config_id")["op_type"].first()
