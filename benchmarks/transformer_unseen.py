@@ -269,15 +269,15 @@ def main() -> None:
             fwd = alone.layers[alone.layers["phase"] == "forward"]
             est = fwd.groupby("config_id")["cost_s"].first().astype(float).reindex(now.index).dropna()
             on_both = wl[wl["config_id"].isin(est.index)]
-            est_all = weighted(on_both, est) / weighted(on_both, now / drift) - 1
+            calls = on_both.groupby("config_id")["count"].sum().astype(float)
+            misses = pd.DataFrame({"estimated_ms": calls * est[calls.index] * 1e3,
+                                   "measured_ms": calls * (now / drift)[calls.index] * 1e3})
+            est_all = misses["estimated_ms"].sum() / misses["measured_ms"].sum() - 1
+            misses = misses.groupby(on_both.groupby("config_id")["op_type"].first()).sum()
+            misses.index = [label(t) for t in misses.index]
             calls_of = wl["count"].astype(float)
             covered = float(calls_of[wl["config_id"].isin(now.index)].sum() / calls_of.sum())  # calls measured
             err_all = (weighted(wl, now / drift) + p.overhead_s) / scaled - 1
-            calls = on_both.groupby("config_id")["count"].sum().astype(float)
-            types = on_both.groupby("config_id")["op_type"].first()
-            misses = pd.DataFrame({"estimated_ms": calls * est[calls.index] * 1e3,
-                                   "measured_ms": calls * (now / drift)[calls.index] * 1e3}).groupby(types).sum()
-            misses.index = [label(t) for t in misses.index]
         row = {"model": model, "batch": batch, "predicted_ms": p.predicted_s * 1e3, "low_ms": p.low_s * 1e3,
                "high_ms": p.high_s * 1e3, "now_ms": tx * 1e3, "ref_now_ms": tr[0] * 1e3, "scaled_ms": scaled * 1e3,
                "error": p.predicted_s / scaled - 1, "err_ref0": p.predicted_s / by_ref[0] - 1,

@@ -26,10 +26,10 @@ def _evaluations(work):
     return json.loads((work / "results" / "loop" / "summary.json").read_text())
 
 
+@pytest.mark.timing  # tiny_dlrm's coverage is a measured figure: the other test process's load moves it below 0.3
 def test_loop_adds_types_until_target(tmp_path):
-    # operators only: the loop's mechanics, independent of how much glue the trace models; a low target, as
-    # tiny_dlrm's operators hold a third of its µs-scale iteration or less when the other test process loads the cores
-    cfg = _config(tmp_path, initial_op_types=["sigmoid"], target=0.2, add_per_iteration=2, max_iterations=8,
+    # operators only: the loop's mechanics, independent of how much glue the trace models
+    cfg = _config(tmp_path, initial_op_types=["sigmoid"], target=0.3, add_per_iteration=2, max_iterations=8,
                   overhead=False)
     proc = snakemake("--configfile", cfg, "--cores", "1", cwd=tmp_path)
     evs = _evaluations(tmp_path)
@@ -38,7 +38,7 @@ def test_loop_adds_types_until_target(tmp_path):
     assert evs[0]["profiled_op_types"] == ["sigmoid"] and evs[0]["next_op_types"]
     for a, b in zip(evs, evs[1:]):  # each iteration adds the types the previous one chose
         assert b["profiled_op_types"] == a["profiled_op_types"] + a["next_op_types"]
-    assert all(w["coverage"] >= 0.2 and w["overhead_s"] is None for w in evs[-1]["workloads"])
+    assert all(w["coverage"] >= 0.3 and w["overhead_s"] is None for w in evs[-1]["workloads"])
     meas = pd.read_parquet(tmp_path / "results" / "db" / "measurements.parquet")
     iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward")]
     # earlier iterations' measurements are reused, never repeated

@@ -13,13 +13,18 @@ from opcost.progress import watch as watch_progress
 
 if workflow.is_main_process:  # the user's command line, repeated by every repair command the run prints
     rerun.remember(sys.argv[1:])
+def _problems_error(lines):
+    """The WorkflowError that names a config's problems, one line each."""
+    return WorkflowError("\n".join(f"opcost: {line}" for line in lines))
+
+
 PREFLIGHT = None  # what is wrong with the models (opcost.preflight), found while Snakemake builds its DAG
 try:
     validate_config(config)  # JSON schema, defaults filled in; one line naming each bad key
     if workflow.is_main_process:
         PREFLIGHT = preflight.start(config, cache_dir=".snakemake/opcost-preflight")
 except OpcostError as e:
-    raise WorkflowError("\n".join(f"opcost: {line}" for line in str(e).splitlines())) from None
+    raise _problems_error(str(e).splitlines()) from None
 
 
 def preflight_checked():
@@ -28,7 +33,7 @@ def preflight_checked():
     global PREFLIGHT
     pending, PREFLIGHT = PREFLIGHT, None
     if pending is not None and pending.problems():
-        raise WorkflowError("\n".join(f"opcost: {line}" for line in pending.problems()))
+        raise _problems_error(pending.problems())
 
 
 def _preflight_at_exit():

@@ -239,8 +239,9 @@ def chain(op: str, depth: int = 4, evict: int = 0, **p) -> nn.Module:
     """The sweep point's model: ``depth`` identical ``op`` layers with parameters ``p`` (see :data:`DEFAULTS`);
     with ``evict``, followed by a :class:`SweepEvict`."""
     layers = _layers(op, depth, **p)
-    point = f"{op} depth {depth} " + " ".join(f"{k} {v}" for k, v in sorted(p.items()))
-    return _Evicting(layers, evict_bytes(), point) if evict else layers
+    if not evict:
+        return layers
+    return _Evicting(layers, evict_bytes(), f"{op} depth {depth} " + " ".join(f"{k} {v}" for k, v in sorted(p.items())))
 
 
 class _Evicting(nn.Module):
