@@ -59,13 +59,15 @@ SHOWN: dict[str, list[Figure]] = {
         Figure("median_abs_err_rot", f"decode steps: {ISO}"),
         Figure("median_abs_err_extrap", "decode steps never measured (4× the context, another batch), timed "
                                         "beside a measured step, median |error|"),
-        Figure("median_abs_err_extrap_now", "the same with the overhead from the step's own short trace (`opcost "
-                                            "predict`'s default), median |error|"),
     ],
     "transformer_unseen": [
         Figure("median_abs_err", "transformers never profiled, timed in turn with profiled models, median |error|"),
         Figure("within_15pct", "transformers never profiled: workloads within ±15%", "of:workloads"),
         Figure("median_abs_err_run", "transformers never profiled vs the run's dedicated times, median |error|"),
+        Figure("in_interval", "transformers never profiled: the 90% interval holds the time in turn with profiled "
+                              "models", "of:workloads"),
+        Figure("in_interval_run", "transformers never profiled: the 90% interval holds the run's dedicated time",
+               "of:workloads"),
         Figure("median_abs_est_vs_all", "transformers never profiled: the estimate alone vs every configuration "
                                         "measured, median |error|"),
         Figure("median_abs_err_all", "transformers never profiled, every configuration measured: Σ isolated + "

@@ -16,14 +16,15 @@ leaves them out), `opcost.analysis.estimate.predict_workload` predicts each mode
 largest measured context (`context`), at a batch between two measured ones (`batch`), and at both (`both`), as
 `opcost predict --mode decode --no-trace` does: measured costs where the step's configurations were measured (the
 Linears, shared across context lengths), the cost model's estimates for the rest (attention and the cache update
-at the new context, every operator at the new batch), the overhead between operators from the traced decode steps.
+at the new context, every operator at the new batch), the overhead between operators from the model's traced decode
+steps (a line in the cached tokens, batch x context: `opcost.analysis.estimate.decode_overhead`).
 Each against its time in the database's minutes (`err`): the step timed alternately with a measured step of the
 same model (`ref`: at the same context where measured, else the largest, the nearest batch), in `--rounds` rounds,
 the median ratio times that step's time in the database (`then_ms`; `spread`: how far the rounds' ratios lie
 apart), so that the machine's drift between the measuring and now cancels, as in benchmarks/transformer_unseen.py;
 `err_ded`: against the step's dedicated timing now, drift included; `err_now`: with the overhead from a short
-trace of the step taken now (`opcost predict`'s default); `err_no_sweeps`: from the database without the sweep
-points. Prints the tables, the median |error| of each group, and one SUMMARY line.
+trace of the step taken now instead (what `opcost predict` does for a model it never traced); `err_no_sweeps`: from
+the database without the sweep points. Prints the tables, the median |error| of each group, and one SUMMARY line.
 
     python benchmarks/decode.py [--models gpt2 llama] [--contexts 128 512] [--batches 1 4] [--threads 1] [--rounds 5]
     python benchmarks/decode.py --smoke     # one-layer models of two families, one context, the first one's
@@ -176,7 +177,9 @@ def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None, ro
             try:
                 wl, layers, timed = timed_step(model, spec, batch, mode, cfg)
                 pred = predict_workload(db, layers, None)  # the cost model fitted in memory, never saved
-                now = predict_workload(db, layers, None, trace_now=(model, spec))
+                # as for a model never traced: the overhead from a short trace of the step taken now
+                untraced = {**db, "overheads": db["overheads"][db["overheads"]["model"] != model]}
+                now = predict_workload(untraced, layers, None, trace_now=(model, spec))
                 bare = predict_workload(without, layers, None) if without is not None else None
                 then, spread = in_run_minutes(wl, *reference_of(model, spec, ref_mode, ref_batch), cfg, rounds)
             except Exception as e:  # e.g. a context beyond the model's positions: the other targets stand

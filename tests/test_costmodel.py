@@ -11,7 +11,7 @@ from opcost import database
 from opcost.analysis import estimate
 from opcost.analysis.costmodel import CostModel, fit_law
 from opcost.analysis.features import configuration_features
-from opcost.analysis.predict import DEFAULT_STATISTIC
+from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
 from opcost.errors import OpcostError
 
 
@@ -538,8 +538,10 @@ def test_the_overhead_per_call_comes_from_the_traces_in_the_database(tiny_run):
 
 def test_the_interval_holds_the_methods_own_error(tiny_run):
     """Where three or more fully measured workloads have an end-to-end time, the interval spans the 5-95% range of
-    how far their predictions (isolated costs + the modelled overhead) are off it, so that a fully measured
-    workload's interval is not just its measurements' noise; with fewer, the overhead's range alone."""
+    how far their predictions (isolated costs + the modelled overhead) are off each end-to-end time their run took
+    (every rotation's, the dedicated and interleaved runs': other minutes, the machine's drift between them
+    included), so that a fully measured workload's interval is not just its measurements' noise; with fewer, the
+    overhead's range alone."""
     db = database.read_db(tiny_run / "results" / "db")
     used, _ = estimate.conditions(db["measurements"])
     per_call = estimate.overhead_per_call(db, used, "inference", DEFAULT_STATISTIC)[0]
@@ -560,14 +562,18 @@ def test_the_interval_holds_the_methods_own_error(tiny_run):
         more["layers"].append(mlp.assign(model=name))
         more["e2e"].append(e2e.assign(model=name, **{c: e2e[c] * scale for c in times}))
     db4 = {**db, **{k: pd.concat(v, ignore_index=True) for k, v in more.items()}}
+    col = STATISTICS[DEFAULT_STATISTIC]
     rel = []
     for r in plain.itertuples():
         calls = database.of_workload(db["layers"], r.model, r.batch, r.mode)["count"].sum()
+        own_e2e = database.of_workload(db["e2e"], r.model, r.batch, r.mode)
+        every = own_e2e.loc[own_e2e["method"].isin(["rotation", "dedicated", "interleaved"]), col].astype(float)
+        assert len(every) >= 2
         # the traced workloads with the overhead of their trace, the two copies (untraced) with the median per call
-        rel.append(r.measured_s / traced.loc[r.model, "predicted_s"] - 1)
+        rel += [t / traced.loc[r.model, "predicted_s"] - 1 for t in every]
         if r.model == "mlp":
-            rel += [scale * r.measured_s / (r.predicted_s + per_call * calls) - 1 for scale in scales]
-    assert len(rel) == 4
+            rel += [scale * t / (r.predicted_s + per_call * calls) - 1 for scale in scales for t in every]
+    assert len(rel) >= 8  # four workloads, each timed by its rotations and its dedicated run at least
     off = estimate.method_error(db4, used, "inference", DEFAULT_STATISTIC, per_call)
     assert off == pytest.approx((np.quantile(rel, 0.05), np.quantile(rel, 0.95)))
     full = estimate.predict_workload(db4, mlp)

@@ -275,6 +275,28 @@ def test_predict_a_decode_step_at_a_context_and_batch_never_measured(decode_run)
         "kv_cache_bytes"]
 
 
+def test_a_step_at_a_context_never_traced_takes_its_overhead_from_its_models_traced_steps(decode_run):
+    """The overhead of a step at a context and batch never traced: the line through the model's traced decode steps'
+    overheads in their cached tokens (batch x context), here the two the run traced (contexts 16 and 64 at batch 2),
+    floored at 0; a traced step keeps its own."""
+    from opcost.analysis import estimate
+    from opcost.database import read_db
+    from opcost.model.modes import decode_context
+
+    db_dir = decode_run / "results" / "db"
+    db = read_db(db_dir)
+    ov = db["overheads"]
+    ov = ov[ov["model"] == "tiny_llama"]
+    points = {int(b) * decode_context(m): float(o) for m, b, o in zip(ov["mode"], ov["batch"], ov["overhead_s"])}
+    assert sorted(points) == [32, 128]
+    slope = (points[128] - points[32]) / (128 - 32)
+    p = estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", 3, "decode256", LLAMA), db_dir)
+    assert p.overhead_from == "decode steps"
+    assert p.overhead_s == pytest.approx(max(points[32] + slope * (3 * 256 - 32), 0.0), rel=1e-6, abs=1e-12)
+    own = estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", 2, "decode64", LLAMA), db_dir)
+    assert own.overhead_from == "own trace" and own.overhead_s == pytest.approx(points[128])
+
+
 def test_cli_predicts_a_decode_step(decode_run):
     import subprocess
     import sys

@@ -13,8 +13,8 @@ Intervals: measured parts count as exact (their own noise is small next to an es
 contributes count × its interval (the 5–95% range of its op type's held-out errors). Within an op type and phase
 the ends add up (one law errs the same way on all its configurations); across them they combine in quadrature
 (different laws, independent errors), as does the method's own error: the 5–95% range of how far the database's
-fully measured workloads' predictions (isolated costs + their modelled overhead) are off their end-to-end times
-(:func:`method_error`), which holds the overhead's spread between workloads; with fewer than three such
+fully measured workloads' predictions (isolated costs + their modelled overhead) are off each end-to-end time their
+run took of them (:func:`method_error`: the machine's drift between minutes included), which holds the overhead's spread between workloads; with fewer than three such
 workloads, the overhead's 10–90% range instead.
 """
 from __future__ import annotations
@@ -25,12 +25,13 @@ import numpy as np
 import pandas as pd
 
 from opcost.analysis.costmodel import CONTEXT, context_bytes, load_or_fit
-from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, baseline, one_run, references, rotation_first
+from opcost.analysis.predict import (DEFAULT_STATISTIC, REFERENCES, STATISTICS, baseline, one_run, references,
+                                     rotation_first)
 from opcost.database import latest, of_workload, runs
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
 from opcost.measure.plain import PROCESS  # the process the costs hold in
-from opcost.model.modes import is_decode
+from opcost.model.modes import decode_context, is_decode
 from opcost.model.sweep_points import PREFIX as SWEEP_PREFIX
 
 CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
@@ -212,7 +213,7 @@ def _measured_workloads(db: dict, used: pd.DataFrame, mode: str,
                         statistic: str) -> list[tuple[tuple[str, int], float, float, float]]:
     """((model, batch), end-to-end time, Σ count × isolated cost + the autograd engine's call, calls) of each fully
     measured model workload of ``mode`` with an end-to-end time on the conditions of ``used`` (not the sweep
-    chains)."""
+    chains); the end-to-end time is its reference (:func:`~opcost.analysis.predict.references`)."""
     col = STATISTICS[statistic]
     e2e = _on_conditions(db["e2e"], used)
     refs = references(e2e, str(used["device"].iloc[0]), "isolated", statistic) if len(used) else {}
@@ -233,6 +234,18 @@ def _measured_workloads(db: dict, used: pd.DataFrame, mode: str,
     return out
 
 
+def _every_time(db: dict, used: pd.DataFrame, statistic: str) -> dict[tuple, list[float]]:
+    """(model, batch, mode) -> every end-to-end time its run took of the workload on the conditions of ``used``,
+    seconds per iteration: each rotation's, each dedicated and interleaved run's (the reference methods of
+    isolated costs; not the plain process, whose allocator differs), taken in other minutes than one another."""
+    col = STATISTICS[statistic]
+    e2e = one_run(_on_conditions(db["e2e"], used))
+    e2e = e2e[e2e["method"].isin(REFERENCES["isolated"]) & e2e[col].notna()]
+    if len(used):
+        e2e = e2e[e2e["device"].astype(str) == str(used["device"].iloc[0])]
+    return {(m, int(b), mo): g[col].astype(float).tolist() for (m, b, mo), g in e2e.groupby(["model", "batch", "mode"])}
+
+
 def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> list[float]:
     """Per fully measured model workload of ``mode`` with an end-to-end time on the conditions of ``used``:
     (end-to-end time − Σ count × isolated cost − the autograd engine's call) / calls."""
@@ -243,35 +256,64 @@ def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str,
                  per_call: float) -> tuple[float, float] | None:
     """(5th, 95th percentile) of end-to-end time / prediction − 1 over the database's fully measured model
     workloads of ``mode`` with an end-to-end time, each predicted as :func:`predict_workload` predicts it (Σ count ×
-    isolated cost + its overhead by :func:`_overhead_of`, ``per_call`` the median per call of all), i.e. how far the
-    method is off where nothing is estimated; None with fewer than 3 such workloads."""
+    isolated cost + its overhead by :func:`_overhead_of`, ``per_call`` the median per call of all), against each
+    end-to-end time its run took of it (:func:`_every_time`: a time taken in other minutes than the costs moves
+    with the machine, and the interval is to hold such a time too), i.e. how far the method is off where nothing
+    is estimated; None with fewer than 3 such workloads."""
     traced = traced_overheads(db, used, mode)
-    rel = []
+    times = _every_time(db, used, statistic)
+    rel, workloads = [], 0
     for (model, batch), ref, ops, calls in _measured_workloads(db, used, mode, statistic):
         predicted = ops + _overhead_of(traced, model, batch, calls, per_call)[0]
         if predicted > 0:
-            rel.append(ref / predicted - 1)
-    if len(rel) < 3:
+            rel += [t / predicted - 1 for t in times.get((model, batch, mode), [ref])]
+            workloads += 1
+    if workloads < 3:
         return None
     return float(np.quantile(rel, 0.05)), float(np.quantile(rel, 0.95))
 
 
 OVERHEAD_FROM = {"own trace": "its trace", "trace now": "a short trace of its own, taken now",
+                 "decode steps": "its model's traced decode steps, linear in the cached tokens (batch x context)",
                  "same model": "per call, its model's traces at other batch sizes",
                  "all models": "median per call of the traced workloads"}  # Prediction.overhead_from -> its meaning
 
 
+def decode_overhead(db: dict, used: pd.DataFrame, model: str, batch: int, mode: str,
+                    run: str | None = None) -> float | None:
+    """Seconds per step of overhead of ``model``'s decode step at ``batch`` and the context of ``mode``
+    (``decode<L>``), from its model's traced decode steps at other context lengths and batch sizes: a least-squares
+    line in the step's cached tokens (batch × context), floored at 0. What a step does around its operators grows
+    with the cache it moves (its update's bookkeeping, the operators finding their weights and code evicted by the
+    cache's traffic), which a median per call cannot follow to a longer context. None where the model's traced steps
+    hold fewer than two token counts, or ``mode`` is no decode step."""
+    context = decode_context(mode)
+    if context is None:
+        return None
+    held = set(db.get("overheads", pd.DataFrame(columns=["mode"]))["mode"])
+    points = {b * decode_context(m): o for m in filter(is_decode, held)
+              for (name, b), (o, _) in traced_overheads(db, used, m, run).items() if name == model}
+    if len(points) < 2:
+        return None
+    tokens, overhead = np.array(list(points), dtype=float), np.array(list(points.values()), dtype=float)
+    slope, intercept = np.polyfit(tokens, overhead, 1)
+    return max(float(intercept + slope * batch * context), 0.0)
+
+
 def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: float,
-                 now: float | None = None) -> tuple[float, str]:
+                 now: float | None = None, steps: float | None = None) -> tuple[float, str]:
     """(overhead seconds per iteration, where from: a key of :data:`OVERHEAD_FROM`) of a workload of ``calls``
     calls, the nearest evidence first, as for operator costs: the workload's own trace (:func:`traced_overheads`,
     as its validation's `+overhead` row); else the median per call of its model's traced workloads at other batch
     sizes (the same Python glue between the same calls); else, for a model never traced, ``now``, the overhead of a
     short trace of its own taken at predict time (:func:`overhead_now`); else ``per_call``, the median per call of
-    all."""
+    all. A decode step its model traced at other context lengths: ``steps``, their line (:func:`decode_overhead`),
+    after its own trace."""
     own = traced.get((model, batch))
     if own is not None:
         return own[0], "own trace"
+    if steps is not None:
+        return steps, "decode steps"
     sibling = [max(o / c, 0.0) for (m, _), (o, c) in traced.items() if m == model]
     if sibling:
         return float(np.median(sibling)) * calls, "same model"
@@ -395,10 +437,11 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     calls = float(layers["count"].sum())
     ops = float(rows["total_s"].sum())
     traced = traced_overheads(db, used, mode, run)
+    steps = decode_overhead(db, used, model, batch, mode, run) if (model, batch) not in traced else None
     now = None
-    if trace_now is not None and not any(m == model for m, _ in traced):  # its own glue, not a borrowed one
+    if trace_now is not None and steps is None and not any(m == model for m, _ in traced):  # its own glue
         now = overhead_now(trace_now, batch, mode, picked)
-    overhead_s, overhead_from = _overhead_of(traced, model, batch, calls, per_call, now)
+    overhead_s, overhead_from = _overhead_of(traced, model, batch, calls, per_call, now, steps)
     est_rows = ~rows["method"].isin(["measured"])
     n = rows["count"].astype(float)
     down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
