@@ -1,21 +1,23 @@
 """Predict any model's iteration from the database: measured costs where it holds the configuration, the cost
 model's estimates (:mod:`opcost.analysis.costmodel`) for the rest, plus the overhead between operators.
 
-The measurements used are one set of conditions (host, device, threads: :func:`conditions`); costs from
-different machines or thread counts are never mixed. The overhead between operators of a workload the database
-traced is the one its own trace models (the `overheads` table, as in its validation's `+overhead` row); of a model
-traced at other batch sizes, the median per call of those traces; of any other, it is modelled per call from the
-database's workloads: the overhead their traces model per call (without traces, (end-to-end time − Σ measured
-isolated costs) / calls of the workloads with an end-to-end time), the median over the models' workloads of the
-same mode (their 10–90% range is its interval), floored at 0.
+The measurements used are one set of conditions (host, device, threads: :func:`conditions`); costs from different
+machines or thread counts are never mixed. The overhead between operators of a workload the database traced is the
+one its own trace models (the `overheads` table, as in its validation's `+overhead` row); of a decode step whose
+model's steps were traced at other contexts or batches, their line in the cached tokens (:func:`decode_overhead`);
+of a model traced at other batch sizes, the median per call of those traces; of a model never traced, a short trace
+of its own taken at predict time where asked; of any other, it is modelled per call from the database's workloads:
+the overhead their traces model per call (without traces, (end-to-end time − Σ measured isolated costs) / calls of
+the workloads with an end-to-end time), the median over the models' workloads of the same mode (their 10–90% range
+is its interval), floored at 0.
 
 Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
 contributes count × its interval (the 5–95% range of its op type's held-out errors). Within an op type and phase
 the ends add up (one law errs the same way on all its configurations); across them they combine in quadrature
 (different laws, independent errors), as does the method's own error: the 5–95% range of how far the database's
 fully measured workloads' predictions (isolated costs + their modelled overhead) are off each end-to-end time their
-run took of them (:func:`method_error`: the machine's drift between minutes included), which holds the overhead's spread between workloads; with fewer than three such
-workloads, the overhead's 10–90% range instead.
+run took of them (:func:`method_error`: the machine's drift between minutes included), which holds the overhead's
+spread between workloads; with fewer than three such workloads, the overhead's 10–90% range instead.
 """
 from __future__ import annotations
 
@@ -243,7 +245,8 @@ def _every_time(db: dict, used: pd.DataFrame, statistic: str) -> dict[tuple, lis
     e2e = e2e[e2e["method"].isin(REFERENCES["isolated"]) & e2e[col].notna()]
     if len(used):
         e2e = e2e[e2e["device"].astype(str) == str(used["device"].iloc[0])]
-    return {(m, int(b), mo): g[col].astype(float).tolist() for (m, b, mo), g in e2e.groupby(["model", "batch", "mode"])}
+    return {(m, int(b), mo): g[col].astype(float).tolist()
+            for (m, b, mo), g in e2e.groupby(["model", "batch", "mode"])}
 
 
 def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> list[float]:
