@@ -16,8 +16,8 @@ leaves them out), `opcost.analysis.estimate.predict_workload` predicts each mode
 largest measured context (`context`), at a batch between two measured ones (`batch`), and at both (`both`), as
 `opcost predict --mode decode --no-trace` does: measured costs where the step's configurations were measured (the
 Linears, shared across context lengths), the cost model's estimates for the rest (attention and the cache update
-at the new context, every operator at the new batch), the overhead between operators from the model's traced decode
-steps (a line in the cached tokens, batch x context: `opcost.analysis.estimate.decode_overhead`).
+at the new context, every operator at the new batch), the overhead between operators from the traced decode steps
+(fitted in the key/value cache bytes: `opcost.analysis.estimate.decode_overhead`).
 Each against its time in the database's minutes (`err`): the step timed alternately with a measured step of the
 same model (`ref`: at the same context where measured, else the largest, the nearest batch), in `--rounds` rounds,
 the median ratio times that step's time in the database (`then_ms`; `spread`: how far the rounds' ratios lie

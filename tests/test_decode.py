@@ -275,26 +275,32 @@ def test_predict_a_decode_step_at_a_context_and_batch_never_measured(decode_run)
         "kv_cache_bytes"]
 
 
-def test_a_step_at_a_context_never_traced_takes_its_overhead_from_its_models_traced_steps(decode_run):
-    """The overhead of a step at a context and batch never traced: the line through the model's traced decode steps'
-    overheads in their cached tokens (batch x context), here the two the run traced (contexts 16 and 64 at batch 2),
-    floored at 0; a traced step keeps its own."""
+def test_a_step_at_a_context_never_traced_takes_its_overhead_from_the_traced_steps_cache_bytes(decode_run):
+    """The overhead of a step at a context and batch never traced: the least-squares fit of the traced decode steps'
+    overheads in the key/value cache bytes a step reads (one slope for all models, an intercept per model), here
+    the run's one model traced at contexts 16 and 64 (batch 2): the line through those two, floored at 0; a traced
+    step keeps its own."""
     from opcost.analysis import estimate
-    from opcost.database import read_db
+    from opcost.analysis.decode import cache_bytes
+    from opcost.database import of_workload, read_db
     from opcost.model.modes import decode_context
 
     db_dir = decode_run / "results" / "db"
     db = read_db(db_dir)
     ov = db["overheads"]
     ov = ov[ov["model"] == "tiny_llama"]
-    points = {int(b) * decode_context(m): float(o) for m, b, o in zip(ov["mode"], ov["batch"], ov["overhead_s"])}
-    assert sorted(points) == [32, 128]
-    slope = (points[128] - points[32]) / (128 - 32)
-    p = estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", 3, "decode256", LLAMA), db_dir)
+    points = {cache_bytes(of_workload(db["layers"], "tiny_llama", int(b), m), decode_context(m)): float(o)
+              for m, b, o in zip(ov["mode"], ov["batch"], ov["overhead_s"])}
+    assert len(points) == 2
+    (x0, y0), (x1, y1) = sorted(points.items())
+    target = estimate.workload_layers(db, "tiny_llama", 3, "decode256", LLAMA)
+    x = cache_bytes(target, 256)
+    assert x == pytest.approx(x1 * (3 * 256) / (2 * 64))  # the cache grows with batch x context
+    p = estimate.predict_workload(db, target, db_dir)
     assert p.overhead_from == "decode steps"
-    assert p.overhead_s == pytest.approx(max(points[32] + slope * (3 * 256 - 32), 0.0), rel=1e-6, abs=1e-12)
+    assert p.overhead_s == pytest.approx(max(y0 + (y1 - y0) / (x1 - x0) * (x - x0), 0.0), rel=1e-6, abs=1e-12)
     own = estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", 2, "decode64", LLAMA), db_dir)
-    assert own.overhead_from == "own trace" and own.overhead_s == pytest.approx(points[128])
+    assert own.overhead_from == "own trace" and own.overhead_s == pytest.approx(points[x1])
 
 
 def test_cli_predicts_a_decode_step(decode_run):

@@ -4,12 +4,12 @@ model's estimates (:mod:`opcost.analysis.costmodel`) for the rest, plus the over
 The measurements used are one set of conditions (host, device, threads: :func:`conditions`); costs from different
 machines or thread counts are never mixed. The overhead between operators of a workload the database traced is the
 one its own trace models (the `overheads` table, as in its validation's `+overhead` row); of a decode step whose
-model's steps were traced at other contexts or batches, their line in the cached tokens (:func:`decode_overhead`);
-of a model traced at other batch sizes, the median per call of those traces; of a model never traced, a short trace
-of its own taken at predict time where asked; of any other, it is modelled per call from the database's workloads:
-the overhead their traces model per call (without traces, (end-to-end time − Σ measured isolated costs) / calls of
-the workloads with an end-to-end time), the median over the models' workloads of the same mode (their 10–90% range
-is its interval), floored at 0.
+model's steps were traced at other contexts or batches, a fit in the key/value cache bytes over every model's traced
+steps (:func:`decode_overhead`); of a model traced at other batch sizes, the median per call of those traces; of a
+model never traced, a short trace of its own taken at predict time where asked; of any other, it is modelled per
+call from the database's workloads: the overhead their traces model per call (without traces, (end-to-end time − Σ
+measured isolated costs) / calls of the workloads with an end-to-end time), the median over the models' workloads of
+the same mode (their 10–90% range is its interval), floored at 0.
 
 Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
 contributes count × its interval (the 5–95% range of its op type's held-out errors). Within an op type and phase
@@ -277,30 +277,41 @@ def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str,
 
 
 OVERHEAD_FROM = {"own trace": "its trace", "trace now": "a short trace of its own, taken now",
-                 "decode steps": "its model's traced decode steps, linear in the cached tokens (batch x context)",
+                 "decode steps": "the traced decode steps, linear in the key/value cache bytes (its model's intercept)",
                  "same model": "per call, its model's traces at other batch sizes",
                  "all models": "median per call of the traced workloads"}  # Prediction.overhead_from -> its meaning
 
 
-def decode_overhead(db: dict, used: pd.DataFrame, model: str, batch: int, mode: str,
+def decode_overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, mode: str,
                     run: str | None = None) -> float | None:
-    """Seconds per step of overhead of ``model``'s decode step at ``batch`` and the context of ``mode``
-    (``decode<L>``), from its model's traced decode steps at other context lengths and batch sizes: a least-squares
-    line in the step's cached tokens (batch × context), floored at 0. What a step does around its operators grows
-    with the cache it moves (its update's bookkeeping, the operators finding their weights and code evicted by the
-    cache's traffic), which a median per call cannot follow to a longer context. None where the model's traced steps
-    hold fewer than two token counts, or ``mode`` is no decode step."""
+    """Seconds per step of overhead of the decode step ``layers`` (one workload's rows) at the context of ``mode``
+    (``decode<L>``), from the database's traced decode steps: a least-squares fit of their overheads in the bytes
+    of key/value cache a step reads (:func:`opcost.analysis.decode.cache_bytes`), one slope shared by every model
+    (what a byte of cache costs a step around its operators: the operators finding their weights and code evicted
+    by the cache's traffic, the update's bookkeeping) and an intercept per model (its glue without a cache), floored
+    at 0. A median per call cannot follow that growth to a longer context; one slope from every model's steps moves
+    less with one trace's noise than a line through one model's two or three. None where ``mode`` is no decode
+    step, the model has no traced decode step, or no model's traced steps hold two cache sizes."""
+    from opcost.analysis.decode import cache_bytes
+
     context = decode_context(mode)
-    if context is None:
+    if context is None or layers.empty:
         return None
+    model = str(layers["model"].iloc[0])
     held = set(db.get("overheads", pd.DataFrame(columns=["mode"]))["mode"])
-    points = {b * decode_context(m): o for m in filter(is_decode, held)
-              for (name, b), (o, _) in traced_overheads(db, used, m, run).items() if name == model}
-    if len(points) < 2:
+    points = []  # (model, cache bytes, overhead seconds) of each traced decode step
+    for m in sorted(filter(is_decode, held)):
+        for (name, b), (overhead, _) in traced_overheads(db, used, m, run).items():
+            wl = of_workload(db["layers"], name, b, m)
+            if len(wl):
+                points.append((name, cache_bytes(wl, decode_context(m)), overhead))
+    names = sorted({n for n, _, _ in points})
+    sizes = {n: {c for m, c, _ in points if m == n} for n in names}
+    if model not in names or max(len(v) for v in sizes.values()) < 2:
         return None
-    tokens, overhead = np.array(list(points), dtype=float), np.array(list(points.values()), dtype=float)
-    slope, intercept = np.polyfit(tokens, overhead, 1)
-    return max(float(intercept + slope * batch * context), 0.0)
+    x = np.array([[c / 1e6] + [float(n == k) for k in names] for n, c, _ in points])
+    coef = np.linalg.lstsq(x, np.array([o for _, _, o in points]), rcond=None)[0]
+    return max(float(coef[0] * cache_bytes(layers, context) / 1e6 + coef[1 + names.index(model)]), 0.0)
 
 
 def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: float,
@@ -310,8 +321,8 @@ def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: f
     as its validation's `+overhead` row); else the median per call of its model's traced workloads at other batch
     sizes (the same Python glue between the same calls); else, for a model never traced, ``now``, the overhead of a
     short trace of its own taken at predict time (:func:`overhead_now`); else ``per_call``, the median per call of
-    all. A decode step its model traced at other context lengths: ``steps``, their line (:func:`decode_overhead`),
-    after its own trace."""
+    all. A decode step whose model was traced at other context lengths or batches: ``steps``
+    (:func:`decode_overhead`), after its own trace."""
     own = traced.get((model, batch))
     if own is not None:
         return own[0], "own trace"
@@ -440,7 +451,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     calls = float(layers["count"].sum())
     ops = float(rows["total_s"].sum())
     traced = traced_overheads(db, used, mode, run)
-    steps = decode_overhead(db, used, model, batch, mode, run) if (model, batch) not in traced else None
+    steps = decode_overhead(db, used, layers, mode, run) if (model, batch) not in traced else None
     now = None
     if trace_now is not None and steps is None and not any(m == model for m, _ in traced):  # its own glue
         now = overhead_now(trace_now, batch, mode, picked)
