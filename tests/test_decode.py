@@ -301,6 +301,18 @@ def test_a_step_at_a_context_never_traced_takes_its_overhead_from_the_traced_ste
     assert p.overhead_s == pytest.approx(max(y0 + (y1 - y0) / (x1 - x0) * (x - x0), 0.0), rel=1e-6, abs=1e-12)
     own = estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", 2, "decode64", LLAMA), db_dir)
     assert own.overhead_from == "own trace" and own.overhead_s == pytest.approx(points[x1])
+    # a second model whose traced steps cost twice as much: one slope for both (the mean of their two slopes, as
+    # their steps share cache sizes), each model its own intercept (its mean overhead at the mean cache size)
+    import pandas as pd
+
+    twin = {**db, "layers": pd.concat([db["layers"], db["layers"].assign(model="twin")], ignore_index=True),
+            "overheads": pd.concat([db["overheads"], ov.assign(model="twin", overhead_s=2 * ov["overhead_s"])],
+                                   ignore_index=True)}
+    used, _ = estimate.conditions(db["measurements"])
+    slope, mid = 1.5 * (y1 - y0) / (x1 - x0), (x0 + x1) / 2
+    for name, scale in (("tiny_llama", 1), ("twin", 2)):
+        got = estimate.decode_overhead(twin, used, target.assign(model=name), "decode256")
+        assert got == pytest.approx(max(scale * (y0 + y1) / 2 + slope * (x - mid), 0.0), rel=1e-6, abs=1e-12)
 
 
 def test_cli_predicts_a_decode_step(decode_run):
