@@ -191,6 +191,14 @@ def traced_overheads(db: dict, used: pd.DataFrame, mode: str,
     return {(r.model, int(r.batch)): (float(r.overhead_s), float(r.calls)) for r in traced.itertuples()}
 
 
+def _traced_decode_steps(db: dict, used: pd.DataFrame, run: str | None = None) -> dict[tuple, tuple[float, float]]:
+    """(model, batch, mode) -> (overhead seconds per step its trace models, its calls) of every decode step the
+    database traced, at any context length (:func:`traced_overheads` of each ``decode<L>`` mode)."""
+    held = set(db.get("overheads", pd.DataFrame(columns=["mode"]))["mode"])
+    return {(m, b, mode): v for mode in sorted(filter(is_decode, held))
+            for (m, b), v in traced_overheads(db, used, mode, run).items()}
+
+
 def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> tuple[float, float, float]:
     """(median, 10th, 90th percentile) seconds of overhead per operator call on the conditions of ``used``, over
     the database's model workloads of ``mode``: the overhead their traces model (:func:`traced_overheads`) where the
@@ -199,8 +207,7 @@ def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -
     at the others."""
     traced = list(traced_overheads(db, used, mode).values())
     if not traced and is_decode(mode):
-        held = set(db.get("overheads", pd.DataFrame(columns=["mode"]))["mode"])
-        traced = [v for other in sorted(filter(is_decode, held)) for v in traced_overheads(db, used, other).values()]
+        traced = list(_traced_decode_steps(db, used).values())
     if traced:
         gaps = np.array([overhead / calls for overhead, calls in traced])
     else:
@@ -243,8 +250,6 @@ def _every_time(db: dict, used: pd.DataFrame, statistic: str) -> dict[tuple, lis
     col = STATISTICS[statistic]
     e2e = one_run(_on_conditions(db["e2e"], used))
     e2e = e2e[e2e["method"].isin(REFERENCES["isolated"]) & e2e[col].notna()]
-    if len(used):
-        e2e = e2e[e2e["device"].astype(str) == str(used["device"].iloc[0])]
     return {(m, int(b), mo): g[col].astype(float).tolist()
             for (m, b, mo), g in e2e.groupby(["model", "batch", "mode"])}
 
@@ -298,13 +303,11 @@ def decode_overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, mode: st
     if context is None or layers.empty:
         return None
     model = str(layers["model"].iloc[0])
-    held = set(db.get("overheads", pd.DataFrame(columns=["mode"]))["mode"])
     points = []  # (model, cache bytes, overhead seconds) of each traced decode step
-    for m in sorted(filter(is_decode, held)):
-        for (name, b), (overhead, _) in traced_overheads(db, used, m, run).items():
-            wl = of_workload(db["layers"], name, b, m)
-            if len(wl):
-                points.append((name, cache_bytes(wl, decode_context(m)), overhead))
+    for (name, b, m), (overhead, _) in _traced_decode_steps(db, used, run).items():
+        wl = of_workload(db["layers"], name, b, m)
+        if len(wl):
+            points.append((name, cache_bytes(wl, decode_context(m)), overhead))
     names = sorted({n for n, _, _ in points})
     sizes = {n: {c for m, c, _ in points if m == n} for n in names}
     if model not in names or max(len(v) for v in sizes.values()) < 2:
