@@ -212,6 +212,31 @@ def test_rotation_calls_a_sparse_member_every_nth_round_only():
     assert a.n == b.n == 10 and m.n == 3 and m.median == 5e-3
 
 
+def test_a_reference_iterations_lead_in_lasts_about_five_milliseconds():
+    """lead_in: the iteration itself when one call outlasts the lead-in, else a callable that calls it as often as
+    lasts LEAD_S, at most MAX_LEAD times."""
+    import time
+
+    from opcost.measure.rotation import LEAD_S, MAX_LEAD, lead_in
+
+    calls = []
+
+    def quick():
+        calls.append(1)
+
+    def slow():
+        time.sleep(2 * LEAD_S)
+
+    assert lead_in(slow) is slow
+    lead = lead_in(quick)
+    assert lead is not quick and len(calls) == 2  # timed once, after a call of its own
+    lead()
+    assert len(calls) == 2 + MAX_LEAD  # a sub-µs call: capped
+    calls.clear()
+    lead_in(quick, lead_s=1e-12)()
+    assert len(calls) == 2 + 1
+
+
 def test_rotation_stops_at_the_cap_and_flags_the_imprecise_callable():
     rng = np.random.default_rng(0)
     short = replace(ROT, max_samples=FUTILITY_ROUNDS - 10)  # the cap comes before any judgement of futility

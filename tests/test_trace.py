@@ -476,22 +476,52 @@ def test_glue_timed_without_the_profiler_replaces_the_traced_gaps_beyond_their_n
 
 
 @pytest.mark.timing
-def test_glue_timing_finds_the_work_a_step_does_beyond_its_replay():
-    """A real pair: the "model" runs the replay's matrix product and two more of the same size."""
+def test_glue_timing_finds_the_work_a_step_does_beyond_its_operators():
+    """A real pair: the "model" runs the operators' matrix product and two more of the same size; the operators'
+    side is the sum over calls of each call's median seconds."""
+    import time
+
     from opcost.measure.glue import time_glue
 
     a = torch.randn(96, 96)
 
-    def replay():
+    def operators():
+        t0 = time.perf_counter()
         torch.mm(a, a)
+        return [time.perf_counter() - t0]
 
     def step():
         for _ in range(3):
             torch.mm(a, a)
 
-    g = time_glue(step, replay, rounds=3, min_block_s=0.005, max_s=1.0)
-    assert g.rounds == 3 and g.model_s > g.replay_s > 0
-    assert g.glue_s == pytest.approx(g.model_s - g.replay_s, rel=0.5) and g.glue_s > 0 and g.std_s >= 0
+    g = time_glue(step, operators, rounds=3, min_block_s=0.005, max_s=1.0)
+    assert g.rounds == 3 and g.model_s > g.operators_s > 0
+    assert g.glue_s == pytest.approx(g.model_s - g.operators_s, rel=0.5) and g.glue_s > 0 and g.std_s >= 0
+    assert g.glue_s == pytest.approx(2 * g.operators_s, rel=0.5)  # two more products, not the whole step
+
+
+def test_the_glue_is_timed_against_one_rotation_round_of_the_workloads_operators():
+    """operator_round: one iteration's operator calls as isolated profiling times them, one time per call of the
+    iteration, in call order; a configuration that cannot be built is left out and named."""
+    from opcost.database import catalog
+    from opcost.measure.profile import operator_round
+    from opcost.model.extract import extract
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
+
+    models = {"mlp": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 16}, "input_shapes": [[8]]}}
+    layers = extract(make_workload(load_model("mlp", models["mlp"]), 2, "inference"))
+    configs = catalog(layers)
+    run, failed = operator_round(configs, models)
+    times = run()
+    assert not failed and len(times) == int(layers["count"].sum()) and all(t > 0 for t in times)
+    assert len(run()) == len(times)  # every round the same calls
+    broken = configs.copy()
+    broken.loc[0, "replay"] = broken.loc[0, "replay"].replace('"path":"fc1"', '"path":"no_such_layer"')
+    run, failed = operator_round(broken, models)
+    assert list(failed) == [broken.loc[0, "config_id"]]
+    assert len(run()) == int(layers["count"].sum()) - int(layers.loc[layers["config_id"] == broken.loc[0, "config_id"],
+                                                                         "count"].sum())
 
 
 def test_traced_workload_has_its_glue_row_outside_training(tmp_path):

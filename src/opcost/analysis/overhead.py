@@ -306,16 +306,23 @@ def trace_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "fl
     into ``path`` and read it: its operator configurations replayed (:func:`opcost.measure.trace.replay_runner`),
     ``iterations`` model iterations recorded after ``warmup`` with the replay paired in the same profiler session
     (:func:`opcost.measure.trace.record`), the trace parsed and summarized with the replay's gaps as its ``T1r``
-    rows; on a CPU, outside training (whose replay holds no backward), the model's step and the replay then timed
-    without the profiler (:func:`opcost.measure.glue.time_glue`), their difference the ``G`` row. In the calling
-    process, as it is: the caller sets it up as a measuring process."""
+    rows; on a CPU, outside training (whose replay holds no backward), the model's step then timed without the
+    profiler against its operators as isolated profiling times them (:func:`opcost.measure.glue.time_glue` with
+    :func:`opcost.measure.profile.operator_round`), their difference the ``G`` row. In the calling process, as it
+    is: the caller sets it up as a measuring process."""
+    from opcost.database import catalog
     from opcost.measure.glue import time_glue
+    from opcost.measure.profile import operator_round
+    from opcost.model.extract import extract
 
     paired, left_out = replay_runner(wl, models, device, dtype)
     record(wl, path, iterations=iterations, warmup=warmup, device=device, paired=paired)
     tt = parse(path)
     replay = tt.with_marker(REPLAY_MARKER)
-    glue = time_glue(wl.step, paired) if str(device) == "cpu" and wl.mode != "training" else None
+    glue = None
+    if str(device) == "cpu" and wl.mode != "training":
+        operators, _ = operator_round(catalog(extract(wl)), models, device, dtype)
+        glue = time_glue(wl.step, operators)
     return WorkloadTrace(tt, replay, summarize(tt, wl.model.name, wl.mode, wl.batch, device, None, replay, glue),
                          left_out)
 

@@ -8,12 +8,16 @@ order 31 µs (docs/measurements.md). A trace sees neither part well at this scal
 between two calls is several microseconds and touches memory too, so the replay it records runs about as cold as the
 model, and the difference of the two traces misses what the glue does to the operators.
 
-:func:`time_glue` times the two iterations that :func:`opcost.measure.trace.record` pairs in a trace, the model's
-step and its operators replayed in model order (:func:`opcost.measure.trace.replay_runner`), without the profiler:
-alternately, in blocks of the same seconds, each block after one untimed iteration of its own (the state a run of
-the model finds), the order alternating between rounds so that a drift of the machine's speed cancels. The glue of
-one iteration is the median over rounds of model minus replay. :class:`opcost.analysis.overhead.OverheadModel` adds
-it where the trace's own model of the gaps falls short of it by more than its noise.
+:func:`time_glue` times the model's step against its operators as isolated profiling times them: one rotation round
+of the workload's configurations per iteration (:func:`opcost.measure.profile.operator_round`: model order, each
+call timed alone, inputs as their producers leave them, outputs held as long as the model holds them), the sum of
+the round's per-call medians. The glue is then exactly what the isolated costs leave out: a plain replay of the same
+calls, back to back with each output dropped at once, ran them 7-11% faster than the rotation times them, and a glue
+taken against it counted that part twice (docs/measurements.md). The two sides alternate, in blocks of the same
+seconds, each block after one untimed iteration of its own (the state a run of the model finds), the order
+alternating between rounds so that a drift of the machine's speed cancels. The glue of one iteration is the median
+over rounds of model minus operators. :class:`opcost.analysis.overhead.OverheadModel` adds it where the trace's own
+model of the gaps falls short of it by more than its noise.
 """
 from __future__ import annotations
 
@@ -30,14 +34,14 @@ MAX_S = 10.0  # the whole timing at most about this long (fewer rounds for slow 
 
 @dataclass(frozen=True)
 class GlueTiming:
-    """Per iteration: ``glue_s`` the median over ``rounds`` of model minus replay, ``std_s`` the standard deviation
-    of those differences, ``model_s`` and ``replay_s`` the medians of each."""
+    """Per iteration: ``glue_s`` the median over ``rounds`` of model minus operators, ``std_s`` the standard
+    deviation of those differences, ``model_s`` and ``operators_s`` the medians of each."""
 
     glue_s: float
     std_s: float
     rounds: int
     model_s: float
-    replay_s: float
+    operators_s: float
 
     @property
     def se_s(self) -> float:
@@ -60,19 +64,32 @@ def _block(fn: Callable[[], object], sync: Callable[[], None], n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
-def time_glue(step: Callable[[], object], replay: Callable[[], object], sync: Callable[[], None] = lambda: None,
-              rounds: int = ROUNDS, min_block_s: float = MIN_BLOCK_S, max_s: float = MAX_S) -> GlueTiming:
-    """The model's ``step`` against its ``replay`` (both zero-argument; ``sync`` waits for a device), timed as the
-    module docstring says."""
+def _operator_block(operators: Callable[[], list[float]], n: int) -> float:
+    """Seconds of one iteration's operators over ``n`` rounds (after an untimed one): the sum over calls of each
+    call's median, as isolated costs add up."""
+    operators()
+    per_call = [operators() for _ in range(n)]
+    return float(sum(statistics.median(ts) for ts in zip(*per_call)))
+
+
+def time_glue(step: Callable[[], object], operators: Callable[[], list[float]],
+              sync: Callable[[], None] = lambda: None, rounds: int = ROUNDS, min_block_s: float = MIN_BLOCK_S,
+              max_s: float = MAX_S) -> GlueTiming:
+    """The model's ``step`` (zero-argument; ``sync`` waits for a device) against its ``operators`` (one round of
+    them per call, returning each call's seconds, as :func:`opcost.measure.profile.operator_round` builds it),
+    timed as the module docstring says."""
     once = max(_block(step, sync, 1), 1e-9)
     n = max(1, math.ceil(min_block_s / once))
-    per_round = 2 * (n + 1) * once  # both blocks, each with its untimed iteration (the replay is the cheaper)
+    per_round = 3 * (n + 1) * once  # both blocks, each with its untimed iteration (a round costs about a step)
     rounds = max(3, min(rounds, int(max_s / per_round)))
-    model, rep = [], []
+    model, ops = [], []
     for k in range(rounds):
-        order = ((model, step), (rep, replay)) if k % 2 == 0 else ((rep, replay), (model, step))
-        for out, fn in order:
-            out.append(_block(fn, sync, n))
-    diffs = [m - r for m, r in zip(model, rep)]
+        if k % 2 == 0:
+            model.append(_block(step, sync, n))
+            ops.append(_operator_block(operators, n))
+        else:
+            ops.append(_operator_block(operators, n))
+            model.append(_block(step, sync, n))
+    diffs = [m - r for m, r in zip(model, ops)]
     return GlueTiming(statistics.median(diffs), statistics.stdev(diffs), len(diffs), statistics.median(model),
-                      statistics.median(rep))
+                      statistics.median(ops))

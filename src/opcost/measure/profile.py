@@ -35,7 +35,9 @@ from opcost.measure.rotation import (
     both,
     call_positions,
     first_call,
+    lead_in,
     model_order,
+    round_timer,
     shuffled,
     with_engine_probes,
     with_iterations,
@@ -216,12 +218,13 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     configurations: each operator follows its predecessor in the model and is called as often as the model calls
     it; each call's output lives until the call where the model drops it, column `releases`) or each configuration
     once in an order shuffled every round (``shuffled``). ``settings.e2e_every`` > 0 with ``on_e2e``: every
-    ``settings.e2e_every``-th round of each rotation ends with two iterations of its workload's whole model (shuffled:
-    one, anywhere in the round), and ``on_e2e(e2e_row, samples)`` receives the second (after an iteration, as in a run)
-    as an `e2e` row of method `rotation`: the end-to-end time of the same minutes as the operators (a prediction
-    checked against an e2e run minutes apart inherits the machine's drift between the two). A workload that owns no
-    configuration (:func:`guest_workloads`) has its iterations timed likewise in each rotation that times one of its
-    configurations."""
+    ``settings.e2e_every``-th round of each rotation ends with its workload's whole model iteration, timed after a
+    lead-in of untimed iterations lasting about 5 ms (at least one: :func:`opcost.measure.rotation.lead_in`;
+    shuffled: one iteration, anywhere in the round), and ``on_e2e(e2e_row, samples)`` receives the timed one (after
+    iterations, as in a run) as an `e2e` row of method `rotation`: the end-to-end time of the same minutes as the
+    operators (a prediction checked against an e2e run minutes apart inherits the machine's drift between the two).
+    A workload that owns no configuration (:func:`guest_workloads`) has its iterations timed likewise in each
+    rotation that times one of its configurations."""
     energy = energy or (lambda fn: missing(NoMeter()))
     if settings.cache in ROTATION_STATES:
         return _profile_rotation(configs, models_cfg, device, dtype, settings, on_result, energy, context, on_e2e)
@@ -425,6 +428,15 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
         with mode_context(rows[0]["mode"]):
             members = _members(reps, fresh, failed)
             probes = engine_probes(device) if any(m.phase == "backward" for m in members) else None
+            leads = {}  # workload -> what runs before its reference iteration
+            if every > 0 and not shuffle:
+                for key in list(iterations):
+                    try:
+                        leads[key] = lead_in(iterations[key], device)
+                    except Exception as e:
+                        log.warning("the model iteration of %s failed before the rotation (%s); rotating without it",
+                                    key, _failure(e))
+                        del iterations[key]
             results: dict[str, dict] = {}
             attempts: dict[str, int] = {}
             noisy: set = set()  # (config_id, phase) still to re-measure; empty on the first attempt
@@ -434,13 +446,13 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
                 while True:
                     targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy or (
                         not attempt and m[0] in timed)]
-                    rotation = shuffled(members) if shuffle else model_order(
-                        members, members_rows, by_id, feed=fresh and rows[0]["mode"] == "inference")
+                    rotation = shuffled(members) if shuffle else _model_order(members, members_rows, by_id, fresh)
                     if probes is not None:
                         rotation = with_engine_probes(rotation, *probes)
                     paired = bool(iterations) and every > 0 and not attempt
                     if paired:
-                        rotation = with_iterations(rotation, list(iterations.values()), every)
+                        rotation = with_iterations(rotation, list(iterations.values()), every,
+                                                   [leads[k] for k in iterations] if leads else None)
                     try:
                         ms = rotation.measure(settings.timing, device, seed=seed + attempt, targets=targets)
                         extra = ms[len(members):]
@@ -453,8 +465,8 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
                             for i, key in enumerate(iterations):
                                 mine = extra[i * per:(i + 1) * per]
                                 if len(mine) == 2:
-                                    log.info("%s iteration after a round: trimmed mean %.3g ms; after an iteration "
-                                             "(the reference): %.3g ms", key, mine[0].trimmed_mean * 1e3,
+                                    log.info("%s lead-in after a round: trimmed mean %.3g ms; the reference after "
+                                             "it: %.3g ms", key, mine[0].trimmed_mean * 1e3,
                                              mine[1].trimmed_mean * 1e3)
                                 whole[key] = mine[-1]
                         ms = ms[:len(members)]
@@ -501,6 +513,40 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
         for _, rep in reversed(reps):  # parameters shared between configurations are restored in reverse
             rep.close()
     return results, failed, attempts, whole, engine_of
+
+
+def _model_order(members: list, rows: list[dict], by_id: dict, fresh: bool):
+    """The model-order rotation of ``members`` (``rows``: their configurations; ``by_id``: their replays), fed its
+    producers' outputs in inference under the ``fresh`` cache state."""
+    return model_order(members, rows, by_id, feed=fresh and rows[0]["mode"] == "inference")
+
+
+def operator_round(configs: pd.DataFrame, models_cfg: dict, device: str = "cpu",
+                   dtype: str = "float32") -> tuple[Callable[[], list[float]], dict[str, str]]:
+    """One iteration's operator calls of a workload (``configs``: its `configs` rows) as the profile stage times
+    them under its CPU default (``cache: fresh``, ``order: model``): a function that runs one rotation round and
+    returns the seconds of each call, in call order (:func:`opcost.measure.rotation.round_timer`), and the
+    configurations left out, {config_id: failure} (those that cannot be built or fail on a first call)."""
+    rows = sorted(configs.to_dict("records"), key=first_call)
+    models = ModelCache(models_cfg, device, dtype)
+    failed: dict[str, str] = {}
+    reps = []
+    for row in rows:
+        try:
+            reps.append((row, build(row, models, device)))
+        except Exception as e:
+            failed[row["config_id"]] = _failure(e)
+    mode = rows[0]["mode"]
+    with mode_context(mode):
+        members = _members(reps, True, failed)
+    kept = [row for row, _ in reps if row["config_id"] not in failed]
+    one = round_timer(_model_order(members, kept, {row["config_id"]: rep for row, rep in reps}, True), device)
+
+    def run() -> list[float]:
+        with mode_context(mode):
+            return one()
+
+    return run, failed
 
 
 def _iteration(key: str, models: ModelCache) -> Callable[[], object] | None:

@@ -9,13 +9,15 @@ iteration's two passes: the forward calls in call order, then the backward calls
 graph its configuration's set-up retained), so that a backward call follows the backward of its consumer, as in the
 iteration. A :class:`Rotation` holds what ``measure_rotation`` needs; :func:`model_order` and :func:`shuffled`
 build one from members (:class:`Member`), :func:`with_engine_probes` appends the autograd engine's probes and
-:func:`with_iterations` the whole model iteration that serves as the end-to-end reference.
+:func:`with_iterations` the whole model iteration that serves as the end-to-end reference (after its lead-in,
+:func:`lead_in`); :func:`round_timer` runs single rounds for a caller that times them against something else.
 """
 from __future__ import annotations
 
 import bisect
 import json
 import logging
+import math
 import random
 import time
 from dataclasses import dataclass, replace
@@ -96,13 +98,65 @@ def measure_rotation(rotation: Rotation, settings: TimingSettings = TimingSettin
     is freed, timed, with the call's other frees."""
     if clock is None:
         clock = clock_for(device)
+    n = len(rotation.calls)
+    if n == 0:
+        return []
+    targets = list(range(n)) if targets is None else list(targets)
+    one_round = _round_runner(rotation, clock, seed)
+    samples: list[list[float]] = [[] for _ in range(n)]
+    t_start = time.perf_counter()
+    cap = settings.max_seconds * max(1, len(targets))  # per configuration measured, not per context callable
+
+    rounds = 0
+    while rounds < max(1, settings.warmup_calls) or time.perf_counter() - t_start < settings.warmup_s:
+        one_round()
+        rounds += 1
+        if time.perf_counter() - t_start > cap / 2:
+            break
+    rounds, t_rounds = 0, time.perf_counter()
+    while True:
+        for _ in range(settings.block):
+            for i, t in one_round():
+                samples[i].append(t)
+        rounds += settings.block
+        ms = [Measurement(np.asarray(x), 1, 0.0, settings, rotation=True) for x in samples]
+        short = [i for i in targets if not ms[i].precise]
+        if rounds >= settings.min_samples and not short:
+            why = "every target precise"
+            break
+        now = time.perf_counter()
+        if rounds >= settings.max_samples or now - t_start >= cap:
+            why = "cap"
+            break
+        if rounds >= max(settings.min_samples, FUTILITY_ROUNDS):  # stop when the rest cannot be made precise
+            left = min(settings.max_samples - rounds, (t_start + cap - now) / ((now - t_rounds) / rounds))
+            if not any(ms[i].attainable((rounds + left) / rounds) for i in short):
+                why = "the imprecise ones could not reach the target before the cap"
+                break
+    log.info("rotation of %d callables stopped after %d rounds (%s; %d of %d targets imprecise)", n, rounds, why,
+              len(short), len(targets))
+    wall = time.perf_counter() - t_start
+    for m in ms:
+        m.wall_s = wall / n
+    return ms
+
+
+
+def round_timer(rotation: Rotation, device: str = "cpu") -> Callable[[], list[float]]:
+    """A function that runs one round of ``rotation`` as :func:`measure_rotation` runs its rounds and returns the
+    seconds of each call it timed (with the frees timed after it), in call order: what the rotation records of one
+    round, for a caller that times the rounds against something else (:func:`opcost.measure.glue.time_glue`)."""
+    one = _round_runner(rotation, clock_for(device))
+    return lambda: [t for _, t in one()]
+
+
+def _round_runner(rotation: Rotation, clock, seed: int = 0) -> Callable[[], list[tuple[int, float]]]:
+    """The function that runs one round of ``rotation`` as :func:`measure_rotation` describes it (its order, prepare
+    steps, frees and producer feeds) and returns each timed call's (callable index, seconds), in call order."""
     fns, prepare, sequence, every = rotation.calls, rotation.prepare, rotation.sequence, rotation.every
     release, feed, shuffle = rotation.release, rotation.feed, rotation.shuffle
     n = len(fns)
-    if n == 0:
-        return []
     prepare = list(prepare) if prepare is not None else [None] * n
-    targets = list(range(n)) if targets is None else list(targets)
     order = list(range(n)) if sequence is None else [int(i) for i in sequence]
     if sorted(set(order)) != list(range(n)):
         raise ValueError("sequence must call every callable (indices 0..n-1)")
@@ -124,12 +178,9 @@ def measure_rotation(rotation: Rotation, settings: TimingSettings = TimingSettin
     for p, j in last_read.items():
         reads_at.setdefault(j, []).append(p)
     rng = random.Random(seed)
-    samples: list[list[float]] = [[] for _ in range(n)]
     counter = [0]  # rounds run so far, warm-up included
-    t_start = time.perf_counter()
-    cap = settings.max_seconds * max(1, len(targets))  # per configuration measured, not per context callable
 
-    def one_round(record: bool) -> None:
+    def one_round() -> list[tuple[int, float]]:
         if shuffle:
             rng.shuffle(order)
         k = counter[0]
@@ -137,6 +188,7 @@ def measure_rotation(rotation: Rotation, settings: TimingSettings = TimingSettin
         held: dict[int, list] = {}  # round entry -> outputs its call drops
         outs: dict[int, object] = {}  # round entry -> its output, while a later entry still reads it (feed)
         due = 0  # the next round entry whose outputs have not been handed to a call to drop
+        timed: list[tuple[int, float]] = []
         for j, i in enumerate(order):
             if k % every[i]:
                 continue
@@ -166,42 +218,12 @@ def measure_rotation(rotation: Rotation, settings: TimingSettings = TimingSettin
                     t += clock.time_free(dead)  # timed: the frees, where the model frees
             except Exception as e:
                 raise RotationError(i, e) from e
-            if record:
-                samples[i].append(t)
+            timed.append((i, t))
         held.clear()  # outputs alive at the iteration's end
         outs.clear()
+        return timed
 
-    rounds = 0
-    while rounds < max(1, settings.warmup_calls) or time.perf_counter() - t_start < settings.warmup_s:
-        one_round(False)
-        rounds += 1
-        if time.perf_counter() - t_start > cap / 2:
-            break
-    rounds, t_rounds = 0, time.perf_counter()
-    while True:
-        for _ in range(settings.block):
-            one_round(True)
-        rounds += settings.block
-        ms = [Measurement(np.asarray(x), 1, 0.0, settings, rotation=True) for x in samples]
-        short = [i for i in targets if not ms[i].precise]
-        if rounds >= settings.min_samples and not short:
-            why = "every target precise"
-            break
-        now = time.perf_counter()
-        if rounds >= settings.max_samples or now - t_start >= cap:
-            why = "cap"
-            break
-        if rounds >= max(settings.min_samples, FUTILITY_ROUNDS):  # stop when the rest cannot be made precise
-            left = min(settings.max_samples - rounds, (t_start + cap - now) / ((now - t_rounds) / rounds))
-            if not any(ms[i].attainable((rounds + left) / rounds) for i in short):
-                why = "the imprecise ones could not reach the target before the cap"
-                break
-    log.info("rotation of %d callables stopped after %d rounds (%s; %d of %d targets imprecise)", n, rounds, why,
-              len(short), len(targets))
-    wall = time.perf_counter() - t_start
-    for m in ms:
-        m.wall_s = wall / n
-    return ms
+    return one_round
 
 
 def shuffled(members: list[Member]) -> Rotation:
@@ -221,13 +243,16 @@ def model_order(members: list[Member], rows: list[dict], reps: dict | None = Non
     return Rotation([m.call for m in members], [m.prepare for m in members], sequence, release, fed)
 
 
-def with_iterations(rotation: Rotation, iterations: list[Callable[[], object]], every: int) -> Rotation:
+def with_iterations(rotation: Rotation, iterations: list[Callable[[], object]], every: int,
+                    leads: list[Callable[[], object]] | None = None) -> Rotation:
     """``rotation`` with whole model ``iterations`` appended as end-to-end references, the last callables
-    (:data:`ITERATION_CALLS` of each, in turn). Model order: two iterations of each model close every ``every``-th
-    round, reading no operator's output; the first finds the state the round left, the second the model's own (a
-    run's iterations follow each other). Shuffled rounds: one of each, anywhere in the round."""
+    (:data:`ITERATION_CALLS` of each, in turn). Model order: every ``every``-th round closes, for each model, with
+    its lead-in (``leads``, from :func:`lead_in`; default: one iteration), which finds the state the round left,
+    then the iteration timed as the reference, which finds the model's own (a run's iterations follow each other),
+    both reading no operator's output. Shuffled rounds: one iteration of each, anywhere in the round."""
     n, per = len(rotation.calls), ITERATION_CALLS[rotation.shuffle]
-    calls = [it for it in iterations for _ in range(per)]
+    leads = list(iterations) if leads is None else list(leads)
+    calls = [c for it, lead in zip(iterations, leads) for c in ((lead, it) if per == 2 else (it,))]
     k = len(calls)
     sequence, release = rotation.sequence, rotation.release
     if sequence is not None:
@@ -236,6 +261,31 @@ def with_iterations(rotation: Rotation, iterations: list[Callable[[], object]], 
                    sequence=sequence, release=release,
                    feed=None if rotation.feed is None else rotation.feed + [None] * k,
                    every=[1] * n + [every] * k)
+
+
+LEAD_S = 0.005  # a rotation's reference iteration follows iterations of its own model lasting at least this long
+MAX_LEAD = 16  # and at most this many
+
+
+def lead_in(iteration: Callable[[], object], device: str = "cpu", lead_s: float = LEAD_S,
+            most: int = MAX_LEAD) -> Callable[[], object]:
+    """What runs before a rotation's reference ``iteration`` (:func:`with_iterations`): the iteration itself, as
+    often as lasts ``lead_s`` (timed once here, after a call of its own; at least once, at most ``most`` times).
+    One iteration after a round leaves a millisecond-scale model colder than a run of it: a decode step of a small
+    decoder, whose Python glue is a third of its time, ran 4-32% slower as the second of two iterations after a
+    round than in a loop of steps, and as fast as the loop after five (docs/measurements.md)."""
+    clock = clock_for(device)
+    clock.time_block(iteration, 1)
+    once = max(clock.time_block(iteration, 1), 1e-9)
+    times = max(1, min(most, math.ceil(lead_s / once)))
+    if times == 1:
+        return iteration
+
+    def lead() -> None:
+        for _ in range(times):
+            iteration()
+
+    return lead
 
 
 ITERATION_CALLS = {False: 2, True: 1}  # calls of each model iteration per timed round: model order, shuffled
