@@ -101,7 +101,8 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
     # as the pipeline's trace stage: each iteration paired with a replay of its (forward) operators, whose
     # gaps isolated costs already hold
     path = Path(f"/tmp/opcost_bench_{model}_{args.mode}_b{batch}.json.gz")
-    traced = trace_workload(wl, cfg["models"], path, iterations=10, warmup=3)
+    traced = trace_workload(wl, cfg["models"], path, iterations=10, warmup=3,
+                            e2e_every=int(cfg["profile"]["e2e_every"]))
     parts = traced.parts
     overhead = trace_overhead(parts["trace_overheads"], parts["trace_op_types"])
     measurements = pd.concat([iso, ins], ignore_index=True)

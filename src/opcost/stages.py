@@ -301,7 +301,8 @@ def trace(config: Mapping, model: str, mode: str, batch: int, out_trace, out_tab
         settings = config["trace"]
         # the gaps isolated costs already include, from the replayed operators recorded alongside
         traced = trace_workload(wl, config["models"], out_trace, config["device"], config["dtype"],
-                                iterations=int(settings["iterations"]), warmup=int(settings["warmup"]))
+                                iterations=int(settings["iterations"]), warmup=int(settings["warmup"]),
+                                e2e_every=int(config["profile"]["e2e_every"]))
         tt, left_out = traced.tables, traced.left_out
         for part in TRACE_PARTS:
             io.write_parquet(traced.parts[f"trace_{part}"], out_tables[part], getattr(tables, f"TRACE_{part.upper()}"))

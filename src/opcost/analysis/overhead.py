@@ -301,15 +301,16 @@ class WorkloadTrace:
 
 
 def trace_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "float32", iterations: int = 5,
-                   warmup: int = 2) -> WorkloadTrace:
+                   warmup: int = 2, e2e_every: int | None = None) -> WorkloadTrace:
     """Trace workload ``wl`` (a :class:`opcost.model.workload.Workload` built from its config entry in ``models``)
     into ``path`` and read it: its operator configurations replayed (:func:`opcost.measure.trace.replay_runner`),
     ``iterations`` model iterations recorded after ``warmup`` with the replay paired in the same profiler session
     (:func:`opcost.measure.trace.record`), the trace parsed and summarized with the replay's gaps as its ``T1r``
     rows; on a CPU, outside training (whose replay holds no backward), the model's step then timed without the
     profiler against its operators as isolated profiling times them (:func:`opcost.measure.glue.time_glue` with
-    :func:`opcost.measure.profile.operator_round`), their difference the ``G`` row. In the calling process, as it
-    is: the caller sets it up as a measuring process."""
+    :func:`opcost.measure.profile.operator_round`: the model's reference iteration closing every ``e2e_every``-th
+    round, the config's ``profile.e2e_every``), their difference the ``G`` row. In the calling process, as it is:
+    the caller sets it up as a measuring process."""
     from opcost.database import catalog
     from opcost.measure.glue import time_glue
     from opcost.measure.profile import operator_round
@@ -321,7 +322,7 @@ def trace_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "fl
     replay = tt.with_marker(REPLAY_MARKER)
     glue = None
     if str(device) == "cpu" and wl.mode != "training":
-        operators, _ = operator_round(catalog(extract(wl)), models, device, dtype)
+        operators, _ = operator_round(catalog(extract(wl)), models, device, dtype, wl.step, e2e_every)
         glue = time_glue(wl.step, operators)
     return WorkloadTrace(tt, replay, summarize(tt, wl.model.name, wl.mode, wl.batch, device, None, replay, glue),
                          left_out)

@@ -10,14 +10,16 @@ model, and the difference of the two traces misses what the glue does to the ope
 
 :func:`time_glue` times the model's step against its operators as isolated profiling times them: one rotation round
 of the workload's configurations per iteration (:func:`opcost.measure.profile.operator_round`: model order, each
-call timed alone, inputs as their producers leave them, outputs held as long as the model holds them), the sum of
-the round's per-call medians. The glue is then exactly what the isolated costs leave out: a plain replay of the same
-calls, back to back with each output dropped at once, ran them 7-11% faster than the rotation times them, and a glue
-taken against it counted that part twice (docs/measurements.md). The two sides alternate, in blocks of the same
-seconds, each block after one untimed iteration of its own (the state a run of the model finds), the order
-alternating between rounds so that a drift of the machine's speed cancels. The glue of one iteration is the median
-over rounds of model minus operators. :class:`opcost.analysis.overhead.OverheadModel` adds it where the trace's own
-model of the gaps falls short of it by more than its noise.
+call timed alone, inputs as their producers leave them, outputs held as long as the model holds them, the model's
+reference iteration between rounds as often as profiling runs it), the sum of the round's per-call medians. The glue
+is then exactly what the isolated costs leave out: in decode steps a plain replay of the same calls, back to back
+with each output dropped at once, ran them 7-11% faster than the rotation times them, and rounds without the
+reference iterations 3-5% faster; a glue taken against either counted that part twice (docs/measurements.md).
+The two sides alternate, in blocks of the same seconds, each block after one untimed iteration of its own (the
+state a run of the model finds), the order alternating between rounds so that a drift of the machine's speed
+cancels. The glue of one iteration is the median over rounds of model minus operators.
+:class:`opcost.analysis.overhead.OverheadModel` adds it where the trace's own model of the gaps falls short of it by
+more than its noise.
 """
 from __future__ import annotations
 

@@ -521,12 +521,20 @@ def _model_order(members: list, rows: list[dict], by_id: dict, fresh: bool):
     return model_order(members, rows, by_id, feed=fresh and rows[0]["mode"] == "inference")
 
 
-def operator_round(configs: pd.DataFrame, models_cfg: dict, device: str = "cpu",
-                   dtype: str = "float32") -> tuple[Callable[[], list[float]], dict[str, str]]:
+def operator_round(configs: pd.DataFrame, models_cfg: dict, device: str = "cpu", dtype: str = "float32",
+                   iteration: Callable[[], object] | None = None,
+                   e2e_every: int | None = None) -> tuple[Callable[[], list[float]], dict[str, str]]:
     """One iteration's operator calls of a workload (``configs``: its `configs` rows) as the profile stage times
-    them under its CPU default (``cache: fresh``, ``order: model``): a function that runs one rotation round and
-    returns the seconds of each call, in call order (:func:`opcost.measure.rotation.round_timer`), and the
-    configurations left out, {config_id: failure} (those that cannot be built or fail on a first call)."""
+    them under its CPU default (``cache: fresh``, ``order: model``), its model ``iteration`` closing every
+    ``e2e_every``-th round (default: the config's default) after its lead-in as the profile stage's reference does
+    (no ``iteration``: none): a function that
+    runs one rotation round and returns the seconds of each operator call, in call order
+    (:func:`opcost.measure.rotation.round_timer`), and the configurations left out, {config_id: failure} (those
+    that cannot be built or fail on a first call)."""
+    from opcost.config import schema
+
+    if e2e_every is None:
+        e2e_every = int(schema()["properties"]["profile"]["properties"]["e2e_every"]["default"])
     rows = sorted(configs.to_dict("records"), key=first_call)
     models = ModelCache(models_cfg, device, dtype)
     failed: dict[str, str] = {}
@@ -539,8 +547,11 @@ def operator_round(configs: pd.DataFrame, models_cfg: dict, device: str = "cpu",
     mode = rows[0]["mode"]
     with mode_context(mode):
         members = _members(reps, True, failed)
-    kept = [row for row, _ in reps if row["config_id"] not in failed]
-    one = round_timer(_model_order(members, kept, {row["config_id"]: rep for row, rep in reps}, True), device)
+        kept = [row for row, _ in reps if row["config_id"] not in failed]
+        rotation = _model_order(members, kept, {row["config_id"]: rep for row, rep in reps}, True)
+        if iteration is not None and e2e_every > 0:
+            rotation = with_iterations(rotation, [iteration], e2e_every, [lead_in(iteration, device)])
+    one = round_timer(rotation, device, len(members))
 
     def run() -> list[float]:
         with mode_context(mode):

@@ -142,12 +142,14 @@ def measure_rotation(rotation: Rotation, settings: TimingSettings = TimingSettin
 
 
 
-def round_timer(rotation: Rotation, device: str = "cpu") -> Callable[[], list[float]]:
+def round_timer(rotation: Rotation, device: str = "cpu", members: int | None = None) -> Callable[[], list[float]]:
     """A function that runs one round of ``rotation`` as :func:`measure_rotation` runs its rounds and returns the
-    seconds of each call it timed (with the frees timed after it), in call order: what the rotation records of one
-    round, for a caller that times the rounds against something else (:func:`opcost.measure.glue.time_glue`)."""
+    seconds of each call it timed (with the frees timed after it) of its first ``members`` callables (default: all),
+    in call order: what the rotation records of one round, for a caller that times the rounds against something
+    else (:func:`opcost.measure.glue.time_glue`)."""
     one = _round_runner(rotation, clock_for(device))
-    return lambda: [t for _, t in one()]
+    last = len(rotation.calls) if members is None else members
+    return lambda: [t for i, t in one() if i < last]
 
 
 def _round_runner(rotation: Rotation, clock, seed: int = 0) -> Callable[[], list[tuple[int, float]]]:
