@@ -14,7 +14,7 @@ call timed alone, inputs as their producers leave them, outputs held as long as 
 reference iteration between rounds as often as profiling runs it), the sum of the round's per-call medians. The glue
 is then exactly what the isolated costs leave out: in decode steps a plain replay of the same calls, back to back
 with each output dropped at once, ran them 7-11% faster than the rotation times them, and rounds without the
-reference iterations 3-5% faster; a glue taken against either counted that part twice (docs/measurements.md).
+reference iterations 3-4% faster; a glue taken against either counted that part twice (docs/measurements.md).
 The two sides alternate, in blocks of the same seconds, each block after one untimed iteration of its own (the
 state a run of the model finds), the order alternating between rounds so that a drift of the machine's speed
 cancels. The glue of one iteration is the median over rounds of model minus operators.
