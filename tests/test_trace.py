@@ -500,11 +500,12 @@ def test_glue_timing_finds_the_work_a_step_does_beyond_its_operators():
     assert g.glue_s == pytest.approx(2 * g.operators_s, rel=0.5)  # two more products, not the whole step
 
 
-def test_the_glue_is_timed_against_one_rotation_round_of_the_workloads_operators():
+def test_the_glue_is_timed_against_one_rotation_round_of_the_workloads_operators(monkeypatch):
     """operator_round: one iteration's operator calls as isolated profiling times them, one time per call of the
     iteration, in call order, with the model's reference iteration between rounds as the profile stage has it; a
     configuration that cannot be built is left out and named."""
     from opcost.database import catalog
+    from opcost.measure import profile
     from opcost.measure.profile import operator_round
     from opcost.model.extract import extract
     from opcost.model.sources import load_model
@@ -513,14 +514,20 @@ def test_the_glue_is_timed_against_one_rotation_round_of_the_workloads_operators
     models = {"mlp": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 16}, "input_shapes": [[8]]}}
     layers = extract(make_workload(load_model("mlp", models["mlp"]), 2, "inference"))
     configs = catalog(layers)
-    wl = make_workload(load_model("mlp", models["mlp"]), 2, "inference")
     steps = []
-    run, failed = operator_round(configs, models, iteration=lambda: steps.append(wl.step()), e2e_every=2)
+    real = profile._iteration
+
+    def counted(key, cache):
+        step = real(key, cache)
+        return lambda: steps.append(step())
+
+    monkeypatch.setattr(profile, "_iteration", counted)
+    run, failed = operator_round(configs, models, e2e_every=2)
     times = run()
     assert not failed and len(times) == int(layers["count"].sum()) and all(t > 0 for t in times)
-    lead = len(steps)  # the lead-in, timed once when the round was built
+    lead = len(steps)  # the lead-in, timed once when the round was built, and the first round's reference
     assert [len(run()) for _ in range(4)] == [len(times)] * 4  # the operator calls only, every round
-    assert len(steps) > lead  # the reference iteration closed every second round, after its lead-in
+    assert len(steps) > lead  # the model's reference iteration closed every second round, after its lead-in
     broken = configs.copy()
     broken.loc[0, "replay"] = broken.loc[0, "replay"].replace('"path":"fc1"', '"path":"no_such_layer"')
     run, failed = operator_round(broken, models)

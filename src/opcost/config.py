@@ -188,7 +188,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "e2e": (*_HOST, "e2e", "energy"),
     "e2e_tier": (*_HOST, "e2e", "placement"),
     "insitu": (*_HOST, "insitu"),
-    "trace": (*_HOST, "trace"),
+    "trace": (*_HOST, "trace", "profile"),  # profile: the glue is timed against the rotation's rounds (e2e_every)
     "coplace": (*_HOST, "placement", "insitu"),
     "evaluate": ("device", "statistic", "loop"),
     "validate": ("device", "statistic"),

@@ -322,7 +322,7 @@ def trace_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "fl
     replay = tt.with_marker(REPLAY_MARKER)
     glue = None
     if str(device) == "cpu" and wl.mode != "training":
-        operators, _ = operator_round(catalog(extract(wl)), models, device, dtype, wl.step, e2e_every)
+        operators, _ = operator_round(catalog(extract(wl)), models, device, dtype, e2e_every)
         glue = time_glue(wl.step, operators)
     return WorkloadTrace(tt, replay, summarize(tt, wl.model.name, wl.mode, wl.batch, device, None, replay, glue),
                          left_out)

@@ -522,13 +522,11 @@ def _model_order(members: list, rows: list[dict], by_id: dict, fresh: bool):
 
 
 def operator_round(configs: pd.DataFrame, models_cfg: dict, device: str = "cpu", dtype: str = "float32",
-                   iteration: Callable[[], object] | None = None,
                    e2e_every: int | None = None) -> tuple[Callable[[], list[float]], dict[str, str]]:
     """One iteration's operator calls of a workload (``configs``: its `configs` rows) as the profile stage times
-    them under its CPU default (``cache: fresh``, ``order: model``), its model ``iteration`` closing every
-    ``e2e_every``-th round (default: the config's default) after its lead-in as the profile stage's reference does
-    (no ``iteration``: none): a function that
-    runs one rotation round and returns the seconds of each operator call, in call order
+    them under its CPU default (``cache: fresh``, ``order: model``), with its model's reference iteration closing
+    every ``e2e_every``-th round after its lead-in, as there (default: the config's default; 0: none): a function
+    that runs one rotation round and returns the seconds of each operator call, in call order
     (:func:`opcost.measure.rotation.round_timer`), and the configurations left out, {config_id: failure} (those
     that cannot be built or fail on a first call)."""
     from opcost.config import schema
@@ -549,8 +547,9 @@ def operator_round(configs: pd.DataFrame, models_cfg: dict, device: str = "cpu",
         members = _members(reps, True, failed)
         kept = [row for row, _ in reps if row["config_id"] not in failed]
         rotation = _model_order(members, kept, {row["config_id"]: rep for row, rep in reps}, True)
-        if iteration is not None and e2e_every > 0:
-            rotation = with_iterations(rotation, [iteration], e2e_every, [lead_in(iteration, device)])
+        iterations = list(_references(rows, set(), models).values()) if e2e_every > 0 else []
+        if iterations:
+            rotation = with_iterations(rotation, iterations, e2e_every, [lead_in(it, device) for it in iterations])
     one = round_timer(rotation, device, len(members))
 
     def run() -> list[float]:

@@ -141,7 +141,6 @@ def measure_rotation(rotation: Rotation, settings: TimingSettings = TimingSettin
     return ms
 
 
-
 def round_timer(rotation: Rotation, device: str = "cpu", members: int | None = None) -> Callable[[], list[float]]:
     """A function that runs one round of ``rotation`` as :func:`measure_rotation` runs its rounds and returns the
     seconds of each call it timed (with the frees timed after it) of its first ``members`` callables (default: all),
