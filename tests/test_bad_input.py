@@ -258,6 +258,11 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     assert "profile" in got["jobs"] and not {"extract", "e2e", "insitu", "trace", "coplace"} & set(got["jobs"])
 
     cfg = yaml.safe_load(TINY.read_text())
+    cfg.setdefault("profile", {})["e2e_every"] = 2  # the trace's glue is timed against the rotation's rounds
+    got = _scheduled(tiny_run, cfg)
+    assert {"profile", "trace"} <= set(got["jobs"]) and not {"extract", "e2e", "insitu", "coplace"} & set(got["jobs"])
+
+    cfg = yaml.safe_load(TINY.read_text())
     cfg["models"]["mlp"]["kwargs"]["width"] = 32
     got = _scheduled(tiny_run, cfg)
     assert got["jobs"]["extract"] == 1 and got["models"] == {"mlp"}  # tiny_dlrm's and broken's jobs untouched

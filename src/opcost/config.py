@@ -177,8 +177,9 @@ def workloads(config: dict, kind: str = "models") -> list[tuple[str, str, int]]:
     return out
 
 
-# What shapes each stage's output: the config keys it reads. A rule declares this slice (``params``), so that a
-# changed key reruns exactly the jobs it affects and an unchanged config reruns nothing.
+# What shapes each stage's output: the config keys it reads (``section.setting``: that one setting of a section). A
+# rule declares this slice (``params``), so that a changed key reruns exactly the jobs it affects and an unchanged
+# config reruns nothing.
 _HOST = ("device", "dtype", "threads", "affinity")
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "extract": ("device", "dtype"),
@@ -188,7 +189,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "e2e": (*_HOST, "e2e", "energy"),
     "e2e_tier": (*_HOST, "e2e", "placement"),
     "insitu": (*_HOST, "insitu"),
-    "trace": (*_HOST, "trace", "profile"),  # profile: the glue is timed against the rotation's rounds (e2e_every)
+    "trace": (*_HOST, "trace", "profile.e2e_every"),  # the glue is timed against the rotation's rounds
     "coplace": (*_HOST, "placement", "insitu"),
     "evaluate": ("device", "statistic", "loop"),
     "validate": ("device", "statistic"),
@@ -212,7 +213,13 @@ def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
     text back (:class:`StageConfig`)."""
     import json
 
-    part = {k: config[k] for k in STAGE_KEYS[stage] if k in config}
+    part: dict = {}
+    for key in STAGE_KEYS[stage]:
+        top, _, setting = key.partition(".")
+        if top in config and not setting:
+            part[top] = config[top]
+        elif top in config and setting in config[top]:  # one setting of a section: the others change nothing here
+            part.setdefault(top, {})[setting] = config[top][setting]
     if "models" in part:
         part["models"] = {m: model_entry(config, m) for m in sorted(config["models"])}
     if model is not None:
@@ -236,7 +243,7 @@ class StageConfig(Mapping):
         if own is not None and "models" not in part:
             part["models"] = {model: own}
         self.stage, self._part = stage, part
-        self._declared = set(STAGE_KEYS[stage]) | ({"models"} if own is not None else set())
+        self._declared = {k.partition(".")[0] for k in STAGE_KEYS[stage]} | ({"models"} if own is not None else set())
 
     @classmethod
     def from_params(cls, stage: str, params: str, model: str | None = None) -> "StageConfig":
