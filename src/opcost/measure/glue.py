@@ -85,13 +85,10 @@ def time_glue(step: Callable[[], object], operators: Callable[[], list[float]],
     per_round = 3 * (n + 1) * once  # both blocks, each with its untimed iteration (a round costs about a step)
     rounds = max(3, min(rounds, int(max_s / per_round)))
     model, ops = [], []
+    sides = ((model, lambda: _block(step, sync, n)), (ops, lambda: _operator_block(operators, n)))
     for k in range(rounds):
-        if k % 2 == 0:
-            model.append(_block(step, sync, n))
-            ops.append(_operator_block(operators, n))
-        else:
-            ops.append(_operator_block(operators, n))
-            model.append(_block(step, sync, n))
+        for out, timed in sides if k % 2 == 0 else sides[::-1]:
+            out.append(timed())
     diffs = [m - r for m, r in zip(model, ops)]
     return GlueTiming(statistics.median(diffs), statistics.stdev(diffs), len(diffs), statistics.median(model),
                       statistics.median(ops))

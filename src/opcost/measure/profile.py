@@ -377,6 +377,35 @@ def rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
     return groups
 
 
+def _replays(rows, models: ModelCache, device: str, failed: dict, reps: list | None = None) -> list[tuple]:
+    """``reps`` (default: a new list) with (row, Replay) appended for each of ``rows`` that builds, in their order
+    (built outside the autograd context: a model loaded in inference mode cannot train; each appended as it is
+    built, so that a caller interrupted midway can close those built); one that does not is recorded in ``failed``
+    and said in the log."""
+    reps = [] if reps is None else reps
+    for row in rows:
+        try:
+            reps.append((row, build(row, models, device)))
+        except Exception as e:
+            failed[row["config_id"]] = _failure(e)
+            log.warning("%s %s %s", row["config_id"], row["op_type"], failed[row["config_id"]])
+    return reps
+
+
+def _leads(iterations: dict[str, Callable[[], object]], device: str) -> dict[str, Callable[[], object]]:
+    """Workload -> the lead-in of its reference iteration (:func:`opcost.measure.rotation.lead_in`), in the order of
+    ``iterations``; an iteration that fails here is said in the log and removed from ``iterations``."""
+    leads = {}
+    for key in list(iterations):
+        try:
+            leads[key] = lead_in(iterations[key], device)
+        except Exception as e:
+            log.warning("the model iteration of %s failed before the rotation (%s); rotating without it", key,
+                        _failure(e))
+            del iterations[key]
+    return leads
+
+
 def _members(reps: list, fresh: bool, failed: dict) -> list[tuple]:
     """(config_id, phase, callable, prepare) per phase of each replay (call inside its autograd context); each
     callable is called once here, so that a failing configuration fails here (recorded in ``failed``), not inside
@@ -412,31 +441,18 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
     fresh, shuffle, every = settings.cache == "fresh", settings.order != "model", settings.e2e_every
     failed: dict[str, str] = {}
     timed = {r["config_id"] for r in rows}
-    reps = []  # (row, Replay): built outside the autograd context (a model loaded in inference mode cannot train)
     iterations = dict(iterations or {})
     whole: dict[str, Measurement] = {}  # workload -> its iteration's Measurement
     engine_of: dict[str, float] = {}  # config_id -> the engine's cost per call in its backward's rotation
+    reps: list = []  # (row, Replay), closed at the end
     try:
         members_rows = list(rows) + list(context)
-        for row in members_rows if shuffle else sorted(members_rows, key=first_call):
-            try:
-                reps.append((row, build(row, models, device)))
-            except Exception as e:
-                failed[row["config_id"]] = _failure(e)
-                log.warning("%s %s %s", row["config_id"], row["op_type"], failed[row["config_id"]])
+        _replays(members_rows if shuffle else sorted(members_rows, key=first_call), models, device, failed, reps)
         by_id = {row["config_id"]: rep for row, rep in reps}
         with mode_context(rows[0]["mode"]):
             members = _members(reps, fresh, failed)
             probes = engine_probes(device) if any(m.phase == "backward" for m in members) else None
-            leads = {}  # workload -> what runs before its reference iteration
-            if every > 0 and not shuffle:
-                for key in list(iterations):
-                    try:
-                        leads[key] = lead_in(iterations[key], device)
-                    except Exception as e:
-                        log.warning("the model iteration of %s failed before the rotation (%s); rotating without it",
-                                    key, _failure(e))
-                        del iterations[key]
+            leads = _leads(iterations, device) if every > 0 and not shuffle else {}
             results: dict[str, dict] = {}
             attempts: dict[str, int] = {}
             noisy: set = set()  # (config_id, phase) still to re-measure; empty on the first attempt
@@ -536,20 +552,16 @@ def operator_round(configs: pd.DataFrame, models_cfg: dict, device: str = "cpu",
     rows = sorted(configs.to_dict("records"), key=first_call)
     models = ModelCache(models_cfg, device, dtype)
     failed: dict[str, str] = {}
-    reps = []
-    for row in rows:
-        try:
-            reps.append((row, build(row, models, device)))
-        except Exception as e:
-            failed[row["config_id"]] = _failure(e)
+    reps = _replays(rows, models, device, failed)
     mode = rows[0]["mode"]
     with mode_context(mode):
         members = _members(reps, True, failed)
         kept = [row for row, _ in reps if row["config_id"] not in failed]
         rotation = _model_order(members, kept, {row["config_id"]: rep for row, rep in reps}, True)
-        iterations = list(_references(rows, set(), models).values()) if e2e_every > 0 else []
+        iterations = _references(rows, set(), models) if e2e_every > 0 else {}
+        leads = _leads(iterations, device)
         if iterations:
-            rotation = with_iterations(rotation, iterations, e2e_every, [lead_in(it, device) for it in iterations])
+            rotation = with_iterations(rotation, list(iterations.values()), e2e_every, list(leads.values()))
     one = round_timer(rotation, device, len(members))
 
     def run() -> list[float]:
