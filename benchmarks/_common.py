@@ -41,6 +41,24 @@ def workload_configs(model: str, batch: int, mode: str = "inference", spec: dict
     return wl, layers, catalog(layers)
 
 
+def interleaved_ratios(x, refs: list, rounds: int, settings) -> tuple[list[float], float, list[float], list[list]]:
+    """(per reference the median over rounds of T_x / T_ref, median T_x, per reference its median T_ref, per reference
+    the rounds' ratios) of a workload and ``refs`` timed in turn, each round all of them, the order rotated every
+    round; each time the trimmed mean of a :func:`opcost.measure.timing.measure` of one iteration."""
+    import numpy as np
+
+    from opcost.measure.timing import measure
+
+    times = [[] for _ in range(len(refs) + 1)]  # x, then each reference
+    order = [x, *refs]
+    for r in range(rounds):
+        for i in [(r + k) % len(order) for k in range(len(order))]:
+            times[i].append(measure(order[i].step, settings, "cpu").trimmed_mean)
+    ratios = [[a / b for a, b in zip(times[0], tr)] for tr in times[1:]]
+    return ([float(np.median(q)) for q in ratios], float(np.median(times[0])),
+            [float(np.median(tr)) for tr in times[1:]], ratios)
+
+
 def p90(values) -> float:
     s = pd.Series(list(values), dtype=float).dropna()
     return float(s.quantile(0.9)) if len(s) else float("nan")

@@ -73,6 +73,14 @@ SHOWN: dict[str, list[Figure]] = {
         Figure("median_abs_err_all", "transformers never profiled, every configuration measured: Σ isolated + "
                                      "overhead, median |error|"),
     ],
+    "unseen_random": [
+        Figure("median_abs_err", "models drawn at random from timm and transformers, never profiled, predicted from "
+                                 "the default study's database, timed in turn with profiled models, median |error|"),
+        Figure("max_abs_err", "the same, the worst model's |error|"),
+        Figure("within_15pct", "the same: models within ±15%", "of:models"),
+        Figure("in_interval", "the same: the 90% interval holds the time", "of:models"),
+        Figure("median_width", "the same: the 90% interval's median width, high / low − 1"),
+    ],
     "generalisation": [
         Figure("median_abs_err_model", "a model left out of the database, median |error|"),
         Figure("within_15pct_model", "a model left out: workloads within ±15%", "of:workloads"),

@@ -127,10 +127,10 @@ def reference(by: dict, context: int, batch: int) -> tuple[int, int]:
 def in_run_minutes(wl, ref_wl, ref_s: float, cfg: dict, rounds: int) -> tuple[float, float]:
     """(seconds per step of ``wl`` in the minutes the database measured its reference, the spread of the rounds'
     ratios): ``wl`` and the measured workload ``ref_wl`` timed alternately
-    (:func:`transformer_unseen.interleaved_ratios`), the median ratio times the reference's time in the database
+    (:func:`_common.interleaved_ratios`), the median ratio times the reference's time in the database
     (``ref_s``, its rotation's). The machine's drift between the measuring and now cancels, as in
     benchmarks/transformer_unseen.py."""
-    from transformer_unseen import interleaved_ratios
+    from _common import interleaved_ratios
 
     from opcost.measure.timing import TimingSettings
 

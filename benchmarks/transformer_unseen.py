@@ -50,7 +50,7 @@ import time
 
 import numpy as np
 import pandas as pd
-from _common import ROOT, prepare, summary
+from _common import ROOT, interleaved_ratios, prepare, summary
 
 CONFIG = ROOT / "benchmarks" / "configs" / "transformer_sweeps.yaml"
 SMOKE_CONFIG = ROOT / "tests" / "data" / "tiny.yaml"  # the tiny run's config: its profiled models, the reference
@@ -67,22 +67,6 @@ def _workload(name: str, spec: dict, batch: int):
     from opcost.model.workload import make_workload
 
     return make_workload(load_model(name, spec), batch, MODE)
-
-
-def interleaved_ratios(x, refs: list, rounds: int, settings) -> tuple[list[float], float, list[float], list[list]]:
-    """(per reference the median over rounds of T_x / T_ref, median T_x, per reference its median T_ref, per reference
-    the rounds' ratios) of a workload and ``refs`` timed in turn, each round all of them, the order rotated every
-    round; each time the trimmed mean of a :func:`opcost.measure.timing.measure` of one iteration."""
-    from opcost.measure.timing import measure
-
-    times = [[] for _ in range(len(refs) + 1)]  # x, then each reference
-    order = [x, *refs]
-    for r in range(rounds):
-        for i in [(r + k) % len(order) for k in range(len(order))]:
-            times[i].append(measure(order[i].step, settings, "cpu").trimmed_mean)
-    ratios = [[a / b for a, b in zip(times[0], tr)] for tr in times[1:]]
-    return ([float(np.median(q)) for q in ratios], float(np.median(times[0])),
-            [float(np.median(tr)) for tr in times[1:]], ratios)
 
 
 def without_configs(db: dict, config_ids: set) -> dict:

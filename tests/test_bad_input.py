@@ -93,6 +93,21 @@ def test_db_commands_refuse_a_directory_without_a_database(tmp_path):
     assert code == 1 and "holds no opcost table" in _one_line(err)
 
 
+@pytest.mark.parametrize("command", ["check-config", "check-models"])
+def test_a_config_that_is_not_utf8_is_named_in_one_line(tmp_path, command):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("models:\n  resnet18: {}\n# café\n".encode("latin-1"))
+    code, _, err = _cli(command, path)
+    assert code == 1 and _one_line(err) == (f"opcost: config {path}: not UTF-8 text (byte 0xe9 at offset 28): save "
+                                            "it as UTF-8")
+
+
+def test_db_show_names_a_shape_that_is_no_list_of_sizes(tiny_run):
+    code, _, err = _cli("db", "show", "--shape", "8,abc", "--db", tiny_run / "results" / "db")
+    assert code == 1 and _one_line(err) == ("opcost: --shape 8,abc: expected an input's sizes as whole numbers, "
+                                            "e.g. 8,64,56,56")
+
+
 def test_predict_refuses_a_device_the_database_does_not_hold(tiny_run):
     code, out, err = _cli("predict", "mlp", "--batch", 2, "--db", tiny_run / "results" / "db", "--device", "cuda")
     assert code == 1 and out == ""

@@ -52,6 +52,8 @@ SMOKE = {
     "transformer_unseen": (["--db", "{db}"], lambda s: s["workloads"] == "1" and s["failed"] == "0"
                            and _finite(s, "median_abs_err", "median_width", "median_abs_est_vs_all",
                                        "median_abs_err_all")),  # 20 s
+    "unseen_random": (["--db", "{db}"], lambda s: s["models"] == "2" and s["failed"] == "0"
+                      and _finite(s, "median_abs_err", "median_width")),  # 15 s
     "generalisation": (["--db", "{db}"], lambda s: int(s["workloads"]) >= 1
                        and _finite(s, "median_abs_err_model")),  # 9 s
     "sweep_sampling": (["--db", "{db}"], lambda s: s["points"] == "3" and s["budget"] == "1"

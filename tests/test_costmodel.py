@@ -377,6 +377,66 @@ def test_a_view_does_no_work_and_an_unmeasured_type_takes_its_twins_or_its_famil
     assert ((1.25 < ratio[2:]) & (ratio[2:] < 4)).all(), est  # between ReLU's and GELU's
 
 
+def _activation(op, n, seconds, cols=64):
+    shape = json.dumps([_spec([n, cols])])
+    return {"config_id": f"{op}{n}x{cols}", "op_type": op, "mode": "inference", "phase": "forward", "params": "{}",
+            "inputs": shape, "outputs": shape, "seconds": seconds}
+
+
+def test_a_fallbacks_interval_comes_from_its_own_held_out_error_and_is_never_of_zero_width():
+    """Each measured op type estimated as if never measured (leave-type-out) gives the fallbacks' held-out errors:
+    the activations here cost 1x to 8x one law, so an unmeasured activation estimated from its family's law carries
+    an interval as wide as the family's spread, much wider than a measured type's own law. A database too small for
+    any held-out error still gives every estimate an interval of non-zero width (a prior factor of 2)."""
+    law = lambda n: 2e-6 + n * 64 * 8 / 4e9  # noqa: E731
+    costs = {"ReLU": 1, "GELU": 2, "SiLU": 3, "Sigmoid": 4, "Tanh": 5, "ELU": 6, "Hardswish": 7, "Softplus": 8,
+             "LeakyReLU": 1.5}
+    rows = [_activation(op, n, law(n) * c) for op, c in costs.items() for n in (16, 64, 256, 1024, 4096)]
+    data = pd.concat([_synthetic(lambda f, b: 1e-6 + b / 5e9, n=40), pd.DataFrame(rows)], ignore_index=True)
+    data["workload"] = [f"m{i % 6}/inference/b1" for i in range(len(data))]
+    model = CostModel.fit(data)
+    fb = model.fallback
+    assert set(fb["op_type"]) >= set(costs) and set(fb["method"]) <= {"twin", "family", "nearest", "global"}
+    assert (fb.groupby("op_type")["weight"].sum().round(9) == 1).all()  # each type counts once
+    q = model.method_quantiles["family"]
+    assert q[0] < -0.5 and q[1] > 0.5  # 1x to 8x: the family law errs by factors, and its interval says so
+    far = 8192  # beyond every measured size: no interpolation
+    est = model.estimate(pd.DataFrame([_activation("Mish", far, law(far) * 4), _activation("ReLU", far, law(far))]))
+    assert list(est["method"]) == ["family", "law"]
+    width = est["high"] / est["low"]
+    assert width.iloc[0] > 2 * width.iloc[1] and (est["low"] < est["estimate"]).all()
+    assert (est["estimate"] < est["high"]).all()
+    # a database of three configurations: no held-out error at all, yet no zero-width interval
+    tiny = CostModel.fit(pd.DataFrame([_activation("ReLU", n, law(n)) for n in (16, 256, 4096)]))
+    assert not tiny.quantiles and not tiny.method_quantiles
+    est = tiny.estimate(pd.DataFrame([_activation("ReLU", 64, law(64)), _activation("Conv1D", 64, law(64))]))
+    assert (est["high"] / est["low"] >= 3.9).all()  # a factor of 2 either way
+    assert est["low"].lt(est["estimate"]).all() and est["high"].gt(est["estimate"]).all()
+
+
+def test_an_estimate_never_falls_below_a_smaller_measured_call_of_its_shape_line():
+    """A Linear 100 -> 100 measured at 16 and 64 rows, three times slower than the law of the other Linears: the law
+    (and its trees) would put 128 rows below the measured 64, and 8 rows above the measured 16. Held between its
+    line's measured neighbours, the estimate grows with the rows, whatever the law says."""
+    law = lambda f, b: 1e-6 + max(f / 2e10, b / 4e9)  # noqa: E731
+    data = _synthetic(law, n=40)
+
+    def lin(rows, seconds=None):
+        f = configuration_features("Linear", {"in_features": 100, "out_features": 100}, [_spec([rows, 100])],
+                                   [_spec([rows, 100])])
+        return {"config_id": f"l{rows}", "op_type": "Linear", "mode": "inference", "phase": "forward",
+                "params": json.dumps({"in_features": 100, "out_features": 100}),
+                "inputs": json.dumps([_spec([rows, 100])]), "outputs": json.dumps([_spec([rows, 100])]),
+                "seconds": seconds if seconds is not None else 3 * law(f["flops"], f["bytes"])}
+
+    measured = pd.DataFrame([lin(16), lin(64)])
+    model = CostModel.fit(pd.concat([data, measured], ignore_index=True))
+    asked = pd.DataFrame([lin(r) for r in (4, 8, 32, 128, 256)])
+    est = model.estimate(asked)["estimate"].to_numpy()
+    y16, y64 = measured["seconds"]
+    assert est[0] <= est[1] <= y16 <= est[2] <= y64 <= est[3] <= est[4]
+
+
 def test_a_familys_views_do_not_drag_the_law_its_copies_are_estimated_from():
     """The copy family holds views (a flatten or reshape of a contiguous tensor: no bytes, a call's cost, here
     10 us) and copies (cat at 1 us + bytes / 5 GB/s). An unmeasured type's copy (contiguous of a transposed tensor)
@@ -430,9 +490,13 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
     p = json.loads(out)
     assert {"predicted_s", "low_s", "high_s", "estimated_share"} <= set(p)
     assert 0 < p["estimated_share"] <= 1 and math.isfinite(p["predicted_s"])
-    assert p["low_s"] <= p["predicted_s"] <= p["high_s"]
+    assert p["low_s"] < p["predicted_s"] < p["high_s"]  # something is estimated: never an interval of zero width
     assert (db_dir / "costmodel.pkl").exists()
     db = database.read_db(db_dir)
+    # the op type whose estimates widen the interval most: an estimated one of the workload
+    five = estimate.predict_workload(db, estimate.workload_layers(
+        db, "tiny_dlrm", 5, "inference", yaml.safe_load(TINY.read_text())["models"]["tiny_dlrm"]), db_dir)
+    assert p["widest"] == five.widest in set(five.layers.loc[five.layers["method"] != "measured", "op_type"])
     layers = estimate.workload_layers(db, "mlp", 2, "inference")
     full = estimate.predict_workload(db, layers, db_dir)
     assert full.estimated_share == 0 and full.measured_s > 0
@@ -454,6 +518,7 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
                                             * calls)
     code, text, err = _cli_predict(capsys, "tiny_dlrm", "--batch", "5", "--db", db_dir, "--config", TINY)
     assert code == 0 and "estimated" in text and "EmbeddingBag" in text, err
+    assert "widest part of the interval:" in text
 
 
 def test_a_never_traced_decoder_takes_its_glue_from_a_short_trace_of_its_own(tiny_run, tmp_path, capsys):

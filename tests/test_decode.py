@@ -275,6 +275,25 @@ def test_predict_a_decode_step_at_a_context_and_batch_never_measured(decode_run)
         "kv_cache_bytes"]
 
 
+def test_a_predicted_step_never_gets_faster_as_the_context_grows(decode_run):
+    """From the small decode run (contexts 16 and 64 measured at batch 2): the predicted step at contexts 16, 64, 256
+    and 1,024, batch 2 and 3, never falls as the context grows, and a step with anything estimated has an interval of
+    non-zero width."""
+    from opcost.analysis import estimate
+    from opcost.database import read_db
+
+    db_dir = decode_run / "results" / "db"
+    db = read_db(db_dir)
+    for batch in (2, 3):
+        steps = [estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", batch, f"decode{c}", LLAMA),
+                                           db_dir) for c in (16, 64, 256, 1024)]
+        times = [p.predicted_s for p in steps]
+        assert times == sorted(times), (batch, times)
+        for p in steps:
+            if p.estimated_s > 0:
+                assert p.low_s < p.predicted_s < p.high_s, (batch, p.low_s, p.predicted_s, p.high_s)
+
+
 def test_a_step_at_a_context_never_traced_takes_its_overhead_from_the_traced_steps_cache_bytes(decode_run):
     """The overhead of a step at a context and batch never traced: the least-squares fit of the traced decode steps'
     overheads in the key/value cache bytes a step reads (one slope for all models, an intercept per model), here
@@ -298,7 +317,9 @@ def test_a_step_at_a_context_never_traced_takes_its_overhead_from_the_traced_ste
     assert x == pytest.approx(x1 * (3 * 256) / (2 * 64))  # the cache grows with batch x context
     p = estimate.predict_workload(db, target, db_dir)
     assert p.overhead_from == "decode steps"
-    assert p.overhead_s == pytest.approx(max(y0 + (y1 - y0) / (x1 - x0) * (x - x0), 0.0), rel=1e-6, abs=1e-12)
+    rise = max((y1 - y0) / (x1 - x0), 0.0)  # the slope is held at 0 or above in the fit: a flat line at the mean
+    line = y0 + rise * (x - x0) if rise > 0 else (y0 + y1) / 2
+    assert p.overhead_s == pytest.approx(max(line, 0.0), rel=1e-6, abs=1e-12)
     own = estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", 2, "decode64", LLAMA), db_dir)
     assert own.overhead_from == "own trace" and own.overhead_s == pytest.approx(points[x1])
     # a second model whose traced steps cost twice as much: one slope for both (the mean of their two slopes, as
@@ -309,7 +330,7 @@ def test_a_step_at_a_context_never_traced_takes_its_overhead_from_the_traced_ste
             "overheads": pd.concat([db["overheads"], ov.assign(model="twin", overhead_s=2 * ov["overhead_s"])],
                                    ignore_index=True)}
     used, _ = estimate.conditions(db["measurements"])
-    slope, mid = 1.5 * (y1 - y0) / (x1 - x0), (x0 + x1) / 2
+    slope, mid = 1.5 * rise, (x0 + x1) / 2
     for name, scale in (("tiny_llama", 1), ("twin", 2)):
         got = estimate.decode_overhead(twin, used, target.assign(model=name), "decode256")
         assert got == pytest.approx(max(scale * (y0 + y1) / 2 + slope * (x - mid), 0.0), rel=1e-6, abs=1e-12)
@@ -350,3 +371,19 @@ def test_the_figures_show_decode_steps_across_context_lengths(decode_run):
     assert (c.loc[[16, 64], "estimated_share"] == 0).all() and (c.loc[[128, 256], "estimated_share"] > 0).all()
     assert 0 < c.loc[16, "attention_share"] < 1
     assert 0 < c.loc[128, "attention_share"] < c.loc[256, "attention_share"] < 1
+
+
+def test_the_decode_overheads_slope_is_held_at_zero_or_above_in_the_fit_itself():
+    """Two noisy traced steps whose overhead fell as the cache grew: an unconstrained least-squares line would fall
+    further at a longer context (and be floored at 0 only after); the constrained fit is flat at each model's mean,
+    so a longer context never costs less. A rising pair keeps its own line."""
+    from opcost.analysis.estimate import _cache_line
+
+    falling = [("m", 1e6, 3e-4), ("m", 4e6, 2e-4), ("n", 1e6, 5e-4), ("n", 4e6, 4.5e-4)]
+    names = ["m", "n"]
+    for model, mean in (("m", 2.5e-4), ("n", 4.75e-4)):
+        line = _cache_line(falling, names, model)
+        assert [line(x) for x in (1e6, 4e6, 64e6)] == pytest.approx([mean] * 3, rel=1e-6)
+    rising = [("m", 1e6, 2e-4), ("m", 3e6, 4e-4)]
+    line = _cache_line(rising, ["m"], "m")
+    assert line(5e6) == pytest.approx(6e-4, rel=1e-6) and line(1e6) < line(3e6) < line(5e6)

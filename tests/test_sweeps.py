@@ -70,6 +70,33 @@ def test_chain_layers_keep_their_shape_and_extract_as_one_configuration():
     assert model_entries([], [1], ["inference"]) == {}
 
 
+def test_activation_pooling_and_squeeze_excitation_points_record_the_module_types_cnns_run():
+    """The activations of MobileNets and EfficientNets, a global average pool, and torchvision's squeeze-and-
+    excitation block (pool, two 1x1 convolutions on one value per channel, an activation, a gate, the input times the
+    gate): each point extracts as the op types those models record, at the point's sizes."""
+    sweeps = [{"op": op, "grid": {"channels": [8], "size": [6]}, "depth": 2}
+              for op in ("SiLU", "Hardswish", "Sigmoid", "Hardsigmoid", "AdaptiveAvgPool2d")]
+    sweeps += [{"op": "se", "grid": {"channels": [16], "size": [5], "act": [0, 1]}, "depth": 1}]
+    cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "sweeps": sweeps})
+    for op in ("SiLU", "Hardswish", "Sigmoid", "Hardsigmoid"):
+        layers = extract(make_workload(load_model(f"sweep-{op}-c8-h6", cfg["models"][f"sweep-{op}-c8-h6"]), 2,
+                                       "inference"))
+        assert list(layers["op_type"]) == [op] and int(layers["count"].iloc[0]) == 2
+        assert json.loads(layers["inputs"].iloc[0])[0]["T"] == [2, 8, 6, 6]
+    pool = extract(make_workload(load_model("sweep-AdaptiveAvgPool2d-c8-h6",
+                                            cfg["models"]["sweep-AdaptiveAvgPool2d-c8-h6"]), 2, "inference"))
+    assert list(pool["op_type"]) == ["AdaptiveAvgPool2d"] and int(pool["count"].iloc[0]) == 1  # a chain of one
+    assert json.loads(pool["outputs"].iloc[0])[0]["T"] == [2, 8, 1, 1]
+    for act, (inner, gate) in enumerate((("ReLU", "Hardsigmoid"), ("SiLU", "Sigmoid"))):
+        name = f"sweep-se-a{act}-c16-h5"
+        layers = extract(make_workload(load_model(name, cfg["models"][name]), 2, "inference"))
+        assert set(layers["op_type"]) == {"AdaptiveAvgPool2d", "Conv2d", inner, gate, "mul"}
+        squeeze = {json.loads(p)["out_channels"] for p in layers.loc[layers["op_type"] == "Conv2d", "params"]}
+        assert squeeze == {4, 16}  # 16 / squeeze 4, and back
+    with pytest.raises(OpcostError, match="unknown parameter"):
+        cfgmod.validate({"models": {"x": {}}, "sweeps": [{"op": "SiLU", "points": [{"features": 8}]}]})
+
+
 def test_an_evicting_point_ends_each_iteration_by_writing_twice_the_last_level_cache(tmp_path):
     """A sweep with ``evict``: its points are named apart, their chain ends with one SweepEvict call per iteration
     (its own configuration, profiled with the others), which writes a buffer of twice the host's last-level cache

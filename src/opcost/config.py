@@ -138,7 +138,10 @@ def is_sweep(entry: dict) -> bool:
 
 def load(path) -> dict:
     try:
-        cfg = yaml.safe_load(Path(path).read_text()) or {}
+        cfg = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as e:
+        raise OpcostError(f"config {path}", f"not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}): "
+                                            "save it as UTF-8") from None
     except (OSError, yaml.YAMLError) as e:
         raise OpcostError(f"config {path}", str(e)) from None
     return validate(cfg)

@@ -177,7 +177,10 @@ def show(db: dict, where: Filter = Filter(), statistic: str | None = None) -> pd
         m = m[m["params"].map(lambda p: p is not None and not pd.isna(p) and key in json.loads(p)
                               and compact(json.loads(p)[key]).strip('"') == want.strip('"'))]
     if where.shape is not None:
-        dims = [int(d) for d in str(where.shape).replace("x", ",").split(",") if d.strip()]
+        parts = [d.strip() for d in str(where.shape).replace("x", ",").split(",") if d.strip()]
+        if not parts or not all(d.isdigit() for d in parts):
+            raise OpcostError(f"--shape {where.shape}", "expected an input's sizes as whole numbers, e.g. 8,64,56,56")
+        dims = [int(d) for d in parts]
         m = m[m["inputs"].map(lambda s: s is not None and not pd.isna(s)
                               and any(t.get("T") == dims for t in json.loads(s) if isinstance(t, dict)))]
     m = m.assign(cost_s=m[col], shapes=m["inputs"].map(_shapes))

@@ -20,14 +20,25 @@ has fewer than :data:`MIN_INTERVAL` of them).
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
 (else the phase's global law) at the two configurations (without either, by the ratio of bytes; FLOPs for matrix
-products and convolutions); an op type never measured in that phase, ``twin``: the law of a measured type of the
-same computation (its twin group in :data:`opcost.analysis.optypes.TABLE`: an aten op and the module that calls
-it, ``adaptive_avg_pool2d`` and ``AdaptiveAvgPool2d``; clamps, ``ReLU6`` and ``ReLU``), else ``family``: the law
+products and convolutions); an op type never measured in that phase, ``twin``: the law of a measured type of the same
+computation (its twin group in :data:`opcost.analysis.optypes.TABLE`: an aten op and the module that calls it,
+``adaptive_avg_pool2d`` and ``AdaptiveAvgPool2d``; clamps, ``ReLU6`` and ``ReLU``), else ``family``: the law
 fitted over the measured types of its family (the table's family: ``Mish`` from the other activations,
 ``bernoulli_`` from dropout...; with fewer than :data:`MIN_CONFIGS` of them, the nearest, scaled), else ``global``:
 the roofline law fitted over all configurations of the phase. The family's and the phase's laws are fitted to the
 configurations that do work (FLOPs or bytes); a configuration without work (a view) estimated from its family costs
 the median of the family's measured ones. Nothing is ever estimated as 0.
+
+**Held-out error of every rule.** The laws' and trees' come from the cross-validation below; the fallbacks' from
+leaving each measured op type out in turn (:meth:`CostModel._leave_type_out`: its law, points and lines taken out,
+the shared laws refitted without it) and estimating its configurations by whichever fallback then
+answers, each type counting once. An estimate's 90% interval is the 5-95% range of the held-out errors of its own
+rule (:meth:`CostModel.interval_of`): a fallback's, else its op type's, else all types'; where
+nothing was held out (a small database), a factor of 2 either way; never narrower than :data:`MIN_WIDTH`.
+
+**Monotone**: an estimate is held between the measured costs of its shape line that differ from it by one size (no
+less than the same call measured at a smaller batch, sequence or context, no more than at a larger one), so that it
+never falls as that size grows past what was measured.
 
 **Interpolated**: a configuration that two measured ones of its shape line bracket (the same call but for the
 sizes of its tensors, between the two at every size that differs: attention over a cache length between two
@@ -68,10 +79,13 @@ MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error t
 FOLDS = 5
 BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
 FILE = "costmodel.pkl"
-FIT_VERSION = 17  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 18  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
+FALLBACKS = ("nearest", "twin", "family", "global")  # estimates of a type without a law of its own
+PRIOR = math.log(2.0)  # |log error| assumed where nothing was held out: a factor of 2 either way
+MIN_WIDTH = 0.04  # the narrowest interval, in log ratio (about ±2%): the spread of any fit's own held-out errors
 
 
 @dataclass
@@ -136,6 +150,8 @@ class CostModel:
     error_growth: tuple = (0.0, 0.0)  # (a, b): held-out |log error| ~ a + b x decades to the nearest measured
     fingerprint: str = ""
     lines: Lines | None = None  # measured configurations by shape line, for ``interpolated`` estimates
+    fallback: pd.DataFrame | None = None  # per configuration: held-out log ratio of its fallback, its type unmeasured
+    method_quantiles: dict = field(default_factory=dict)  # fallback method -> (q05, q95) of its held-out log ratios
 
     # -- fitting -----------------------------------------------------------------------------------------------
     @classmethod
@@ -170,6 +186,8 @@ class CostModel:
             for op_type, g in chosen.groupby(model.heldout["op_type"]):
                 if len(g) >= MIN_INTERVAL:
                     model.quantiles[op_type] = (float(g.quantile(0.05)), float(g.quantile(0.95)))
+        model.fallback = model._leave_type_out(data, target)
+        model.method_quantiles = _method_quantiles(model.fallback, held)
         return model
 
     @classmethod
@@ -200,7 +218,7 @@ class CostModel:
         model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(
             y=y, family=family)
         if "line" in data:
-            model.lines = Lines.of(data["line"], data["dims"], data["bytes"], data["flops"], y)
+            model.lines = Lines.of(data["line"], data["dims"], data["bytes"], data["flops"], y, data[CONTEXT])
         base = model._baseline(data)[0]
         ok = np.isfinite(base)
         if ok.sum() >= 20:
@@ -253,6 +271,59 @@ class CostModel:
                 row[name] = np.log(m._estimated(test, name, baseline)[0] / meas)
             out.append(pd.DataFrame({**row, "distance": m.distance(test)}))
         return pd.concat(out, ignore_index=True)
+
+    def _leave_type_out(self, data: pd.DataFrame, target: str) -> pd.DataFrame:
+        """Held-out errors of the fallbacks: each measured op type in turn estimated as if the database had never
+        measured it (its own law, points and shape lines taken out, its family's and its phase's laws refitted
+        without it), by whichever fallback then answers (``twin``, ``family``, ``nearest`` of the family,
+        ``global``). One row per configuration: ``op_type``, ``mode``, ``phase``, ``method``, ``ratio`` (log
+        estimate / measured) and ``weight`` (1 / the type's configurations: every op type counts once, as a type
+        never measured is one draw of them). The trees correct only a type's own law, so none is refitted."""
+        rows = []
+        y = data[target].astype(float)
+        for op_type, test in data.groupby("op_type"):
+            rest = data[data["op_type"] != op_type]
+            if rest.empty:
+                continue
+            m = self._without(op_type, rest, y[rest.index])
+            est, method = m._baseline(test)
+            ok = np.isfinite(est) & (est > 0)
+            if not ok.any():
+                continue
+            rows.append(pd.DataFrame({"config_id": test["config_id"].to_numpy()[ok], "op_type": op_type,
+                                      "mode": test["mode"].to_numpy()[ok], "phase": test["phase"].to_numpy()[ok],
+                                      "method": method[ok], "ratio": np.log(est[ok] / y[test.index].to_numpy()[ok]),
+                                      "weight": 1.0 / int(ok.sum())}))
+        cols = ["config_id", "op_type", "mode", "phase", "method", "ratio", "weight"]
+        return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=cols)
+
+    def _without(self, op_type: str, rest: pd.DataFrame, y: pd.Series) -> "CostModel":
+        """A copy of this model's laws and points as if ``op_type`` had never been measured (``rest``: the
+        training rows without it, ``y`` their target): its own laws and shape lines dropped, the shared laws of
+        its family and of each phase refitted to ``rest``."""
+        fam = optypes.family(op_type)
+        m = CostModel(target=self.target, categories=self.categories)
+        m.laws = {k: v for k, v in self.laws.items() if k[0] != op_type}
+        m.points = self.points[self.points["op_type"] != op_type]
+        worked = rest["flops"].ge(1) | rest["bytes"].ge(1)
+        for key, g in rest.groupby(["mode", "phase"]):
+            if len(g) >= MIN_CONFIGS:
+                w = _with_work(g, worked)
+                m.global_laws[key] = fit_law(w["flops"], w["bytes"], y[w.index])
+        m.family_laws = {k: v for k, v in self.family_laws.items() if k[0] != fam}
+        m.family_calls = {k: v for k, v in self.family_calls.items() if k[0] != fam}
+        if fam is not None:
+            same = rest[rest["op_type"].map(optypes.family) == fam]
+            for key, g in same.groupby(["mode", "phase"]):
+                if len(g) >= MIN_CONFIGS:
+                    w = _with_work(g, worked)
+                    m.family_laws[(fam, *key)] = fit_law(w["flops"], w["bytes"], y[w.index])
+                idle = g[~worked[g.index]]
+                if len(idle):
+                    m.family_calls[(fam, *key)] = float(y[idle.index].median())
+        if "line" in rest:
+            m.lines = Lines.of(rest["line"], rest["dims"], rest["bytes"], rest["flops"], y, rest[CONTEXT])
+        return m
 
     def _choose(self, held: pd.DataFrame) -> str | None:
         """The simplest method of :data:`METHODS` (in their order) whose median |log error| over the held-out
@@ -345,7 +416,22 @@ class CostModel:
             if rows.any():
                 est[rows] = base[rows] * np.exp(self.trees[name].predict(self._matrix(data[rows], TREES[name])))
                 method = np.where(rows, name, method)
-        return est, method
+        return self._monotone(data, est), method
+
+    def _monotone(self, data: pd.DataFrame, est: np.ndarray) -> np.ndarray:
+        """``est`` held between the measured costs of its shape line that differ from it by one size, among those
+        measured in workloads of about its context (:meth:`opcost.analysis.shape_lines.Lines.bounds`): no less than
+        the same call measured at a smaller batch, sequence or context, no more than at a larger one, whatever the
+        trees' correction."""
+        if self.lines is None or "line" not in data:
+            return est
+        out = est.copy()
+        context = data[CONTEXT] if CONTEXT in data else pd.Series(np.nan, index=data.index)
+        for i, (line, dims, ctx) in enumerate(zip(data["line"], data["dims"], context)):
+            if line and np.isfinite(out[i]):
+                lo, hi = self.lines.bounds(line, dims, float(ctx))
+                out[i] = min(max(out[i], lo), hi) if lo <= hi else out[i]
+        return out
 
     @staticmethod
     def features_of(rows: pd.DataFrame) -> pd.DataFrame:
@@ -392,12 +478,28 @@ class CostModel:
         data = self.features_of(rows)
         how = method or [self.chosen_by_mode.get(m, "law") for m in data["mode"]]
         est, method = self._estimated(data, how)
-        default = self.quantiles.get(None, (0.0, 0.0))
-        lo = np.array([self.quantiles.get(t, default)[0] for t in data["op_type"]])
-        hi = np.array([self.quantiles.get(t, default)[1] for t in data["op_type"]])
+        lo, hi = np.array([self.interval_of(t, m) for t, m in zip(data["op_type"], method)]).reshape(-1, 2).T
         # a held-out ratio r = log(estimate / measured): the measured value lies in [estimate / e^q95, estimate / e^q05]
         return pd.DataFrame({"estimate": est, "low": est / np.exp(np.maximum(hi, 0)),
                              "high": est / np.exp(np.minimum(lo, 0)), "method": method}, index=rows.index)
+
+    def interval_of(self, op_type: str, method: str) -> tuple[float, float]:
+        """(q05, q95) of the held-out log ratios (estimate / measured) an estimate of ``op_type`` by ``method``
+        rests on: a fallback's (:data:`FALLBACKS`) from the leave-type-out errors of that fallback
+        (:attr:`method_quantiles`), else the op type's own held-out errors, else all types'; where none was held
+        out (a small database), the widest known, else :data:`PRIOR` either way; never narrower than
+        :data:`MIN_WIDTH`: an estimate never has an interval of zero width."""
+        q = self.method_quantiles.get(method) if method in FALLBACKS else None
+        if q is None:
+            q = self.quantiles.get(op_type) or self.quantiles.get(None)
+        if q is None:
+            known = [*self.quantiles.values(), *self.method_quantiles.values()]
+            q = (min((k[0] for k in known), default=-PRIOR), max((k[1] for k in known), default=PRIOR))
+        lo, hi = min(q[0], 0.0), max(q[1], 0.0)
+        if hi - lo < MIN_WIDTH:  # an interval narrower than the held-out noise of the fit itself says too much
+            pad = (MIN_WIDTH - (hi - lo)) / 2
+            lo, hi = lo - pad, hi + pad
+        return lo, hi
 
     # -- held-out summary --------------------------------------------------------------------------------------
     def heldout_summary(self) -> dict:
@@ -441,6 +543,39 @@ def _bootstrap_se(values: pd.Series, groups: pd.Series) -> float:
     meds = [np.median(np.concatenate([by[i] for i in rng.integers(0, len(by), len(by))]))
             for _ in range(BOOTSTRAP)]
     return float(np.std(meds, ddof=1))
+
+
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """The ``q`` quantile of ``values`` under ``weights`` (the midpoints of the weighted steps)."""
+    order = np.argsort(values)
+    v, w = values[order], weights[order]
+    cum = (np.cumsum(w) - w / 2) / w.sum()
+    return float(np.interp(q, cum, v))
+
+
+def _method_quantiles(fallback: pd.DataFrame | None, held: pd.DataFrame | None) -> dict:
+    """Fallback method -> (q05, q95) of its held-out log ratios: the leave-type-out rows (each op type weighing
+    1), and the cross-validation's rows that fell back to it (weight 1 per model held out), where at least
+    :data:`MIN_INTERVAL` op types or models show it."""
+    parts = []
+    if fallback is not None and len(fallback):
+        parts.append(fallback[["method", "ratio", "weight"]].assign(group=fallback["op_type"]))
+    if held is not None and len(held):
+        chosen = held["law"].astype(float)
+        fell = held[held["method"].isin(FALLBACKS) & np.isfinite(chosen)]
+        if len(fell):
+            group = _model_groups(fell)
+            parts.append(pd.DataFrame({"method": fell["method"], "ratio": chosen[fell.index],
+                                       "weight": 1.0 / group.map(group.value_counts()), "group": group}))
+    if not parts:
+        return {}
+    pool = pd.concat(parts, ignore_index=True)
+    out = {}
+    for method, g in pool.groupby("method"):
+        if g["group"].nunique() >= MIN_INTERVAL:
+            r, w = g["ratio"].to_numpy(dtype=float), g["weight"].to_numpy(dtype=float)
+            out[method] = (_weighted_quantile(r, w, 0.05), _weighted_quantile(r, w, 0.95))
+    return out
 
 
 def _model_groups(rows: pd.DataFrame) -> pd.Series:

@@ -12,7 +12,9 @@ measured isolated costs) / calls of the workloads with an end-to-end time), the 
 the same mode (their 10–90% range is its interval), floored at 0.
 
 Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
-contributes count × its interval (the 5–95% range of its op type's held-out errors). Within an op type and phase
+contributes count × its interval (the 5–95% range of the held-out errors of the rule that estimated it:
+:meth:`opcost.analysis.costmodel.CostModel.interval_of`; never of zero width). :attr:`Prediction.widest` names the op
+type whose estimates widen the interval most. Within an op type and phase
 the ends add up (one law errs the same way on all its configurations); across them they combine in quadrature
 (different laws, independent errors), as does the method's own error: the 5–95% range of how far the database's
 fully measured workloads' predictions (isolated costs + their modelled overhead) are off each end-to-end time their
@@ -103,6 +105,7 @@ class Prediction:
     runs_held: int = 1  # runs the database holds on these conditions (a merged database: several)
     plain_gap: float | None = None  # a plain process's iteration time over opcost's, minus 1 (plain_gap_of's)
     plain_gap_of: str | None = None  # "this workload", or the median over the database's workloads
+    widest: str | None = None  # the op type whose estimates contribute most to the interval's width (None: none)
 
     @property
     def estimated_share(self) -> float:
@@ -137,7 +140,7 @@ class Prediction:
                 "runs_s": {k or "(unnamed)": v for k, v in self.runs_s.items()},
                 "process": PROCESS.format(threads=self.conditions.get("threads")), "plain_gap": self.plain_gap,
                 "plain_gap_of": self.plain_gap_of,
-                "by_method_s": self.methods(),
+                "by_method_s": self.methods(), "widest": self.widest,
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
 
 
@@ -296,7 +299,8 @@ def decode_overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, mode: st
     by the cache's traffic, the update's bookkeeping) and an intercept per model (its glue without a cache), floored
     at 0. A median per call cannot follow that growth to a longer context; one slope from every model's steps moves
     less with one trace's noise than a line through one model's two or three. None where ``mode`` is no decode
-    step, the model has no traced decode step, or no model's traced steps hold two cache sizes."""
+    step, the model has no traced decode step, or no model's traced steps hold two cache sizes. The slope is held
+    at 0 or above in the fit itself (:func:`_cache_line`)."""
     from opcost.analysis.decode import cache_bytes
 
     context = decode_context(mode)
@@ -312,9 +316,20 @@ def decode_overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, mode: st
     sizes = {n: {c for m, c, _ in points if m == n} for n in names}
     if model not in names or max(len(v) for v in sizes.values()) < 2:
         return None
+    return max(float(_cache_line(points, names, model)(cache_bytes(layers, context))), 0.0)
+
+
+def _cache_line(points: list, names: list, model: str):
+    """The decode overhead's line in cache bytes for ``model``, fitted to ``points`` (model, cache bytes, overhead
+    seconds) by least squares with the shared slope held at 0 or above *in the fit* (``scipy.optimize.lsq_linear``):
+    a step never gets cheaper as its cache grows, and the intercepts are fitted under that constraint, not floored
+    after an unconstrained fit that two noisy points tilted downwards."""
+    from scipy.optimize import lsq_linear
+
     x = np.array([[c / 1e6] + [float(n == k) for k in names] for n, c, _ in points])
-    coef = np.linalg.lstsq(x, np.array([o for _, _, o in points]), rcond=None)[0]
-    return max(float(coef[0] * cache_bytes(layers, context) / 1e6 + coef[1 + names.index(model)]), 0.0)
+    lower = np.r_[0.0, np.full(len(names), -np.inf)]
+    coef = lsq_linear(x, np.array([o for _, _, o in points]), bounds=(lower, np.inf), method="bvls").x
+    return lambda nbytes: coef[0] * nbytes / 1e6 + coef[1 + names.index(model)]
 
 
 def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: float,
@@ -469,6 +484,8 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     off = method_error(db, used, mode, statistic, per_call)
     below, above = ((per_call - lo_call) * calls, (hi_call - per_call) * calls) if off is None else \
         (centre * max(0.0, -off[0]), centre * max(0.0, off[1]))
+    spread = down ** 2 + up ** 2
+    widest = str(spread.idxmax()[0]) if len(spread) and spread.max() > 0 else None
     low = centre - float(np.sqrt((down ** 2).sum() + below ** 2))
     high = centre + float(np.sqrt((up ** 2).sum() + above ** 2))
     ref = references(of_workload(e2e, model, batch, mode), picked["device"], "isolated", statistic, run)
@@ -486,7 +503,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                       tier_slowdown=centre / (fast_ops + overhead_s) if tier is not None else None,
                       tier_measured_share=tier_share, run=run, runs_s={k: float(v) for k, v in by_run.items()},
                       runs_held=len(set(runs(pool)) | set(runs(e2e))),
-                      plain_gap=gap, plain_gap_of=gap_of)
+                      plain_gap=gap, plain_gap_of=gap_of, widest=widest)
 
 
 def overhead_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32") -> float:

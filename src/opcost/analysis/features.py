@@ -55,7 +55,8 @@ def _nbytes(spec: dict) -> int:
     return _numel(spec) * _DTYPE_BYTES.get(str(spec.get("dtype", "float32")), 4)
 
 
-def _contiguous(spec: dict) -> bool:
+def contiguous(spec: dict) -> bool:
+    """Whether a tensor spec's strides (``stride``; none: contiguous) are those of a contiguous tensor."""
     shape, stride = spec.get("T") or [], spec.get("stride")
     if stride is None:
         return True
@@ -200,10 +201,10 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
         elif work == "norm":
             param_bytes = _norm_params(op_type, p, first) * elt
     nbytes = io_bytes + param_bytes
-    contiguous = all(_contiguous(s) for s in ins)
+    dense = all(contiguous(s) for s in ins)
     # a reshape, flatten or contiguous() copies only where no view can serve: its input strided and its output
     # contiguous (a view of a strided input keeps its strides: GPT-2's reshape of a transposed tensor to its own shape)
-    viewed = contiguous or not all(_contiguous(s) for s in outs)
+    viewed = dense or not all(contiguous(s) for s in outs)
     if (work == "view" or (work in ("slice", "expand") and not backward)
             or (work == "copy_if_strided" and viewed)
             or (work == "dropout" and (mode != "training" or _dropout_p(p) == 0))):
@@ -214,7 +215,7 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
             "log_out_numel": log(out_numel), "log_in_numel": log(in_numel), "n_inputs": len(ins),
             "batch": int(first[0]) if first else 1, "kernel": kernel, "stride": stride, "groups": groups,
             "channels": int(channels), "reduce_dim": reduce_dim,
-            "contiguous": int(contiguous), "misaligned": int(misaligned(op_type, outs)),
+            "contiguous": int(dense), "misaligned": int(misaligned(op_type, outs)),
             "intensity": float(flops) / max(float(nbytes), 1.0)}
 
 

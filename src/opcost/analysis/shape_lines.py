@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from opcost.analysis.features import misaligned
+from opcost.analysis.features import contiguous, misaligned
 from opcost.model.tensors import specs
 
 ONE_SIZE = 1.02  # the sizes that differ scale by one factor, within this (a cache of L + 1 keys and one of L)
@@ -59,7 +59,8 @@ def line_of(op_type: str, mode: str, phase: str, params, inputs, outputs=None) -
         return "", ()
     tensors = ins + outs
     dims = tuple(int(d) for spec in tensors for d in spec["T"] or [])
-    ranks = [(spec.get("dtype"), len(spec["T"] or [])) for spec in tensors]
+    # a strided tensor takes another kernel path (a reshape or contiguous() of one copies; of a contiguous one, not)
+    ranks = [(spec.get("dtype"), len(spec["T"] or []), contiguous(spec)) for spec in tensors]
     return json.dumps([op_type, mode, phase, _strip(call), ranks, misaligned(op_type, outs)], sort_keys=True,
                       default=str), dims
 
@@ -76,19 +77,24 @@ def lines(rows: pd.DataFrame, mode: pd.Series) -> tuple[list[str], list[tuple]]:
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
+SAME_CONTEXT = 0.25  # decades of a workload's bytes within which two measured calls are of one context
+
+
 @dataclass
 class Lines:
     """The measured configurations by line: their dims, log bytes, log FLOPs and log cost."""
 
-    points: dict = field(default_factory=dict)  # line -> list of (dims, log bytes, log flops, log seconds)
+    points: dict = field(default_factory=dict)  # line -> list of (dims, log bytes, log flops, log seconds, context)
 
     @classmethod
-    def of(cls, line, dims, nbytes, flops, seconds) -> "Lines":
+    def of(cls, line, dims, nbytes, flops, seconds, context=None) -> "Lines":
+        """``context``: per point, the log10 bytes its workload moves (missing: unknown)."""
         out = cls()
-        for ln, d, b, f, y in zip(line, dims, nbytes, flops, seconds):
+        context = [math.nan] * len(seconds) if context is None else list(context)
+        for ln, d, b, f, y, c in zip(line, dims, nbytes, flops, seconds, context):
             if ln and y > 0:
                 out.points.setdefault(ln, []).append((tuple(d), math.log(max(b, 1.0)), math.log(max(f, 1.0)),
-                                                      math.log(y)))
+                                                      math.log(y), float(c) if c is not None else math.nan))
         return out
 
     def estimate(self, line: str, dims, nbytes: float, flops: float) -> float:
@@ -101,12 +107,11 @@ class Lines:
         for p in pts:
             if len(p[0]) != len(dims) or p[0] == dims:
                 continue
-            diff = tuple(i for i, (a, b) in enumerate(zip(p[0], dims)) if a != b)
-            ratios = [dims[i] / p[0][i] for i in diff if p[0][i] > 0]
-            if len(ratios) < len(diff) or max(ratios) > ONE_SIZE * min(ratios) or \
-                    (min(ratios) < 1 < max(ratios)):
+            side = _one_size(p[0], dims)
+            if side is None:
                 continue  # not one size varying: the differing sizes do not scale together
-            (below if ratios[0] > 1 else above).append((diff, p))
+            diff = tuple(i for i, (a, b) in enumerate(zip(p[0], dims)) if a != b)
+            (below if side == "below" else above).append((diff, p))
         best = None
         xb, xf = math.log(max(nbytes, 1.0)), math.log(max(flops, 1.0))
         for diff_a, a in below:
@@ -122,3 +127,30 @@ class Lines:
                     w = (x - a[use]) / (b[use] - a[use])
                     best = (gap, a[3] + min(max(w, 0.0), 1.0) * (b[3] - a[3]))
         return math.exp(best[1]) if best is not None else math.nan
+
+    def bounds(self, line: str, dims, context: float = math.nan) -> tuple[float, float]:
+        """(the highest measured cost of a configuration of ``line`` that differs from ``dims`` by one size, smaller
+        (a batch, a sequence, a context...), the lowest of one larger), among those measured in a workload of about
+        the same ``context`` (within :data:`SAME_CONTEXT` decades; any, where either is unknown): a cost at ``dims``
+        outside them would fall as that size grows. (0, inf) where none is."""
+        lo, hi = 0.0, math.inf
+        dims = tuple(dims)
+        for p in (self.points.get(line) or []) if line else []:
+            if len(p[0]) != len(dims) or p[0] == dims or abs(p[4] - context) > SAME_CONTEXT:
+                continue
+            side = _one_size(p[0], dims)
+            if side == "below":
+                lo = max(lo, math.exp(p[3]))
+            elif side == "above":
+                hi = min(hi, math.exp(p[3]))
+        return lo, hi
+
+
+def _one_size(at, dims) -> str | None:
+    """Whether the measured ``at`` differs from ``dims`` by one size (the sizes that differ scale together, within
+    :data:`ONE_SIZE`): ``below`` where it is the smaller, ``above`` the larger; None otherwise."""
+    diff = [i for i, (a, b) in enumerate(zip(at, dims)) if a != b]
+    ratios = [dims[i] / at[i] for i in diff if at[i] > 0]
+    if not diff or len(ratios) < len(diff) or max(ratios) > ONE_SIZE * min(ratios) or min(ratios) < 1 < max(ratios):
+        return None
+    return "below" if ratios[0] > 1 else "above"

@@ -53,8 +53,12 @@ aten ops mul, slice, neg, cat, mul, add at [batch, heads, seq, head_dim] on a he
 times, after one :class:`SweepRotaryEmbedding` call that computes the cosines and sines as
 ``LlamaRotaryEmbedding`` does), ``LayerNorm`` and ``RMSNorm`` (features 256, rows 64; ``RMSNorm``:
 :class:`SweepRMSNorm`, computed as ``LlamaRMSNorm`` computes it), ``BatchNorm2d``,
-``ReLU``, ``GELU``, ``add`` (x + x; channels 32, size 28 for these four), ``MaxPool2d`` (also kernel 3, stride 1;
-padding kernel // 2), ``cat`` (also parts 2: the input's channels in ``parts`` chunks concatenated again, the
+``ReLU``, ``GELU``, ``SiLU``, ``Hardswish``, ``Sigmoid``, ``Hardsigmoid``, ``add`` (x + x; channels 32, size 28
+for these), ``AdaptiveAvgPool2d`` (to one value per channel, a chain of one), ``se`` (torchvision's
+``SqueezeExcitation`` as MobileNetV3 and EfficientNet run it: adaptive average pool, a 1x1 convolution to channels /
+``squeeze``, activation, a 1x1 convolution back, a gate, the input times the gate (an ``aten::mul``); ``act`` 0:
+ReLU and Hardsigmoid (MobileNetV3), 1: SiLU and Sigmoid (EfficientNet); squeeze 4), ``MaxPool2d`` (also kernel 3,
+stride 1; padding kernel // 2), ``cat`` (also parts 2: the input's channels in ``parts`` chunks concatenated again, the
 channel concat of a block's branches as in SqueezeNet's fire modules, Inception or DenseNet), ``Dropout`` (also p
 0.1; an identity in inference, a random mask in training), ``Embedding`` (num 1000, dim 128, rows 64: ``rows``
 token ids per sample looked up in a ``num`` x ``dim`` table, a chain of one; in training its backward writes the
@@ -93,6 +97,12 @@ DEFAULTS = {
     "BatchNorm2d": dict(_SPATIAL),
     "ReLU": dict(_SPATIAL),
     "GELU": dict(_SPATIAL),
+    "SiLU": dict(_SPATIAL),
+    "Hardswish": dict(_SPATIAL),
+    "Sigmoid": dict(_SPATIAL),
+    "Hardsigmoid": dict(_SPATIAL),
+    "AdaptiveAvgPool2d": dict(_SPATIAL),
+    "se": {**_SPATIAL, "squeeze": 4, "act": 0},
     "MaxPool2d": {**_SPATIAL, "kernel": 3, "stride": 1},
     "add": dict(_SPATIAL),
     "cat": {**_SPATIAL, "parts": 2},
@@ -105,7 +115,7 @@ OPS = tuple(DEFAULTS)
 _SHORT = {"channels": "c", "kernel": "k", "stride": "s", "groups": "g", "size": "h", "features": "f", "rows": "r",
           "seq": "l", "heads": "n", "head_dim": "d", "ratio": "x", "parts": "p", "p": "p", "num": "v", "dim": "e",
           "channels_last": "nhwc", "act": "a", "inter": "i", "vocab": "vocab", "heads_kv": "kv", "causal": "causal",
-          "context": "ctx"}
+          "context": "ctx", "squeeze": "q"}
 _FLOAT = {"p"}  # parameters that are not integers
 
 

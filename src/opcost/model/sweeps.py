@@ -290,7 +290,16 @@ def _layers(op: str, depth: int, **p) -> nn.Module:
         return _Rotary(p["heads"], p["head_dim"], depth)
     if op == "decode_attention":
         return _DecodeAttention(p["heads"], p["heads_kv"], depth)
+    if op == "AdaptiveAvgPool2d":  # to one value per channel: a chain of one
+        return _Chain(nn.AdaptiveAvgPool2d(1))
+    if op == "se":
+        from torchvision.ops import SqueezeExcitation
+
+        act, gate = (nn.SiLU, nn.Sigmoid) if p["act"] else (nn.ReLU, nn.Hardsigmoid)
+        return _Chain(*(SqueezeExcitation(p["channels"], max(1, p["channels"] // p["squeeze"]), act, gate)
+                        for _ in range(depth)))
     layer = {"BatchNorm2d": lambda: nn.BatchNorm2d(p["channels"]), "ReLU": nn.ReLU, "GELU": nn.GELU,
+             "SiLU": nn.SiLU, "Hardswish": nn.Hardswish, "Sigmoid": nn.Sigmoid, "Hardsigmoid": nn.Hardsigmoid,
              "MaxPool2d": lambda: nn.MaxPool2d(p["kernel"], stride=p["stride"], padding=p["kernel"] // 2),
              "Dropout": lambda: nn.Dropout(p["p"])}.get(op)
     if layer is not None:
