@@ -46,7 +46,8 @@ class Figure:
 
 ISO = "Σ isolated + overhead vs the rotation's iterations, median |error|"
 # benchmark -> its accuracy figures, in the table's order: what a user's prediction can expect (in-situ sums, which
-# need the model's own run, and the diagnostics of training_split, sweep_sampling, insitu_clock are left out)
+# need the model's own run, and the diagnostics of training_split, sweep_sampling, insitu_clock, profiling_efficiency
+# and of the estimate's parts are left out)
 SHOWN: dict[str, list[Figure]] = {
     "prediction_accuracy": [
         Figure("median_abs_err_isolated_ov", ISO),
@@ -66,12 +67,6 @@ SHOWN: dict[str, list[Figure]] = {
         Figure("median_abs_err_run", "transformers never profiled vs the run's dedicated times, median |error|"),
         Figure("in_interval", "transformers never profiled: the 90% interval holds the time in turn with profiled "
                               "models", "of:workloads"),
-        Figure("in_interval_run", "transformers never profiled: the 90% interval holds the run's dedicated time",
-               "of:workloads"),
-        Figure("median_abs_est_vs_all", "transformers never profiled: the estimate alone vs every configuration "
-                                        "measured, median |error|"),
-        Figure("median_abs_err_all", "transformers never profiled, every configuration measured: Σ isolated + "
-                                     "overhead, median |error|"),
     ],
     "unseen_random": [
         Figure("median_abs_err", "models drawn at random from timm and transformers, never profiled, predicted from "
@@ -79,19 +74,12 @@ SHOWN: dict[str, list[Figure]] = {
         Figure("max_abs_err", "the same, the worst model's |error|"),
         Figure("within_15pct", "the same: models within ±15%", "of:models"),
         Figure("in_interval", "the same: the 90% interval holds the time", "of:models"),
-        Figure("median_width", "the same: the 90% interval's median width, high / low − 1"),
     ],
     "generalisation": [
         Figure("median_abs_err_model", "a model left out of the database, median |error|"),
         Figure("within_15pct_model", "a model left out: workloads within ±15%", "of:workloads"),
         Figure("median_abs_err_batch", "a batch size left out, median |error|"),
         Figure("median_abs_err_unseen", "`predict_only` models never profiled vs dedicated runs, median |error|"),
-    ],
-    "profiling_efficiency": [
-        Figure("fresh_wall_ratio", "profiling cost: the default rotation's wall time per configuration against "
-                                   "torch.utils.benchmark's quicker autorange", "times"),
-        Figure("fresh_p90", "its reproducibility: p90 over configurations of |Δmedian| / median between two "
-                            "runs"),
     ],
     "gpu_check": [
         Figure("err_isolated_ov_vs_dedicated", "GPU: Σ isolated + overhead vs a dedicated run", "signed"),
