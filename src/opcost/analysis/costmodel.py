@@ -197,26 +197,9 @@ class CostModel:
         for key, g in data.groupby(["op_type", "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 model.laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
-        # The laws shared by several op types are fitted to the configurations that do work. A view costs its call
-        # alone, and the calls of a family's types differ (a module's flatten, an aten stack): a shared floor at most
-        # the cheapest call could only fit views that cost more than it with rates so low that every copy of the
-        # family came out milliseconds. A configuration without work estimated from its family costs the median of
-        # the family's measured ones.
-        worked = data["flops"].ge(1) | data["bytes"].ge(1)
-        for key, g in data.groupby(["mode", "phase"]):
-            if len(g) >= MIN_CONFIGS:
-                g = _with_work(g, worked)
-                model.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
-        family = data["op_type"].map(optypes.family)
-        for key, g in data[family.notna()].groupby([family[family.notna()], "mode", "phase"]):
-            if len(g) >= MIN_CONFIGS:
-                w = _with_work(g, worked)
-                model.family_laws[key] = fit_law(w["flops"], w["bytes"], y[w.index])
-            idle = g[~worked[g.index]]
-            if len(idle):
-                model.family_calls[key] = float(y[idle.index].median())
+        model._fit_shared(data, y)
         model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(
-            y=y, family=family)
+            y=y, family=data["op_type"].map(optypes.family))
         if "line" in data:
             model.lines = Lines.of(data["line"], data["dims"], data["bytes"], data["flops"], y, data[CONTEXT])
         base = model._baseline(data)[0]
@@ -233,6 +216,28 @@ class CostModel:
                     max_iter=200, learning_rate=0.05, min_samples_leaf=5, categorical_features=[0], random_state=0
                 ).fit(model._matrix(data[ok], context), target_ratio)
         return model
+
+    def _fit_shared(self, data: pd.DataFrame, y: pd.Series, families: set | None = None) -> None:
+        """The laws several op types share, fitted to ``data`` (``y``: its target): each phase's global law and the
+        laws and median calls of ``families`` (None: every family). They are fitted to the configurations that do
+        work. A view costs its call alone, and the calls of a family's types differ (a module's flatten, an aten
+        stack): a shared floor at most the cheapest call could only fit views that cost more than it with rates so
+        low that every copy of the family came out milliseconds. A configuration without work estimated from its
+        family costs the median of the family's measured ones."""
+        worked = data["flops"].ge(1) | data["bytes"].ge(1)
+        for key, g in data.groupby(["mode", "phase"]):
+            if len(g) >= MIN_CONFIGS:
+                g = _with_work(g, worked)
+                self.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
+        family = data["op_type"].map(optypes.family)
+        keep = family.notna() if families is None else family.isin(families)
+        for key, g in data[keep].groupby([family[keep], "mode", "phase"]):
+            if len(g) >= MIN_CONFIGS:
+                w = _with_work(g, worked)
+                self.family_laws[key] = fit_law(w["flops"], w["bytes"], y[w.index])
+            idle = g[~worked[g.index]]
+            if len(idle):
+                self.family_calls[key] = float(y[idle.index].median())
 
     @classmethod
     def _cross_validate(cls, data: pd.DataFrame, target: str, folds: int) -> pd.DataFrame:
@@ -305,22 +310,9 @@ class CostModel:
         m = CostModel(target=self.target, categories=self.categories)
         m.laws = {k: v for k, v in self.laws.items() if k[0] != op_type}
         m.points = self.points[self.points["op_type"] != op_type]
-        worked = rest["flops"].ge(1) | rest["bytes"].ge(1)
-        for key, g in rest.groupby(["mode", "phase"]):
-            if len(g) >= MIN_CONFIGS:
-                w = _with_work(g, worked)
-                m.global_laws[key] = fit_law(w["flops"], w["bytes"], y[w.index])
         m.family_laws = {k: v for k, v in self.family_laws.items() if k[0] != fam}
         m.family_calls = {k: v for k, v in self.family_calls.items() if k[0] != fam}
-        if fam is not None:
-            same = rest[rest["op_type"].map(optypes.family) == fam]
-            for key, g in same.groupby(["mode", "phase"]):
-                if len(g) >= MIN_CONFIGS:
-                    w = _with_work(g, worked)
-                    m.family_laws[(fam, *key)] = fit_law(w["flops"], w["bytes"], y[w.index])
-                idle = g[~worked[g.index]]
-                if len(idle):
-                    m.family_calls[(fam, *key)] = float(y[idle.index].median())
+        m._fit_shared(rest, y, {fam} if fam is not None else set())
         if "line" in rest:
             m.lines = Lines.of(rest["line"], rest["dims"], rest["bytes"], rest["flops"], y, rest[CONTEXT])
         return m
