@@ -295,6 +295,18 @@ MISTAKES = [
             ["model gone", "models.ids.input_range", "model big"]),
     Mistake("a bad key and a bad model", {"models": {"gone": {"model": "nowhere:make"}}, "threads": "two"},
             ["threads", "model gone"]),
+    Mistake("loop.initial_op_types: [Lineer]", {"models": {"mlp": MLP}, "loop": {"initial_op_types": ["Lineer"]}},
+            ["Lineer"]),
+    Mistake("resnet18 at batch 100000 (activations beyond memory)", {"models": {"net": {"model": "resnet18"}},
+                                                                    "batch_sizes": [100000]}, ["batch 100000"]),
+    Mistake("a context beyond a decoder's learned positions", {"models": {"llm": {
+        "model": "hf:gpt2", "modes": ["decode"], "context_lens": [1024],
+        "kwargs": {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 64}}}}, ["context 1024"]),
+    Mistake("a million-token context", {"models": {"llm": {
+        "model": "hf:llama", "modes": ["decode"], "context_lens": [10 ** 6],
+        "kwargs": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
+                   "vocab_size": 64}}}},
+            ["context 1000000"]),
 ]
 
 

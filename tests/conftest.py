@@ -13,6 +13,10 @@ if str(ROOT) not in sys.path:  # makes `tests.tiny_models:make_mlp` importable a
     sys.path.insert(0, str(ROOT))
 
 
+# the cost models fitted by the tests' runs and commands go to a cache folder of the test session (they inherit it)
+os.environ.setdefault("OPCOST_CACHE",
+                      os.path.join(os.environ.get("TMPDIR", "/tmp"), f"opcost-test-cache-{os.getuid()}"))
+
 TINY_RUN = "tiny"  # the shared tiny run's folder, in the session's temporary folder
 
 

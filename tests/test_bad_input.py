@@ -4,6 +4,7 @@ Cases that need a completed run use the shared tiny run; the rest run the librar
 import errno
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,11 @@ from opcost.model.workload import make_workload
 from tests.helpers import TINY, snakemake
 
 MLP = {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}
+GPT2 = {"model": "hf:gpt2", "modes": ["decode"], "kwargs": {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 64,
+                                                            "bos_token_id": 0, "eos_token_id": 0}}
+LLAMA = {"model": "hf:llama", "modes": ["decode"], "kwargs": {"num_hidden_layers": 2, "hidden_size": 64,
+                                                              "num_attention_heads": 4, "intermediate_size": 128,
+                                                              "vocab_size": 64}}
 
 
 def _cli(*args):
@@ -102,6 +108,17 @@ def test_a_config_that_is_not_utf8_is_named_in_one_line(tmp_path, command):
                                             "it as UTF-8")
 
 
+def test_a_key_written_twice_in_a_config_is_named_in_one_line(tmp_path):
+    (tmp_path / "c.yaml").write_text('models:\n  mlp: {model: "tests.tiny_models:make_mlp", input_shapes: [[8]]}\n'
+                                     "threads: 1\nthreads: 2\n")
+    expected = (f"opcost: config {tmp_path / 'c.yaml'}: line 4: key threads also on line 3: the last one would "
+                "silently replace the first; keep one")
+    code, _, err = _cli("check-config", tmp_path / "c.yaml")
+    assert code == 1 and _one_line(err) == expected
+    proc = snakemake("--configfile", str(tmp_path / "c.yaml"), "-n", cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and expected in proc.stdout + proc.stderr and not (tmp_path / "results").exists()
+
+
 def test_db_show_names_a_shape_that_is_no_list_of_sizes(tiny_run):
     code, _, err = _cli("db", "show", "--shape", "8,abc", "--db", tiny_run / "results" / "db")
     assert code == 1 and _one_line(err) == ("opcost: --shape 8,abc: expected an input's sizes as whole numbers, "
@@ -118,6 +135,20 @@ def test_predict_refuses_a_device_the_database_does_not_hold(tiny_run):
                                             "threads 4 (threads: 1)")
     code, out, err = _cli("predict", "mlp", "--batch", 2, "--db", tiny_run / "results" / "db", "--threads", 1)
     assert code == 0 and out.startswith("mlp inference b2 (host ") and "device cpu, threads 1;" in out
+
+
+def test_predict_refuses_another_variant_of_a_model_the_database_holds(tiny_run):
+    db = tiny_run / "results" / "db"
+    # tiny_dlrm was profiled with its config's small kwargs; the name alone builds the default size
+    code, out, err = _cli("predict", "tiny_dlrm", "--batch", 3, "--db", db, "--no-trace")
+    assert code == 1 and out == ""
+    assert _one_line(err) == ("opcost: model tiny_dlrm: the database holds another variant of it than the one built "
+                              "now (profiled at batch 2, inference; EmbeddingBag with embedding_dim 8, num_embeddings "
+                              "100 there, embedding_dim 32, num_embeddings 10000 now): give --config with the config "
+                              "file of the run that profiled it, so that it is built as profiled, or another name for "
+                              "another variant")
+    code, out, err = _cli("predict", "tiny_dlrm", "--batch", 3, "--db", db, "--no-trace", "--config", TINY)
+    assert code == 0 and out.startswith("tiny_dlrm inference b3 ("), err  # built as profiled: answered
 
 
 @pytest.mark.parametrize("batch", ["0", "-3", "two"])
@@ -160,6 +191,18 @@ def test_check_config_names_every_model_that_fails(tmp_path):
                         "fails")  # found by building it
 
 
+def test_check_config_runs_each_batch_size(tmp_path):
+    one = {"model": "tests.tiny_models:make_one_sample_only", "input_shapes": [[8]]}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"batch_sizes": [1, 4], "models": {"one": one, "mlp": MLP}}))
+    code, out, err = _cli("check-config", tmp_path / "c.yaml")
+    line = _one_line(err)
+    assert code == 1 and line.startswith("opcost: model one") and line.endswith("(at batch 4)"), err
+    assert "this model takes one sample at a time" in line
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"batch_sizes": [1], "models": {"one": one, "mlp": MLP}}))
+    code, out, err = _cli("check-config", tmp_path / "c.yaml")
+    assert code == 0 and out.strip().endswith("every model builds and runs at each batch size"), err
+
+
 # One model entry each: what the check before the first job says of it (opcost.preflight), or None: nothing.
 PREFLIGHT = [
     ({"model": "hf:NoSuchModel"}, "model m: hf:NoSuchModel: 'NoSuchModel' is neither a transformers model class"),
@@ -173,6 +216,13 @@ PREFLIGHT = [
     ({**MLP, "batch_sizes": [10 ** 12]}, "model m: batch 1000000000000 needs 3.2e+04 GB for its inputs alone"),
     ({**MLP, "input_dtype": "int64", "input_range": [5, 2]}, "config: models.m.input_range: [5, 2] draws integers "
                                                             "from [low, high): low must be below high"),
+    ({"model": "resnet18", "batch_sizes": [100000]}, "model m: batch 100000 needs at least 321 GB for one "
+                                                     "activation (3.21 MB a sample), more than the "),
+    ({**GPT2, "context_lens": [1024]}, "model m: context 1024: the model has 1024 learned positions, and a step at "
+                                       "context 1024 takes position 1025: use a shorter context (context_lens)"),
+    ({**LLAMA, "context_lens": [1000000]}, "model m: context 1000000 at batch 2: its prefill alone is 5.1e+14 FLOPs, "
+                                           "over 9 minutes even at 1e+12 FLOP/s: use a shorter context"),
+    ({**LLAMA, "context_lens": [4096]}, None),  # rotary positions: no fixed limit
     ({"model": "tests.tiny_models:explode"}, None),  # a factory that raises: only running it shows it
     ({"model": "resnet18"}, None),
     ({"model": "hf:bert", "kwargs": {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
@@ -187,6 +237,12 @@ def test_a_model_that_cannot_be_built_is_named_before_the_first_job(entry, probl
         assert found == []
     else:
         assert len(found) == 1 and found[0].startswith(problem) and "\n" not in found[0], found
+
+
+def test_an_operator_type_misspelt_in_the_loop_is_named_before_the_first_job():
+    found = preflight.problems(validate({"models": {"mlp": MLP}, "loop": {"initial_op_types": [
+        "Lineer", "Linear", "addmm", "MyOwnBlock", "all"]}}))
+    assert found == ["config: loop.initial_op_types: 'Lineer' is no operator type: did you mean 'Linear'?"]
 
 
 def test_config_mistakes_are_named_each_in_one_line():
@@ -209,6 +265,14 @@ def test_config_mistakes_are_named_each_in_one_line():
     assert str(e.value).splitlines() == ["config: colour: unknown key",
                                          "config: threads: 'two' is not of type 'integer'",
                                          "config: models.mlp.batch_sizes[0]: 0 is less than the minimum of 1"]
+
+
+def test_a_value_of_either_kind_says_what_is_wrong_and_what_is_expected():
+    with pytest.raises(preflight.Problems) as e:
+        validate({"models": {"mlp": MLP}, "advise": {"budgets": [1.5, "abc", 0.5, "2GiB"]}})
+    expected = "(expected: fast-tier budgets: a share of the placeable footprint (0 to 1) or a size ('2GiB', '512MB'))"
+    assert str(e.value).splitlines() == [f"config: advise.budgets[0]: 1.5 is greater than the maximum of 1 {expected}",
+                                         f"config: advise.budgets[1]: 'abc' is not of the expected form {expected}"]
 
 
 def test_numbers_yaml_reads_as_strings_are_numbers():
@@ -273,6 +337,11 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     assert "profile" in got["jobs"] and not {"extract", "e2e", "insitu", "trace", "coplace"} & set(got["jobs"])
 
     cfg = yaml.safe_load(TINY.read_text())
+    cfg["loop"]["target"] = 0.5  # the loop's stopping rule: its evaluation, nothing measured
+    got = _scheduled(tiny_run, cfg)
+    assert "evaluate" in got["jobs"] and not measuring & set(got["jobs"]), got
+
+    cfg = yaml.safe_load(TINY.read_text())
     cfg.setdefault("profile", {})["e2e_every"] = 2  # the trace's glue is timed against the rotation's rounds
     got = _scheduled(tiny_run, cfg)
     assert {"profile", "trace"} <= set(got["jobs"]) and not {"extract", "e2e", "insitu", "coplace"} & set(got["jobs"])
@@ -284,31 +353,53 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     # an unchanged config reruns nothing: test_workflow.test_completed_run_has_nothing_left_to_do
 
 
-def test_a_deleted_result_is_rebuilt_by_rerunning_the_same_command(tiny_run, tmp_path):
+# result files damaged after a finished run, each as a user would: (path, what is done to it)
+REPAIRS = [
+    ("results/validation/predictions.tsv", "delete"),  # no job reads it: Snakemake alone never rebuilds it
+    ("results/layers/mlp/inference_b2.parquet", "delete"),  # rebuilt, its profiling reused from the journal
+    ("results/db/measurements.parquet", "truncate"),  # unreadable, its time kept
+    ("results/figures/breakdown.png", "delete"),  # a file of a folder output
+]
+
+
+def test_a_deleted_or_damaged_result_is_rebuilt_by_rerunning_the_same_command(tiny_run, tmp_path):
     # on a copy of the shared run: the rebuild reruns the never-profiled model's own short trace, whose timing the
     # other tests' view of the run (its summary as printed) must not see change
     tiny_run = Path(shutil.copytree(tiny_run, tmp_path / "run", symlinks=True))
-    table = tiny_run / "results" / "db" / "measurements.parquet"
-    before = pd.read_parquet(table)
-    table.unlink()
-    proc = snakemake("--configfile", str(TINY), "-n", cwd=tiny_run)  # a dry run changes nothing and says what does
-    assert ("opcost: 1 result file(s) of the last run are missing (results/db/measurements.parquet): the figures are "
-            "stale; this command rebuilds them (a run without -n does): snakemake --cores 1 --snakefile "
-            ) in proc.stderr
-    assert f"--configfile {TINY} -R results/db/measurements.parquet -- results/figures" in proc.stderr
-    assert (tiny_run / "results" / "figures").is_dir()
+    measured = set(pd.read_parquet(tiny_run / "results/db/measurements.parquet")["config_id"])
+    for path, how in REPAIRS:
+        f = tiny_run / path
+        if how == "delete":
+            f.unlink()
+        else:
+            st = f.stat()
+            f.write_bytes(f.read_bytes()[: st.st_size // 2])
+            os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    proc = snakemake("--configfile", str(TINY), "-n", cwd=tiny_run)  # a dry run changes nothing and shows the jobs
+    line = _one_line(proc.stderr)
+    assert line.startswith("opcost: 4 result file(s) of an earlier run are missing or damaged (") and line.endswith(
+        "): a run without -n rebuilds them and what is made from them"), line
+    jobs = {ln.split()[0] for ln in proc.stdout.split("Job stats:")[-1].splitlines()[2:] if ln.strip()}
+    assert {"extract", "catalog", "profile", "database", "validate", "figures"} <= jobs, proc.stdout
+    assert not {"e2e", "insitu", "trace", "coplace"} & jobs  # nothing else measured again
+    assert not (tiny_run / REPAIRS[0][0]).exists()
+
     proc = snakemake("--configfile", str(TINY), "--cores", "1", cwd=tiny_run)  # the same command as the run's
-    assert ("opcost: 1 result file(s) of the last run are missing (results/db/measurements.parquet): rebuilding "
-            "them and the figures made from them") in proc.stderr
-    assert all(f"localrule {rule}:" in proc.stderr for rule in ("database", "validate", "figures")), proc.stderr
-    pd.testing.assert_frame_equal(pd.read_parquet(table), before)  # rebuilt from the run's own measurements
-    assert (tiny_run / "results" / "figures" / "breakdown.png").exists()
+    assert "): rebuilding them and what is made from them" in proc.stderr
+    for path, _ in REPAIRS:
+        assert (tiny_run / path).exists(), path
+    assert set(pd.read_parquet(tiny_run / "results/db/measurements.parquet")["config_id"]) == measured
+    logs = [p.read_text() for p in (tiny_run / "logs" / "profile").glob("iter0_chunk*.log")]
+    assert logs and all(re.search(r"configurations: 0 measured now", t) for t in logs), logs  # nothing re-measured
+    assert "Nothing to be done" in snakemake("--configfile", str(TINY), "--cores", "1", cwd=tiny_run).stderr
 
 
 def test_a_repair_command_repeats_the_users_own_command(tmp_path, monkeypatch):
     argv = ["--cores", "2", "--configfile", "my study.yaml", "--directory", "/data/run", "results/figures"]
     assert rerun.from_argv(argv) == {"base": ["snakemake", "--cores", "2", "--directory", "/data/run", "--configfile",
-                                              "my study.yaml"], "targets": ["results/figures"], "dryrun": False}
+                                              "my study.yaml"], "targets": ["results/figures"], "dryrun": False,
+                                     "plain_dryrun": False, "forced": {"all": False, "targets": False, "run": []},
+                                     "configfiles": ["my study.yaml"]}
     monkeypatch.setenv(rerun.ENV, "")  # none remembered; restored after the test
     assert rerun.command(["x.parquet"]) == ("snakemake --cores 1 -R x.parquet -- results/figures, with your run's "
                                             "own --configfile and options")  # outside a run: the shape of the command

@@ -491,7 +491,10 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
     assert {"predicted_s", "low_s", "high_s", "estimated_share"} <= set(p)
     assert 0 < p["estimated_share"] <= 1 and math.isfinite(p["predicted_s"])
     assert p["low_s"] < p["predicted_s"] < p["high_s"]  # something is estimated: never an interval of zero width
-    assert (db_dir / "costmodel.pkl").exists()
+    from opcost.analysis.costmodel import cache_path
+
+    assert cache_path(db_dir).exists() and not (db_dir / "costmodel.pkl").exists()  # a read leaves the database be
+    assert sorted(f.name for f in db_dir.iterdir()) == sorted(f.name for f in src.iterdir())
     db = database.read_db(db_dir)
     # the op type whose estimates widen the interval most: an estimated one of the workload
     five = estimate.predict_workload(db, estimate.workload_layers(

@@ -136,12 +136,23 @@ def test_a_profiling_job_resumes_its_interrupted_run_and_a_rerun_measures_afresh
     assert e1["method"].tolist() == ["rotation"] and len(s1[s1["source"] == "e2e"]) == e1["n"].iloc[0]
     pd.testing.assert_frame_equal(e1, e2)
 
-    # the job rerun once it completed (snakemake --forceall, -R, changed inputs): every row measured afresh
+    # the job rerun unforced once it completed (its outputs deleted, its catalogue made again the same): the
+    # completed run reused whole, nothing measured, nothing mixed
+    caplog.clear()
+    again = stages.profile(cfg, tmp_path / "configs.parquet", 0, 0, None, tmp_path / "m9.parquet",
+                           tmp_path / "s9.parquet", tmp_path / "e9.parquet", journal_dir=tmp_path / "j", forced=False)
+    assert f": {n} configurations: 0 measured now, {n} resumed from the journal" in _summary(caplog)
+    assert "reused whole" in caplog.text
+    pd.testing.assert_frame_equal(again, resumed)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "e9.parquet"), e2)
+
+    # the job forced to rerun once it completed (snakemake --forceall, -R): every row measured afresh
     caplog.clear()
     time.sleep(1.1)  # timestamps are to the second
     fresh = _profile(cfg, tmp_path, 3)
     assert f": {n} configurations: {n} measured now, 0 resumed from the journal" in _summary(caplog)
-    assert f"journal {journal}: of a run that completed: discarded, measuring afresh" in caplog.text
+    assert (f"journal {journal}: of a run that completed, forced to run again: discarded, measuring afresh"
+            in caplog.text)
     assert fresh["timestamp"].min() > resumed["timestamp"].max()
     e3 = pd.read_parquet(tmp_path / "e3.parquet")
     assert e3["timestamp"].min() > e2["timestamp"].max()  # the rotation's reference too

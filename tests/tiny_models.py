@@ -156,3 +156,20 @@ class _FastEncoder(nn.Module):
 
 def make_fast_encoder(d_model: int = 32, layers: int = 2) -> nn.Module:
     return _FastEncoder(d_model, layers)
+
+
+class _OneSampleOnly(nn.Module):
+    """A model whose forward fails at any batch but 1 (it assumes one sample)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        if x.shape[0] != 1:
+            raise RuntimeError("this model takes one sample at a time")
+        return self.lin(x)
+
+
+def make_one_sample_only():
+    return _OneSampleOnly()

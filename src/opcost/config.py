@@ -76,7 +76,43 @@ def _line(e) -> str:
         extra = sorted(set(e.instance) - set(e.schema.get("properties", {})))
         return str(OpcostError(f"config: {_where(list(e.path) + [extra[0]]) if extra else _where(e.path)}",
                                "unknown key"))
+    if e.validator in ("oneOf", "anyOf") and e.context:
+        # the alternative of the value's own type says what is wrong (a type mismatch of the others says nothing)
+        own = _own_alternative_error(e)
+        why = (f"{e.instance!r} is not of the expected form" if own is not None and own.validator == "pattern" else
+               f"{_where(own.path)}: {own.message}" if own is not None and own.path else
+               own.message if own is not None else f"{e.instance!r} is none of the forms expected")
+        said = _description(e.schema_path)
+        return str(OpcostError(f"config: {_where(e.path)}", why + (f" (expected: {said})" if said else "")))
     return str(OpcostError(f"config: {_where(e.path)}", e.message))
+
+
+def _own_alternative_error(e):
+    """Of a oneOf/anyOf error, the first error of the one alternative the value was meant for (of its type, and for
+    a mapping, one whose required keys it has); None when no single alternative is."""
+    meant = []
+    for i, alt in enumerate(e.schema[e.validator]):
+        errs = [c for c in e.context if c.relative_schema_path and c.relative_schema_path[0] == i]
+        if any(c.validator == "type" and not c.path for c in errs):
+            continue
+        if isinstance(e.instance, dict) and not set(alt.get("required", ())) <= set(e.instance):
+            continue
+        meant.append(errs)
+    if len(meant) != 1 or not meant[0]:
+        return None
+    return sorted(meant[0], key=lambda c: -len(c.path))[0]
+
+
+def _description(schema_path) -> str | None:
+    """The description of the nearest schema along ``schema_path`` (from the root) that has one."""
+    node, said = schema(), None
+    for step in schema_path:
+        node = node[step] if isinstance(node, (dict, list)) else None
+        if node is None:
+            break
+        if isinstance(node, dict) and node.get("description"):
+            said = node["description"]
+    return said
 
 
 # id of a validated config's `models` -> (that dict, the predict_only names validate put in it)
@@ -136,9 +172,40 @@ def is_sweep(entry: dict) -> bool:
     return entry.get("model") == SWEEP_MODEL
 
 
+def duplicate_keys(text: str, where: str) -> list[str]:
+    """One line per key that appears twice in one mapping of the YAML ``text`` (file ``where``): YAML keeps the
+    last silently, so the first entry would be dropped without a word."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:  # a syntax error: reported by the loader itself
+        return []
+    out, stack = [], [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else str(key)
+                full = f"{path}.{name}" if path else name
+                if name in seen:
+                    out.append(f"config {where}: line {key.start_mark.line + 1}: key {full} also on line "
+                               f"{seen[name] + 1}: the last one would silently replace the first; keep one")
+                seen.setdefault(name, key.start_mark.line)
+                stack.append((value, full))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node.value))
+    return sorted(out)
+
+
 def load(path) -> dict:
     try:
-        cfg = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        text = Path(path).read_text(encoding="utf-8")
+        twice = duplicate_keys(text, str(path))
+        if twice:
+            from opcost.preflight import Problems
+
+            raise Problems(twice)
+        cfg = yaml.safe_load(text) or {}
     except UnicodeDecodeError as e:
         raise OpcostError(f"config {path}", f"not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}): "
                                             "save it as UTF-8") from None
@@ -188,7 +255,8 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "extract": ("device", "dtype"),
     "sweeps": ("device", "dtype", "sweeps", "batch_sizes", "modes"),
     "placement_tiers": ("device", "placement"),
-    "profile": (*_HOST, "models", "profile", "placement", "loop", "energy"),
+    # of the loop, only the first iteration's types: the stopping rule (target, iterations) is the evaluation's
+    "profile": (*_HOST, "models", "profile", "placement", "loop.initial_op_types", "energy"),
     "e2e": (*_HOST, "e2e", "energy"),
     "e2e_tier": (*_HOST, "e2e", "placement"),
     "insitu": (*_HOST, "insitu"),

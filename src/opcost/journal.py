@@ -45,11 +45,11 @@ def settings_key(*parts) -> str:
     return hashlib.sha1(json.dumps((FORMAT, *parts), sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
-def for_job(folder, job: str, key: str) -> Journal:
+def for_job(folder, job: str, key: str, keep_completed: bool = False) -> Journal:
     """The journal of ``job`` (a name unique to one job of the workflow) measuring with settings ``key``
     (:func:`settings_key`), ``folder/{job}_{key}.jsonl``, holding at most the measurements of this job's interrupted
-    run: a journal this job completed (a rerun that Snakemake forced, or whose inputs changed) and the job's journals
-    of other settings are discarded, one log line each."""
+    run: the job's journals of other settings are discarded, one log line each, and so is a journal this job
+    completed unless ``keep_completed`` (the caller then reuses it whole or calls :meth:`Journal.discard`)."""
     folder = Path(folder)
     journal = Journal(folder / f"{job}_{key}.jsonl")
     mine = re.compile(re.escape(job) + r"_[0-9a-f]+\.jsonl")
@@ -57,9 +57,8 @@ def for_job(folder, job: str, key: str) -> Journal:
     for path in stale:
         log.info("journal %s: of this job's run with other settings: discarded", path)
         path.unlink()
-    if journal.completed():
-        log.info("journal %s: of a run that completed: discarded, measuring afresh", journal.path)
-        journal.path.unlink()
+    if journal.completed() and not keep_completed:
+        journal.discard("of a run that completed")
     return journal
 
 
@@ -131,6 +130,11 @@ class Journal:
                 log.warning("journal %s: line %d skipped, damaged (%s): what it held is measured again", self.path,
                             number, why)
 
+    def discard(self, why: str) -> None:
+        """Delete the journal (its run's measurements are not resumed), with a log line saying ``why``."""
+        log.info("journal %s: %s: discarded, measuring afresh", self.path, why)
+        self.path.unlink(missing_ok=True)
+
     def completed(self) -> bool:
         """Whether the job that wrote this journal completed: a line of it is the mark of :meth:`complete` (a job
         discards a completed journal before it starts, so nothing is journaled after the mark but damage)."""
@@ -163,6 +167,10 @@ class Journal:
         """(rows, samples) of the configurations already done (restricted to ``keep_ids`` when given)."""
         return self._collect(e for e in self._entries() if "rows" in e and not e.get("e2e")
                              and (keep_ids is None or e["config_id"] in keep_ids))
+
+    def config_ids(self) -> set[str]:
+        """The configurations the journal holds measurements of."""
+        return {e["config_id"] for e in self._entries(warn=False) if "rows" in e and not e.get("e2e")}
 
     def load_e2e(self) -> tuple[list[dict], list[dict]]:
         """(rows, samples) of the model iterations journaled by :meth:`append_e2e`."""
@@ -203,6 +211,9 @@ class Journal:
             return f.read(1) == b"\n"
 
 
+_RENEWED: dict[Path, str] = {}  # run marks renewed in this process (RunMark.renew), a dry run's included
+
+
 class RunMark:
     """Makes a plain rerun redo a job whose last run failed or was stopped.
 
@@ -224,8 +235,8 @@ class RunMark:
         return mark if isinstance(mark, dict) else {}
 
     def token(self) -> str:
-        """The job's params part: empty until a run of the job fails or is stopped."""
-        return str(self._read().get("token", ""))
+        """The job's params part: empty until a run of the job fails or is stopped, or the job is renewed."""
+        return _RENEWED.get(self.path) or str(self._read().get("token", ""))
 
     def unfinished(self) -> bool:
         """Whether the job's last run started and did not complete."""
@@ -236,6 +247,16 @@ class RunMark:
         before = self.token()
         self._write({"token": uuid.uuid4().hex[:12], "running": True})
         return before
+
+    def renew(self, persist: bool = True) -> str:
+        """A new token for a job that is not running, so that Snakemake redoes it (a repair, :mod:`opcost.repair`):
+        written to the mark, which the job puts back when it completes; with ``persist`` false (a dry run), held in
+        this process only."""
+        token = uuid.uuid4().hex[:12]
+        if persist:
+            self._write({"token": token, "running": False})
+        _RENEWED[self.path] = token
+        return token
 
     def done(self, before: str) -> None:
         """Mark the job complete: its token is again the one it was scheduled with (``before``)."""

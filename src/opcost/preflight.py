@@ -4,9 +4,12 @@
 transformers name that does not exist, a ``module:callable`` that cannot be imported, a kwarg the transformers
 config lacks), timm and transformers models whose parameters alone exceed the memory free, a batch whose inputs
 alone cannot be allocated, an ``input_range`` whose low end is not below its high end, model names too long to name
-a file on this file system, ``device: cuda`` on a host where torch finds no such device, and a model in mode
-``decode`` that is no transformers decoder. What only running a model shows (a constructor or forward pass that
-raises) is left to the run, which isolates and reports it.
+a file on this file system, ``device: cuda`` on a host where torch finds no such device, a model in mode
+``decode`` that is no transformers decoder or a context it cannot take (past its learned positions, a key/value
+cache beyond the memory free, a prefill of minutes: arithmetic on its config, never a prefill), a batch at which
+one activation alone cannot fit (a forward pass at batches 1 and 2 bounds it), and an operator type of
+``loop.initial_op_types`` misspelt. What only running a model shows (a constructor or forward pass that raises) is
+left to the run, which isolates and reports it.
 
 Checks that need torch cost seconds (the import); a model entry that passed is remembered under ``cache_dir``
 (keyed by the entry, device, dtype, batch sizes and library versions), so that a rerun of the same config does
@@ -112,7 +115,65 @@ def _entry_problems(name: str, entry: dict, config: dict) -> list[str]:
         check_source(name, entry, str(config["device"]))
     except OpcostError as e:
         out.append(str(e))
-    return out or _decode_problems(name, entry, config)
+    return out or _decode_problems(name, entry, config) or _activation_problems(name, entry, config)
+
+
+MAX_CHECK_PARAMS = 300_000_000  # a model built and run once at batches 1 and 2 to bound its activations, up to this
+
+
+def per_sample_activation(name: str, entry: dict, dtype: str = "float32") -> int | None:
+    """Bytes per sample of the largest tensor a leaf module of the model outputs, from one forward pass at batch 1
+    and one at batch 2 (what grows with the batch); None for a transformers model, one larger than
+    :data:`MAX_CHECK_PARAMS` parameters, or one that does not build or run (the run reports that)."""
+    if (entry.get("model") or name).startswith("hf:"):
+        return None
+    import torch
+
+    from opcost.model.sources import load_model
+
+    try:
+        loaded = load_model(name, entry, "cpu", dtype)
+        if sum(p.numel() for p in loaded.module.parameters()) > MAX_CHECK_PARAMS:
+            return None
+        sizes: list[int] = []
+
+        def record(module, args, out):
+            sizes.append(sum(t.numel() * t.element_size() for t in (out if isinstance(out, (tuple, list)) else [out])
+                             if isinstance(t, torch.Tensor)))
+
+        leaves = [m for m in loaded.module.modules() if not any(True for _ in m.children())]
+        handles = [m.register_forward_hook(record) for m in leaves]
+        runs = []
+        try:
+            with torch.no_grad():
+                for batch in (1, 2):
+                    sizes.clear()
+                    loaded.module(*loaded.make_inputs(batch))
+                    runs.append(list(sizes))
+        finally:
+            for h in handles:
+                h.remove()
+    except Exception:  # a model that does not build or run here: the run isolates and reports it
+        return None
+    one, two = runs
+    return max((b - a for a, b in zip(one, two)), default=0) if len(one) == len(two) else None
+
+
+def _activation_problems(name: str, entry: dict, config: dict) -> list[str]:
+    """A batch at which one activation of the model alone cannot fit in the memory free (a bound from below)."""
+    from opcost.model.sources import available_memory
+
+    batches = _batches(config, entry)
+    free = available_memory(str(config["device"]))
+    if free is None or max(batches) < 2:
+        return []
+    per_sample = per_sample_activation(name, entry, config["dtype"])
+    for batch in batches:
+        if per_sample and per_sample * batch > free:
+            return [f"model {name}: batch {batch} needs at least {per_sample * batch / 1e9:.3g} GB for one "
+                    f"activation ({per_sample / 1e6:.3g} MB a sample), more than the {free / 1e9:.1f} GB free: use a "
+                    "smaller batch size"]
+    return []
 
 
 def _modes(config: dict, entry: dict) -> list[str]:
@@ -132,7 +193,42 @@ def _decode_problems(name: str, entry: dict, config: dict) -> list[str]:
     from opcost.model.sources import hf_models
 
     why = hf_models.decoder_problem(target.removeprefix("hf:"), entry)
-    return [] if why is None else [f"model {name}: mode {mode} steps a key/value cache: {target}: {why}"]
+    if why is not None:
+        return [f"model {name}: mode {mode} steps a key/value cache: {target}: {why}"]
+    return _context_problems(name, entry, config, hf_models.sequence_limits(target.removeprefix("hf:"), entry))
+
+
+PREFILL_RATE = {"cpu": 1e12, "cuda": 1e15}  # FLOP/s above any host's of the kind: a prefill's time bound from below
+PREFILL_LIMIT_S = 120.0  # a context whose prefill alone takes longer is refused before the first job
+
+
+def _context_problems(name: str, entry: dict, config: dict, limits: dict) -> list[str]:
+    """Contexts a decoder cannot take or this host cannot hold, by arithmetic on its config (never a prefill): past
+    its learned positions, a key/value cache larger than the memory free, a prefill that takes over
+    :data:`PREFILL_LIMIT_S` even at :data:`PREFILL_RATE`."""
+    from opcost.model.sources import available_memory
+
+    contexts = [int(c) for c in entry.get("context_lens") or config.get("context_lens") or [128]]
+    contexts += [int(m.removeprefix("decode")) for m in _modes(config, entry) if m[6:].isdigit()]
+    longest, batch = max(contexts), max(_batches(config, entry))
+    fix = "use a shorter context (context_lens)"
+    if limits["positions"] is not None and longest + 1 > limits["positions"]:
+        return [f"model {name}: context {longest}: the model has {limits['positions']} learned positions, and a step "
+                f"at context {longest} takes position {longest + 1}: {fix}, or more positions in its kwargs"]
+    device = str(config["device"])
+    free = available_memory(device)
+    if limits["kv_elements"] and free is not None:
+        need = limits["kv_elements"] * longest * batch * _ITEMSIZE.get(config["dtype"], 4)
+        if need > free:
+            return [f"model {name}: context {longest} at batch {batch}: its key/value cache needs {need / 1e9:.3g} "
+                    f"GB, more than the {free / 1e9:.1f} GB free: {fix} or a smaller batch"]
+    if limits["params"] and limits["attention"]:
+        flops = batch * (limits["params"] * longest + limits["attention"] * longest * longest / 2)
+        rate = PREFILL_RATE["cuda" if device.startswith("cuda") else "cpu"]
+        if flops / rate > PREFILL_LIMIT_S:
+            return [f"model {name}: context {longest} at batch {batch}: its prefill alone is {flops:.2g} FLOPs, over "
+                    f"{flops / rate / 60:.0f} minutes even at {rate:.0e} FLOP/s: {fix}"]
+    return []
 
 
 @functools.lru_cache(maxsize=1)
@@ -153,6 +249,31 @@ def _key(name: str, entry: dict, config: dict) -> str:
     return hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _op_type_problems(config: dict) -> list[str]:
+    """``loop.initial_op_types`` names that are no operator type but one letter or two from one of PyTorch's (a
+    module class of ``torch.nn`` or an aten op): a typo, which would leave the first iteration without that type.
+    Other names (a model's own module classes) are known only once the models are extracted."""
+    names = [t for t in (config.get("loop") or {}).get("initial_op_types") or [] if t != "all"]
+    if not names:
+        return []
+    import difflib
+
+    import torch
+
+    known = {n for n in dir(torch.nn) if isinstance(getattr(torch.nn, n, None), type)} | set(dir(torch.ops.aten))
+    out = []
+    for name in names:
+        close = [] if name in known else difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+        if close:
+            out.append(f"config: loop.initial_op_types: {name!r} is no operator type: did you mean {close[0]!r}?")
+    return out
+
+
+def _op_types_key(config: dict) -> str:
+    names = (config.get("loop") or {}).get("initial_op_types") or []
+    return "op_types-" + hashlib.sha1(json.dumps([names, _versions()], default=str).encode()).hexdigest()[:16]
+
+
 def problems(config: dict, cache_dir=None, where=".") -> list[str]:
     """Every problem of a validated ``config`` that can be found without running a model, one line each (empty: none
     found). ``cache_dir``: where model entries that passed are remembered; ``where``: a path on the file system
@@ -161,6 +282,12 @@ def problems(config: dict, cache_dir=None, where=".") -> list[str]:
 
     out = _name_problems(config, where) + _device_problem(config)
     cache = Path(cache_dir) if cache_dir is not None else None
+    if cache is None or not (cache / _op_types_key(config)).exists():
+        found = _op_type_problems(config)
+        out += found
+        if not found and cache is not None:
+            cache.mkdir(parents=True, exist_ok=True)
+            (cache / _op_types_key(config)).touch()
     for name, entry in config["models"].items():
         if is_sweep(entry):  # generated by opcost: nothing of the user's to check
             continue
@@ -188,6 +315,8 @@ def _needs_import(config: dict, cache_dir) -> bool:
     from opcost.config import is_sweep
 
     if str(config["device"]).startswith("cuda") or cache_dir is None:
+        return True
+    if not (Path(cache_dir) / _op_types_key(config)).exists():
         return True
     return any(not (Path(cache_dir) / _key(n, e, config)).exists() for n, e in config["models"].items()
                if not is_sweep(e))

@@ -19,7 +19,8 @@ _SHOWS = ("dryrun", "report", "lint", "unlock", "summary", "detailed_summary", "
           "d3dag", "list_rules", "list_target_rules", "touch", "cleanup_metadata", "delete_all_output",
           "delete_temp_output", "list_changes", "list_conda_envs", "archive", "generate_unit_tests", "containerize",
           "export_cwl", "print_compilation")
-_DEFAULT = {"base": ["snakemake", "--cores", "1"], "targets": list(DEFAULT_TARGETS), "dryrun": False}
+_DEFAULT = {"base": ["snakemake", "--cores", "1"], "targets": list(DEFAULT_TARGETS), "dryrun": False,
+            "plain_dryrun": False, "forced": {}, "configfiles": []}
 
 
 def _option(flag: str, value) -> list[str]:
@@ -44,7 +45,22 @@ def from_argv(argv: list[str]) -> dict:
             *_option("--workflow-profile", args.workflow_profile)]
     # a run that only shows, reports or lists builds nothing: it must change nothing either
     shows = any(getattr(args, a, None) for a in _SHOWS)
-    return {"base": base, "targets": [str(t) for t in args.targets] or list(DEFAULT_TARGETS), "dryrun": shows}
+    forced = {"all": bool(args.forceall), "targets": bool(args.force),
+              "run": [str(f) for f in (args.forcerun or ())]}
+    return {"base": base, "targets": [str(t) for t in args.targets] or list(DEFAULT_TARGETS), "dryrun": shows,
+            "plain_dryrun": bool(args.dryrun), "forced": forced,
+            "configfiles": [str(f) for f in (args.configfile or ())]}
+
+
+def forced(rule: str, outputs) -> bool:
+    """Whether the user's command forces the job of ``rule`` with ``outputs`` to run again (``-F``, ``-R`` naming
+    the rule or one of the outputs, ``-f`` with one of them as target): a measuring job then measures afresh."""
+    run = current()
+    force = run.get("forced") or {}
+    outputs = {os.path.normpath(str(o)) for o in outputs}
+    named = {os.path.normpath(f) for f in force.get("run", [])}
+    return bool(force.get("all") or rule in force.get("run", []) or outputs & named
+                or (force.get("targets") and outputs & {os.path.normpath(t) for t in run["targets"]}))
 
 
 def remember(argv: list[str]) -> dict:

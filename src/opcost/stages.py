@@ -111,11 +111,12 @@ def make_catalog(layer_paths, out) -> pd.DataFrame:
 
 
 def profile(config: Mapping, configs_path, iteration: int, chunk: int, previous_evaluation, out_measurements,
-            out_samples, out_e2e=None, journal_dir="results/journal") -> pd.DataFrame:
+            out_samples, out_e2e=None, journal_dir="results/journal", forced: bool = True) -> pd.DataFrame:
     """Isolated profiling of the configurations whose op type is new in loop ``iteration`` and which hash to
-    ``chunk``; resumes the journal of its interrupted run (a completed run's journal is discarded: a rerun measures
-    afresh). ``out_e2e``: the model iterations timed inside its rotations (`e2e` rows of method `rotation`; empty
-    when none ran)."""
+    ``chunk``; resumes the journal of its interrupted run. A completed run's journal is reused whole when it holds
+    every configuration of the chunk and the job is not ``forced`` (its outputs were deleted, or its catalogue made
+    again the same), else discarded: a forced rerun measures afresh. ``out_e2e``: the model iterations timed inside
+    its rotations (`e2e` rows of method `rotation`; empty when none ran)."""
     from opcost.analysis.loop import ALL, LoopSettings, new_op_types
     from opcost.journal import for_job, profile_job, settings_key
     from opcost.measure.engine import engine_call_s, needs_engine, without_engine_calls
@@ -126,7 +127,7 @@ def profile(config: Mapping, configs_path, iteration: int, chunk: int, previous_
     prepare_process(config)
     configs = io.read_parquet(configs_path, tables.CONFIGS)
     previous = io.read_json(previous_evaluation)
-    loop = LoopSettings.from_config(config["loop"])
+    loop = LoopSettings(initial_op_types=tuple((config.get("loop") or {}).get("initial_op_types") or ()))
     types = new_op_types(iteration, loop, sorted(set(configs["op_type"])), previous)
     absent = sorted(set(loop.initial_op_types) - set(configs["op_type"]) - {ALL})
     if iteration == 0 and absent:
@@ -146,7 +147,15 @@ def profile(config: Mapping, configs_path, iteration: int, chunk: int, previous_
     key = settings_key(METHOD_VERSION, profiling.timing, config["device"], config["dtype"], config["threads"],
                        profiling.remeasure, profiling.placement, profiling.cache, config["affinity"],
                        profiling.rotation_size, profiling.order, profiling.visits)
-    journal = for_job(journal_dir, job, key)
+    journal = for_job(journal_dir, job, key, keep_completed=True)
+    if journal.completed() and (forced or not set(mine["config_id"]) <= journal.config_ids()):
+        # a forced rerun measures afresh, and so does a chunk with configurations its last run did not measure: the
+        # measurements of one run of a job are never mixed with those of another
+        journal.discard("of a run that completed" + (", forced to run again" if forced else
+                                                     ", without some of this chunk's configurations"))
+    elif journal.completed():  # its outputs deleted or damaged, or made again upstream, the same configurations
+        log.info("journal %s: of a completed run of the same configurations and settings: reused whole (a run "
+                 "forced with -R on this job's outputs measures afresh)", journal.path)
     # an interrupted run's configurations still in this chunk (a catalogue that changed since keeps the rest), and
     # the model iterations of its rotations: the reference their configurations are checked against
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
@@ -183,7 +192,7 @@ def profile(config: Mapping, configs_path, iteration: int, chunk: int, previous_
         io.write_parquet(pd.concat(e2e_rows, ignore_index=True), out_e2e, tables.E2E)
     io.write_parquet(samples, out_samples, tables.SAMPLES)
     io.write_parquet(meas, out_measurements, tables.MEASUREMENTS)
-    journal.complete()  # outputs written: a later run of this job measures afresh
+    journal.complete()  # outputs written: a later run of this job reuses it whole, or measures afresh if forced
     n = meas["config_id"].nunique()  # an empty chunk (no configuration of its types hashes to it) is normal
     log.info("SUMMARY chunk %d: %d configurations: %d measured now, %d resumed from the journal, %d failed, "
              "%d still noisy after re-measuring", chunk, n, n - len(done), len(done),

@@ -5,10 +5,10 @@ import sys
 import time
 from pathlib import Path
 
-from opcost import preflight, rerun
-from opcost.config import stage_settings, validate as validate_config, workloads
+from opcost import preflight, repair, rerun
+from opcost.config import duplicate_keys, stage_settings, validate as validate_config, workloads
 from opcost.errors import OpcostError
-from opcost.journal import run_marked, unfinished
+from opcost.journal import FOLDER, RunMark, job_of, run_marked, unfinished
 from opcost.progress import watch as watch_progress
 
 if workflow.is_main_process:  # the user's command line, repeated by every repair command the run prints
@@ -19,7 +19,20 @@ def _problems_error(lines):
 
 
 PREFLIGHT = None  # what is wrong with the models (opcost.preflight), found while Snakemake builds its DAG
+def _duplicate_keys():
+    """Keys written twice in one of the run's config files, which YAML reads as the last one alone."""
+    found = []
+    for path in rerun.current().get("configfiles") or []:
+        try:
+            found += duplicate_keys(Path(path).read_text(encoding="utf-8"), path)
+        except (OSError, UnicodeDecodeError):  # Snakemake has read it already: nothing more to say here
+            pass
+    return found
+
+
 try:
+    if workflow.is_main_process and (TWICE := _duplicate_keys()):
+        raise _problems_error(TWICE)
     validate_config(config)  # JSON schema, defaults filled in; one line naming each bad key
     if workflow.is_main_process:
         PREFLIGHT = preflight.start(config, cache_dir=".snakemake/opcost-preflight")
@@ -256,36 +269,19 @@ def print_failures(path):
               file=sys.stderr)  # after Snakemake's own log lines, which go to stderr
 
 
-def missing_intermediates():
-    """The run-wide result files (not those of one workload, which a config adding a model has not made yet) that
-    are missing although results/figures exists: deleted since the run that made the figures."""
-    if not workflow.is_main_process or not Path("results/figures").is_dir():
-        return []
-    db = [f"results/db/{t}.parquet" for t in ("configs", "measurements", "e2e", "layers", "overheads")]
-    validation = [f"results/validation/{f}" for f in ("predictions.parquet", "predictions.tsv", "consistency.parquet")]
-    loop = [f"results/loop/{f}" for f in ("summary.json", "summary.txt", "significant_ops.yaml")]
-    run_wide = db + validation + loop + ["results/failures.tsv", "results/placement/tiers.json"]
-    return [p for p in run_wide if not Path(p).exists()]
-
-
-def rebuild_missing(missing, run):
-    """Rebuild result files deleted since the run that made the figures, and what is made from them: Snakemake does
-    not redo a job whose outputs are missing while the files made from them are up to date. The figures made from
-    the missing files are stale: they are removed, so that the figures job, and each job whose output it lacks,
-    runs again. A dry run only names the files and the command that rebuilds them."""
-    if not missing:
+def repair_results():
+    """Renew the run mark of each job whose result file an earlier run made and that is missing or damaged now
+    (opcost.repair): Snakemake redoes those jobs and what is made from their outputs, and a dry run shows them. A
+    command that only shows or lists changes nothing."""
+    run = rerun.current()
+    if not workflow.is_main_process or (run.get("dryrun") and not run.get("plain_dryrun")):
         return
-    named = f"{len(missing)} result file(s) of the last run are missing ({', '.join(missing[:3])}" + (
-        ", ...)" if len(missing) > 3 else ")")
-    if run.get("dryrun"):
-        print(f"opcost: {named}: the figures are stale; this command rebuilds them (a run without -n does): "
-              f"{rerun.command(missing)}", file=sys.stderr)
-        return
-    import shutil
-
-    shutil.rmtree("results/figures", ignore_errors=True)
-    print(f"opcost: {named}: rebuilding them and the figures made from them", file=sys.stderr)
-
-
-MISSING = missing_intermediates()
-rebuild_missing(MISSING, rerun.current())
+    marks = {r: RunMark(FOLDER, job_of(r.rule, r.wildcards)) for r in repair.find(workflow.rules)}
+    found = [r for r, mark in marks.items() if not mark.unfinished()]  # an unfinished job is redone anyway
+    for r in found:
+        marks[r].renew(persist=not run.get("dryrun"))
+    named = [r for r in found if r.wildcard_dict.get("model", "") in ("", *config["models"])]  # configured
+    if named:
+        print(f"opcost: {repair.describe(named)}: "
+              + ("a run without -n rebuilds them and what is made from them" if run.get("dryrun")
+                 else "rebuilding them and what is made from them"), file=sys.stderr)

@@ -48,7 +48,7 @@ last-level-cache crossing.
 
 Every estimate row says its ``method`` (``interpolated``, ``law``, ``law+trees``, ``law+trees+context``,
 ``nearest``, ``twin``, ``family`` or ``global``). The model is fitted to one set of measurement conditions (host,
-device, threads: :func:`opcost.database.conditions`) and saved beside the database (``costmodel.pkl``), with a
+device, threads: :func:`opcost.database.conditions`) and kept in the user's cache (:func:`cache_path`), with a
 fingerprint of the rows it was fitted to: a database that changed since is refitted, never answered from a stale
 model.
 :meth:`CostModel.uncertainty` is the error to expect where nothing is measured nearby (held-out errors grow with the
@@ -78,7 +78,8 @@ MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
 MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to be reported
 FOLDS = 5
 BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
-FILE = "costmodel.pkl"
+FILE = "costmodel.pkl"  # its name in the cache folder (:func:`cache_path`), after the database's own folder
+CACHE_ENV = "OPCOST_CACHE"  # the cache folder, when set; else $XDG_CACHE_HOME/opcost, else ~/.cache/opcost
 FIT_VERSION = 18  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
@@ -661,13 +662,26 @@ def fingerprint(used: pd.DataFrame, configs: pd.DataFrame | None = None) -> str:
 _FITTED: dict[str, CostModel] = {}  # this process's fits by fingerprint (a database without a directory)
 
 
+def cache_path(db_dir) -> Path:
+    """Where the fitted cost models of the database folder ``db_dir`` are kept: a file of the user's cache folder
+    (``$OPCOST_CACHE``, else ``$XDG_CACHE_HOME/opcost``, else ``~/.cache/opcost``) named after the database's
+    absolute path, never inside the database, which commands that read it leave as it was. A stale or unreadable
+    file is refitted (each model carries the fingerprint of the rows it was fitted on)."""
+    import hashlib
+    import os
+
+    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "opcost"
+    where = str(Path(db_dir).resolve())
+    return Path(root) / f"{Path(where).name}-{hashlib.sha1(where.encode()).hexdigest()[:12]}-{FILE}"
+
+
 def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, column: str,
                 configs: pd.DataFrame | None = None) -> CostModel | None:
-    """The cost model of ``used`` saved beside the database under ``key`` (the conditions), refitted and saved
-    again when the rows changed since (or on a load failure); None when fewer than :data:`MIN_CONFIGS` rows.
-    ``layers`` and ``configs``: as for :func:`training_data`."""
+    """The cost model of ``used`` kept for the database at ``db_dir`` under ``key`` (the conditions) in the cache
+    (:func:`cache_path`), refitted and saved again when the rows changed since (or on a load failure); None when
+    fewer than :data:`MIN_CONFIGS` rows. ``layers`` and ``configs``: as for :func:`training_data`."""
     fp = fingerprint(used, configs) + column + f"/v{FIT_VERSION}"
-    path = Path(db_dir) / FILE if db_dir is not None else None
+    path = cache_path(db_dir) if db_dir is not None else None
     saved = {}
     if path is not None and path.exists():
         try:
@@ -690,7 +704,8 @@ def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, colu
         try:
             from opcost.io import atomic
 
+            path.parent.mkdir(parents=True, exist_ok=True)
             atomic(path, lambda tmp: Path(tmp).write_bytes(pickle.dumps(saved)))
-        except OSError as e:  # a read-only database still answers
+        except OSError as e:  # a cache that cannot be written: the model is fitted again next time
             log.warning("%s: cannot save the cost model (%s)", path, e)
     return model

@@ -23,6 +23,8 @@ spread between workloads; with fewer than three such workloads, the overhead's 1
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -563,6 +565,57 @@ def workload_layers(db: dict, model: str, batch: int, mode: str, spec: dict | No
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
 
-    return extract(make_workload(load_model(model, spec or {}), batch, mode)).reset_index(drop=True)
+    fresh = extract(make_workload(load_model(model, spec or {}), batch, mode)).reset_index(drop=True)
+    held = layers[layers["model"] == model]
+    if len(held) and (diff := variant_difference(held, fresh)):
+        got = held.iloc[0]
+        raise OpcostError(f"model {model}", f"the database holds another variant of it than the one built now "
+                                            f"(profiled at batch {got['batch']}, {got['mode']}; {diff}): give "
+                                            "--config with the config file of the run that profiled it, so that "
+                                            "it is built as profiled, or another name for another variant")
+    return fresh
+
+
+def _variant(rows: pd.DataFrame) -> tuple[set, set]:
+    """What of a workload does not change with its batch or mode: its modules' constructor parameters and the
+    dtypes its operators take."""
+    import json
+
+    def built(params: str) -> str:  # the constructor's parameters, without what a call passed (tensors, kwargs)
+        try:
+            kept = {k: v for k, v in json.loads(params).items() if k != "kwargs" and '"T"' not in json.dumps(v)}
+        except (ValueError, AttributeError, TypeError):
+            return str(params)
+        return json.dumps(kept, sort_keys=True)
+
+    modules = rows[rows["scope"] == "module"]
+    dtypes = set()
+    for specs in rows["inputs"]:
+        dtypes |= set(re.findall(r'"dtype":\s*"((?:b?float|complex)[0-9]+)"', str(specs)))  # floating only
+    return set(zip(modules["op_type"], modules["params"].map(built))), dtypes
+
+
+def variant_difference(held: pd.DataFrame, fresh: pd.DataFrame) -> str | None:
+    """How the model the database ``held`` (its `layers` rows at any batch or mode) differs from the ``fresh``
+    extraction of the same name (None: the same variant): another module, other constructor parameters or
+    another dtype."""
+    (h_mod, h_dt), (f_mod, f_dt) = _variant(held), _variant(fresh)
+    if h_dt and f_dt and h_dt != f_dt:
+        return f"dtype {', '.join(sorted(h_dt))} there, {', '.join(sorted(f_dt))} now"
+    only_held, only_fresh = sorted(h_mod - f_mod), sorted(f_mod - h_mod)
+    if not (only_held or only_fresh):
+        return None
+    if only_held and only_fresh and only_held[0][0] == only_fresh[0][0]:  # one module type, other parameters
+        import json
+
+        try:
+            a, b = json.loads(only_held[0][1]), json.loads(only_fresh[0][1])
+            keys = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)][:3]
+            return (f"{only_held[0][0]} with " + ", ".join(f"{k} {a.get(k)}" for k in keys) + " there, "
+                    + ", ".join(f"{k} {b.get(k)}" for k in keys) + " now")
+        except (ValueError, AttributeError):
+            pass
+    return "its modules differ: " + "; ".join([f"{only_held[0][0]} only there"] * bool(only_held)
+                                              + [f"{only_fresh[0][0]} only now"] * bool(only_fresh))
 
 

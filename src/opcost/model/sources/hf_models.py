@@ -203,6 +203,30 @@ def decoder_problem(arch: str, entry: dict) -> str | None:
     return None
 
 
+def sequence_limits(arch: str, entry: dict) -> dict:
+    """What bounds a sequence of ``hf:<arch>`` built from ``entry``, from its config without building it:
+    ``positions``, the longest sequence a model of learned absolute positions takes (None: rotary or relative
+    positions, no fixed limit); ``kv_elements``, elements of key/value cache per token (None: not said); ``params``
+    and ``attention``, FLOPs per token of its matrix products and per token and context token of its attention
+    (estimates from its widths, for bounding a prefill's time)."""
+    _, config = configured(arch, entry)
+    cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
+
+    def first(*names):
+        return next((v for v in (getattr(cfg, n, None) for n in names) if isinstance(v, int) and v > 0), None)
+
+    rotary = any(getattr(cfg, a, None) for a in ("rope_theta", "rope_parameters", "rope_scaling", "rotary_dim"))
+    layers, hidden = first("num_hidden_layers", "n_layer", "num_layers"), first("hidden_size", "n_embd", "d_model")
+    heads = first("num_attention_heads", "n_head")
+    head_dim = first("head_dim") or (hidden // heads if hidden and heads else None)
+    kv_heads = first("num_key_value_heads") or heads
+    known = bool(layers and hidden and heads and head_dim)
+    return {"positions": None if rotary else first("n_positions", "max_position_embeddings"),
+            "kv_elements": 2 * layers * kv_heads * head_dim if known else None,
+            "params": 2 * 12 * layers * hidden * hidden if known else None,
+            "attention": 4 * layers * heads * head_dim if known else None}
+
+
 def check(arch: str, entry: dict) -> None:
     """Raise ValueError when ``arch`` is no transformers class or model type, or a kwarg no setting of its config."""
     configured(arch, entry)

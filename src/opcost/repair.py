@@ -1,0 +1,112 @@
+"""Result files an earlier run made that are missing or damaged now, and the jobs that rebuild them.
+
+Snakemake does not redo a job whose outputs are missing while the files made from them are up to date, nor one
+whose output was damaged after it was written: a plain rerun says "Nothing to be done". Snakemake's own metadata
+(``.snakemake/metadata``, one record per output file a job of this directory made) says which files a run made;
+:func:`find` names those under ``results/`` that are gone or unreadable now, each with the job (rule and wildcards)
+that makes it. The workflow then renews each such job's run mark (:meth:`opcost.journal.RunMark.renew`): its params
+change, so Snakemake redoes the job and everything made from its outputs, in a dry run as in a real one, and no
+other job. A job of a model no longer configured is not in the run's DAG: its mark changes nothing.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+METADATA = ".snakemake/metadata"  # Snakemake's file-backed metadata: one record per output, named by its path
+
+
+@dataclass(frozen=True)
+class Repair:
+    path: str  # the result file, relative to the run's directory
+    why: str  # "missing" or "damaged (...)"
+    rule: str  # the rule whose job makes it
+    wildcards: tuple  # (name, value) pairs of that job
+
+    @property
+    def wildcard_dict(self) -> dict:
+        return dict(self.wildcards)
+
+
+def made_files(metadata=METADATA) -> list[str]:
+    """The files Snakemake recorded as made by a job of this directory (its metadata; none without it)."""
+    try:
+        names = os.listdir(metadata)
+    except OSError:
+        return []
+    paths = []
+    for name in names:  # a long path is split over folders named "@..."; result paths are far shorter
+        if name.startswith("@"):
+            continue
+        try:
+            paths.append(base64.urlsafe_b64decode(name.encode()).decode())
+        except (ValueError, UnicodeDecodeError):
+            continue
+    return sorted(paths)
+
+
+def damage(path) -> str | None:
+    """Why a result file that exists cannot be read back (None: it reads, or its kind is not checked): a Parquet
+    table without its footer, a JSON file that does not parse, an empty file of either."""
+    path = Path(path)
+    if path.suffix not in (".parquet", ".json") or not path.is_file():
+        return None
+    try:
+        if path.stat().st_size == 0:
+            return "empty"
+        if path.suffix == ".json":
+            json.loads(path.read_text())
+        else:
+            import pyarrow.parquet as pq
+
+            pq.read_metadata(path)
+    except (OSError, ValueError, UnicodeDecodeError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        return str(e).splitlines()[0][:80] or type(e).__name__
+    return None
+
+
+def _changed_folder(path: str, metadata) -> str | None:
+    """"changed since it was made" when a file of the folder output ``path`` was deleted, added or renamed after the
+    job that made it ended (the folder's own time, against the job's end in Snakemake's record of it)."""
+    try:
+        record = json.loads((Path(metadata) / base64.urlsafe_b64encode(path.encode()).decode()).read_text())
+        ended = float(record["endtime"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return "changed since it was made" if os.stat(path).st_mtime > ended + 1.0 else None
+
+
+def find(rules, under: str = "results/", metadata=METADATA) -> list[Repair]:
+    """The files under ``under`` that a job of ``rules`` (Snakemake rule objects) made in an earlier run and that
+    are missing or damaged now, each with the job that makes it."""
+    repairs = []
+    for path in made_files(metadata):
+        if not path.startswith(under):
+            continue
+        if os.path.isdir(path):  # a folder of files (the figures): one deleted or added since its job made them
+            why = _changed_folder(path, metadata)
+            if why is None:
+                continue
+        elif os.path.lexists(path):
+            why = damage(path)
+            if why is None:
+                continue
+            why = f"damaged ({why})"
+        else:
+            why = "missing"
+        producer = next((r for r in rules if r.is_producer(path)), None)
+        if producer is None:  # made by a rule this workflow no longer has
+            continue
+        wildcards = producer.get_wildcards(path) or {}
+        repairs.append(Repair(path, why, producer.name, tuple(sorted((k, str(v)) for k, v in wildcards.items()))))
+    return repairs
+
+
+def describe(repairs: list[Repair], shown: int = 3) -> str:
+    """The repaired files in a few words: ``N result file(s) of an earlier run are missing or damaged (a, b, ...)``."""
+    names = ", ".join(f"{r.path}{'' if r.why == 'missing' else ' ' + r.why}" for r in repairs[:shown])
+    more = ", ..." if len(repairs) > shown else ""
+    return f"{len(repairs)} result file(s) of an earlier run are missing or damaged ({names}{more})"
