@@ -119,6 +119,13 @@ def test_a_key_written_twice_in_a_config_is_named_in_one_line(tmp_path):
     assert proc.returncode != 0 and expected in proc.stdout + proc.stderr and not (tmp_path / "results").exists()
 
 
+def test_advise_names_a_tier_given_twice(tiny_run):
+    code, out, err = _cli("advise", "mlp", "--batch", 2, "--budget", "25%", "--tiers", "dram_b,dram_b", "--db",
+                          tiny_run / "results" / "db")
+    assert code == 1 and _one_line(err) == ("opcost: --tiers dram_b,dram_b: names one tier twice: give the fast tier, "
+                                            "then a slower one (dram,dram_b)")
+
+
 def test_db_show_names_a_shape_that_is_no_list_of_sizes(tiny_run):
     code, _, err = _cli("db", "show", "--shape", "8,abc", "--db", tiny_run / "results" / "db")
     assert code == 1 and _one_line(err) == ("opcost: --shape 8,abc: expected an input's sizes as whole numbers, "
@@ -273,6 +280,20 @@ def test_a_value_of_either_kind_says_what_is_wrong_and_what_is_expected():
     expected = "(expected: fast-tier budgets: a share of the placeable footprint (0 to 1) or a size ('2GiB', '512MB'))"
     assert str(e.value).splitlines() == [f"config: advise.budgets[0]: 1.5 is greater than the maximum of 1 {expected}",
                                          f"config: advise.budgets[1]: 'abc' is not of the expected form {expected}"]
+
+
+def test_placement_tiers_that_will_not_do_as_written_are_said(tmp_path):
+    cfg = validate({"models": {"mlp": MLP}, "placement": {"tiers": {"dram": {"numa": 0}, "dram_b": {"numa": 0},
+                                                                      "gpu": {"cuda": "host"}}}})
+    assert preflight.tier_warnings(cfg) == [
+        "placement.tiers.gpu: a GPU tier ({cuda: host}) places a CUDA device's tensors, but device is cpu: it is "
+        "skipped (remove it, or set device: cuda)",
+        "placement.tiers: dram, dram_b are all NUMA node 0: one placement, measured 2 times"]
+    # the fast tier on a node this host lacks: with on_missing: skip the slow tier would be the baseline unsaid
+    cfg = validate({"models": {"mlp": MLP}, "placement": {"tiers": {"far": {"numa": 63}, "dram": {"numa": 0}}}})
+    assert preflight.problems(cfg) == [
+        "config: placement.tiers.far: the fast tier (the first, which every slowdown is relative to) is NUMA node 63, "
+        f"which this host lacks (nodes: {', '.join(map(str, preflight._numa_nodes()))}): put a tier it has first"]
 
 
 def test_numbers_yaml_reads_as_strings_are_numbers():

@@ -223,6 +223,8 @@ def _check_config(args) -> int:
     from opcost.model.workload import make_workload
 
     cfg = config.load(args.config)
+    for line in preflight.tier_warnings(cfg):
+        print(f"opcost: warning: {line}", file=sys.stderr)
     problems = preflight.problems(cfg)
     if any(line.startswith("config: device") for line in problems):  # no model can be built there
         raise preflight.Problems(problems)
@@ -382,9 +384,6 @@ def _runs_line(p) -> str:
             f"time from other runs ({shares}), which it lacks")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 def _advise(args) -> None:
     """`opcost advise`: the plans of one budget (opcost.analysis.advise), as text or one JSON object."""
@@ -407,3 +406,7 @@ def _advise(args) -> None:
     if args.out:
         advise.write_advice(advise.advise(problem, [args.budget], settings), args.out)
     print(json.dumps(summary(problem, made)) if args.json else describe(problem, made))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

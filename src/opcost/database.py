@@ -163,7 +163,8 @@ class Filter:
 
 def show(db: dict, where: Filter = Filter(), statistic: str | None = None) -> pd.DataFrame:
     """Measurements with their operator, parameters and input shapes, those ``where`` keeps (:class:`Filter`).
-    ``cost_s`` is ``statistic`` (default: the one predictions use) per call."""
+    ``cost_s`` is ``statistic`` (default: the one predictions use) per call; ``median_ci_low_s`` and
+    ``median_ci_high_s`` the 95% confidence interval of the median, whatever ``statistic``."""
     col = STATISTICS[statistic or DEFAULT_STATISTIC]
     m = db["measurements"].merge(db["configs"][["config_id", "op", "params", "inputs"]], on="config_id", how="left")
     if where.op is not None:
@@ -183,9 +184,11 @@ def show(db: dict, where: Filter = Filter(), statistic: str | None = None) -> pd
         dims = [int(d) for d in parts]
         m = m[m["inputs"].map(lambda s: s is not None and not pd.isna(s)
                               and any(t.get("T") == dims for t in json.loads(s) if isinstance(t, dict)))]
-    m = m.assign(cost_s=m[col], shapes=m["inputs"].map(_shapes))
+    # the stored interval is the median's: named so beside a cost_s that may be another statistic
+    m = m.assign(cost_s=m[col], shapes=m["inputs"].map(_shapes), median_ci_low_s=m["ci_low_s"],
+                 median_ci_high_s=m["ci_high_s"])
     cols = ["config_id", "op_type", "mode", "phase", "source", "host", "device", "threads", "placement", "cost_s",
-            "ci_low_s", "ci_high_s", "n", "noisy", "status", "params", "shapes"]
+            "median_ci_low_s", "median_ci_high_s", "n", "noisy", "status", "params", "shapes"]
     return m[cols].sort_values(["op_type", "config_id", "phase"]).reset_index(drop=True)
 
 

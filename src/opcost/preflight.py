@@ -269,6 +269,46 @@ def _op_type_problems(config: dict) -> list[str]:
     return out
 
 
+NODE_SYSFS = "/sys/devices/system/node"  # as opcost.measure.placement (which imports torch)
+
+
+def _numa_nodes(sysfs=NODE_SYSFS) -> list[int]:
+    return sorted(int(d.name[4:]) for d in Path(sysfs).glob("node[0-9]*"))
+
+
+def _fast_tier_problems(config: dict, sysfs=NODE_SYSFS) -> list[str]:
+    """The fast tier (the first of ``placement.tiers``, which every slowdown is relative to) a CPU config names on a
+    NUMA node this host lacks: skipped, it would leave a slower tier as the baseline without a word."""
+    tiers = list(((config.get("placement") or {}).get("tiers") or {}).items())
+    if not tiers or "numa" not in tiers[0][1] or str(config["device"]) != "cpu":
+        return []
+    (name, spec), nodes = tiers[0], _numa_nodes(sysfs)
+    if not nodes or int(spec["numa"]) in nodes:
+        return []
+    return [f"config: placement.tiers.{name}: the fast tier (the first, which every slowdown is relative to) is "
+            f"NUMA node {spec['numa']}, which this host lacks (nodes: {', '.join(map(str, nodes))}): put a tier it "
+            "has first"]
+
+
+def tier_warnings(config: dict) -> list[str]:
+    """What a config's placement tiers will not do as written, one line each (the run goes on): a tier of the other
+    device's kind (skipped in every job), several names for one NUMA node (one placement measured again)."""
+    tiers = (config.get("placement") or {}).get("tiers") or {}
+    device, out, by_node = str(config["device"]), [], {}
+    for name, spec in tiers.items():
+        if "cuda" in spec and not device.startswith("cuda"):
+            out.append(f"placement.tiers.{name}: a GPU tier ({{cuda: {spec['cuda']}}}) places a CUDA device's "
+                       f"tensors, but device is {device}: it is skipped (remove it, or set device: cuda)")
+        elif "numa" in spec and device != "cpu":
+            out.append(f"placement.tiers.{name}: a NUMA tier places CPU tensors, but device is {device}: it is "
+                       "skipped (remove it, or use {cuda: host} for host memory)")
+        elif "numa" in spec:
+            by_node.setdefault(int(spec["numa"]), []).append(name)
+    out += [f"placement.tiers: {', '.join(names)} are all NUMA node {node}: one placement, measured {len(names)} "
+            "times" for node, names in by_node.items() if len(names) > 1]
+    return out
+
+
 def _op_types_key(config: dict) -> str:
     names = (config.get("loop") or {}).get("initial_op_types") or []
     return "op_types-" + hashlib.sha1(json.dumps([names, _versions()], default=str).encode()).hexdigest()[:16]
@@ -280,7 +320,7 @@ def problems(config: dict, cache_dir=None, where=".") -> list[str]:
     results are written to."""
     from opcost.config import is_sweep
 
-    out = _name_problems(config, where) + _device_problem(config)
+    out = _name_problems(config, where) + _device_problem(config) + _fast_tier_problems(config)
     cache = Path(cache_dir) if cache_dir is not None else None
     if cache is None or not (cache / _op_types_key(config)).exists():
         found = _op_type_problems(config)

@@ -36,6 +36,8 @@ try:
     validate_config(config)  # JSON schema, defaults filled in; one line naming each bad key
     if workflow.is_main_process:
         PREFLIGHT = preflight.start(config, cache_dir=".snakemake/opcost-preflight")
+        for line in preflight.tier_warnings(config):  # the run goes on: each said once, before it starts
+            print(f"opcost: warning: {line}", file=sys.stderr)
 except OpcostError as e:
     raise _problems_error(str(e).splitlines()) from None
 
@@ -110,7 +112,13 @@ def run_mark(rule):
     return run_marked(lambda wildcards: "", rule)
 
 
-if workflow.is_main_process and (UNFINISHED := unfinished()):
+def _locked():
+    """Whether another Snakemake run holds this directory (its lock files): its jobs in flight look unfinished, and
+    Snakemake itself refuses this run with the lock's own message."""
+    return any(Path(".snakemake/locks").glob("*.lock"))
+
+
+if workflow.is_main_process and not _locked() and (UNFINISHED := unfinished()):
     print(f"opcost: the last run of {len(UNFINISHED)} job(s) did not complete ({', '.join(UNFINISHED[:3])}"
           f"{', ...' if len(UNFINISHED) > 3 else ''}): they are redone", file=sys.stderr)
 
@@ -274,8 +282,8 @@ def repair_results():
     (opcost.repair): Snakemake redoes those jobs and what is made from their outputs, and a dry run shows them. A
     command that only shows or lists changes nothing."""
     run = rerun.current()
-    if not workflow.is_main_process or (run.get("dryrun") and not run.get("plain_dryrun")):
-        return
+    if not workflow.is_main_process or (run.get("dryrun") and not run.get("plain_dryrun")) or _locked():
+        return  # another run holds the directory: its files in the making are not this run's to repair
     marks = {r: RunMark(FOLDER, job_of(r.rule, r.wildcards)) for r in repair.find(workflow.rules)}
     found = [r for r, mark in marks.items() if not mark.unfinished()]  # an unfinished job is redone anyway
     for r in found:

@@ -374,6 +374,9 @@ def _tiers(measurements: pd.DataFrame, slower: set, settings: AdviseSettings) ->
                                       "(config placement.tiers, on a host that has a second tier): nothing to advise")
     wanted, preferred = settings.tiers, [t for t in settings.prefer if t in slower]
     if wanted:
+        if wanted[0] == wanted[1]:
+            raise OpcostError(f"--tiers {','.join(wanted)}", "names one tier twice: give the fast tier, then a slower "
+                                                             f"one ({fast},{sorted(slower)[0]})")
         if wanted[0] != fast:
             raise OpcostError(f"--tiers {','.join(wanted)}", f"the database's fast tier, which every slowdown is "
                                                              f"relative to, is {fast}")
