@@ -55,7 +55,7 @@ def main() -> None:
         models = {f"m{i}": {"model": "resnet18"} for i in range(math.ceil(workloads / len(batches)))}
         cfg = {"models": models, "batch_sizes": batches, "profile": {"chunks": max(1, n // 100)}}
         with tempfile.TemporaryDirectory() as d:
-            (Path(d) / "c.yaml").write_text(yaml.safe_dump(cfg))
+            (Path(d) / "c.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
             first = dry_run(Path(d), bool(args.cprofile))
             if args.cprofile:
                 import pstats

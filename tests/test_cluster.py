@@ -20,7 +20,7 @@ def test_cluster_generic_executor_runs_the_tiny_config(tmp_path):
     cfg["profile"]["chunks"] = 1
     cfg.update(sweeps=[], placement={"tiers": {}})  # the catalog then needs mlp's extraction alone
     cfg.pop("predict_only", None)
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     # a chain of submitted jobs (extract -> catalog) and a measuring job; the whole pipeline runs in test_workflow
     snakemake("--configfile", "c.yaml", "--executor", "cluster-generic", "--jobs", "1",
               "--cluster-generic-submit-cmd", str(ROOT / "tests" / "fake_submit.sh"), "--latency-wait", "5",

@@ -277,10 +277,10 @@ def test_predict_a_decode_step_at_a_context_and_batch_never_measured(decode_run)
 
 def test_a_predicted_step_never_gets_faster_as_the_context_grows(decode_run):
     """From the small decode run (contexts 16 and 64 measured at batch 2): the predicted step never falls as the
-    context grows from the longest measured one on (64, 256, 1,024), at the measured batch and at one never measured
-    (3), and a step with anything estimated has an interval of non-zero width. Below it, a step follows its measured
-    neighbours, noise included: measured steps are what they measured, and a batch never measured at context 16 is
-    held above the step measured there."""
+    context grows, at a batch never measured (3) from the shortest context on (16, 64, 256, 1,024: its estimates rest
+    on the measured costs' monotone envelope, not on their noise), at the measured batch from the longest measured
+    context on (measured steps are what they measured, noise included); a step with anything estimated has an
+    interval of non-zero width."""
     from opcost.analysis import estimate
     from opcost.database import read_db
 
@@ -289,7 +289,7 @@ def test_a_predicted_step_never_gets_faster_as_the_context_grows(decode_run):
     for batch in (2, 3):
         steps = [estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", batch, f"decode{c}", LLAMA),
                                            db_dir) for c in (16, 64, 256, 1024)]
-        times = [p.predicted_s for p in steps][1:]
+        times = [p.predicted_s for p in steps][1 if batch == 2 else 0:]
         assert times == sorted(times), (batch, times)
         for p in steps:
             if p.estimated_s > 0:

@@ -18,7 +18,7 @@ def _config(tmp_path, **loop):
     # the loop alone: no sweep points, never-profiled models or placements (jobs the loop does not need)
     cfg.update(sweeps=[], placement={"tiers": {}})
     cfg.pop("predict_only", None)
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     return "c.yaml"
 
 

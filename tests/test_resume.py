@@ -47,7 +47,7 @@ def test_kill_9_mid_profiling_then_resume(tmp_path):
     cfg.pop("predict_only", None)
     cfg["profile"] = {"chunks": 1, "remeasure": 0, "rotation_size": 2,
                       "timing": {"max_seconds": 0.3, "target_rel_ci": 0.0001, "min_samples": 5, "warmup_s": 0.0}}
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     table = tmp_path / "results" / "profile" / "iter0_chunk0.parquet"  # the profiling job's output, nothing more
     args = ["--configfile", "c.yaml", "--cores", "1", str(table.relative_to(tmp_path))]
     proc = _snakemake(args, tmp_path)
@@ -227,7 +227,7 @@ def test_a_rerun_redoes_a_profiling_job_that_failed(tmp_path):
     cfg["sweeps"] = []  # jobs the evaluation does not need
     cfg.pop("predict_only", None)
     cfg["profile"]["chunks"] = 1
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     table = tmp_path / "results" / "profile" / "iter0_chunk0.parquet"
     log = tmp_path / "logs" / "profile" / "iter0_chunk0.log"
     force = ["-R", str(table.relative_to(tmp_path))]

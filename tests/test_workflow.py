@@ -293,7 +293,7 @@ def test_lint_is_clean():
 def test_config_error_is_one_line_naming_the_key(tmp_path):
     cfg = yaml.safe_load(TINY.read_text())
     cfg["batch_sizes"] = ["two"]
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     proc = snakemake("--configfile", "bad.yaml", "-n", cwd=tmp_path, check=False)
     assert proc.returncode != 0
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "config: batch_sizes[0]" in ln]

@@ -13,9 +13,11 @@ lengths differ, nothing else), a Linear at batch 2 between batches 1 and 4, a la
 vocabulary of 50,256 between heads of 32,000 and 65,536. Its cost is interpolated between the nearest such pair,
 linearly in log cost against log bytes (log FLOPs where the two have the same bytes): the measured costs' own curve,
 a last-level-cache crossing included, at the resolution of the points, which one roofline law fitted over the whole
-op type misses. Never extrapolated: outside every bracket, the cost model's law answers. GPT-2's head over 50,257
-logits costs more than one over 65,536: misaligned, it lies on the line of heads over 30,522 and 65,537 logits, not
-of 32,000 and 65,536.
+op type misses. Never extrapolated: outside every bracket, the cost model's law answers. A measured cost enters as
+its line's *envelope*: the highest cost measured at sizes no larger in any position (in a workload of about the same
+context), so that an interpolated cost never falls as a size grows, whatever the noise of its neighbours. GPT-2's
+head over 50,257 logits costs more than one over 65,536: misaligned, it lies on the line of heads over 30,522 and
+65,537 logits, not of 32,000 and 65,536.
 """
 from __future__ import annotations
 
@@ -84,7 +86,11 @@ SAME_CONTEXT = 0.25  # decades of a workload's bytes within which two measured c
 class Lines:
     """The measured configurations by line: their dims, log bytes, log FLOPs and log cost."""
 
-    points: dict = field(default_factory=dict)  # line -> list of (dims, log bytes, log flops, log seconds, context)
+    # line -> list of (dims, log bytes, log flops, log seconds, context, log envelope seconds): the envelope is the
+    # highest cost measured at dims no larger in any position (of about the same context), what the point's own
+    # cost would be were the line's costs monotone; interpolation and lower bounds use it, so that an estimate
+    # between noisy neighbours never falls as a size of them grows
+    points: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, line, dims, nbytes, flops, seconds, context=None) -> "Lines":
@@ -95,6 +101,9 @@ class Lines:
             if ln and y > 0:
                 out.points.setdefault(ln, []).append((tuple(d), math.log(max(b, 1.0)), math.log(max(f, 1.0)),
                                                       math.log(y), float(c) if c is not None else math.nan))
+        for ln, pts in out.points.items():
+            out.points[ln] = [(*p, max(q[3] for q in pts if len(q[0]) == len(p[0]) and _same_context(q[4], p[4])
+                                       and all(a <= b for a, b in zip(q[0], p[0])))) for p in pts]
         return out
 
     def estimate(self, line: str, dims, nbytes: float, flops: float) -> float:
@@ -125,7 +134,7 @@ class Lines:
                 gap = abs(b[use] - a[use])
                 if best is None or gap < best[0]:
                     w = (x - a[use]) / (b[use] - a[use])
-                    best = (gap, a[3] + min(max(w, 0.0), 1.0) * (b[3] - a[3]))
+                    best = (gap, a[5] + min(max(w, 0.0), 1.0) * (b[5] - a[5]))
         return math.exp(best[1]) if best is not None else math.nan
 
     def bounds(self, line: str, dims, context: float = math.nan) -> tuple[float, float]:
@@ -140,10 +149,15 @@ class Lines:
                 continue
             side = _one_size(p[0], dims)
             if side == "below":
-                lo = max(lo, math.exp(p[3]))
+                lo = max(lo, math.exp(p[5]))
             elif side == "above":
                 hi = min(hi, math.exp(p[3]))
         return lo, hi
+
+
+def _same_context(a: float, b: float) -> bool:
+    """Whether two workloads' log10 bytes are within :data:`SAME_CONTEXT` (either unknown: they may be)."""
+    return not abs(a - b) > SAME_CONTEXT  # NaN compares False: unknown contexts pass
 
 
 def _one_size(at, dims) -> str | None:
