@@ -240,16 +240,16 @@ def _check_config(args) -> int:
     for model, (mode, sizes) in batches.items():
         if named(model):
             continue
-        loaded = None
+        loaded, per_sample_s = None, 0.0  # the smallest batch's time per sample, once it ran
         for batch in sizes:  # each batch size: a forward that fails only at batch > 1 is found here
-            if loaded is not None and took * batch / sizes[0] > CHECK_BATCH_S:
+            if per_sample_s * batch > CHECK_BATCH_S:
                 skipped.append(f"{model} b{batch}")  # too slow to run here: its memory was checked arithmetically
                 continue
             try:
-                t0 = time.perf_counter()
                 loaded = loaded or load_model(model, cfg["models"][model], cfg["device"], cfg["dtype"])
+                t0 = time.perf_counter()
                 make_workload(loaded, batch, mode)
-                took = time.perf_counter() - t0
+                per_sample_s = per_sample_s or (time.perf_counter() - t0) / batch
             except OpcostError as e:
                 problems.append(f"{e} (at batch {batch})" if batch != sizes[0] else str(e))
                 break

@@ -18,7 +18,6 @@ def _problems_error(lines):
     return WorkflowError("\n".join(f"opcost: {line}" for line in lines))
 
 
-PREFLIGHT = None  # what is wrong with the models (opcost.preflight), found while Snakemake builds its DAG
 def _duplicate_keys():
     """Keys written twice in one of the run's config files, which YAML reads as the last one alone."""
     found = []
@@ -30,6 +29,7 @@ def _duplicate_keys():
     return found
 
 
+PREFLIGHT = None  # what is wrong with the models (opcost.preflight), found while Snakemake builds its DAG
 try:
     if workflow.is_main_process and (TWICE := _duplicate_keys()):
         raise _problems_error(TWICE)
