@@ -18,6 +18,7 @@ import yaml
 from opcost import io, preflight, rerun, stages, tables
 from opcost.config import validate
 from opcost.errors import OpcostError, from_os_error
+from opcost.measure import numa
 from opcost.model.sources import load_model
 from opcost.model.workload import make_workload
 from tests.helpers import TINY, snakemake
@@ -294,7 +295,7 @@ def test_placement_tiers_that_will_not_do_as_written_are_said(tmp_path):
     cfg = validate({"models": {"mlp": MLP}, "placement": {"tiers": {"far": {"numa": 63}, "dram": {"numa": 0}}}})
     assert preflight.problems(cfg) == [
         "config: placement.tiers.far: the fast tier (the first, which every slowdown is relative to) is NUMA node 63, "
-        f"which this host lacks (nodes: {', '.join(map(str, preflight._numa_nodes()))}): put a tier it has first"]
+        f"which this host lacks (nodes: {', '.join(map(str, numa.nodes()))}): put a tier it has first"]
 
 
 def test_numbers_yaml_reads_as_strings_are_numbers():

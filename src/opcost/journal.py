@@ -57,7 +57,7 @@ def for_job(folder, job: str, key: str, keep_completed: bool = False) -> Journal
     for path in stale:
         log.info("journal %s: of this job's run with other settings: discarded", path)
         path.unlink()
-    if journal.completed() and not keep_completed:
+    if not keep_completed and journal.completed():
         journal.discard("of a run that completed")
     return journal
 

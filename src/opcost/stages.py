@@ -148,12 +148,13 @@ def profile(config: Mapping, configs_path, iteration: int, chunk: int, previous_
                        profiling.remeasure, profiling.placement, profiling.cache, config["affinity"],
                        profiling.rotation_size, profiling.order, profiling.visits)
     journal = for_job(journal_dir, job, key, keep_completed=True)
-    if journal.completed() and (forced or not set(mine["config_id"]) <= journal.config_ids()):
+    completed = journal.completed()
+    if completed and (forced or not set(mine["config_id"]) <= journal.config_ids()):
         # a forced rerun measures afresh, and so does a chunk with configurations its last run did not measure: the
         # measurements of one run of a job are never mixed with those of another
         journal.discard("of a run that completed" + (", forced to run again" if forced else
                                                      ", without some of this chunk's configurations"))
-    elif journal.completed():  # its outputs deleted or damaged, or made again upstream, the same configurations
+    elif completed:  # its outputs deleted or damaged, or made again upstream, the same configurations
         log.info("journal %s: of a completed run of the same configurations and settings: reused whole (a run "
                  "forced with -R on this job's outputs measures afresh)", journal.path)
     # an interrupted run's configurations still in this chunk (a catalogue that changed since keeps the rest), and

@@ -23,8 +23,8 @@ spread between workloads; with fewer than three such workloads, the overhead's 1
 """
 from __future__ import annotations
 
+import json
 import re
-
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -579,7 +579,6 @@ def workload_layers(db: dict, model: str, batch: int, mode: str, spec: dict | No
 def _variant(rows: pd.DataFrame) -> tuple[set, set]:
     """What of a workload does not change with its batch or mode: its modules' constructor parameters and the
     dtypes its operators take."""
-    import json
 
     def built(params: str) -> str:  # the constructor's parameters, without what a call passed (tensors, kwargs)
         try:
@@ -606,8 +605,6 @@ def variant_difference(held: pd.DataFrame, fresh: pd.DataFrame) -> str | None:
     if not (only_held or only_fresh):
         return None
     if only_held and only_fresh and only_held[0][0] == only_fresh[0][0]:  # one module type, other parameters
-        import json
-
         try:
             a, b = json.loads(only_held[0][1]), json.loads(only_fresh[0][1])
             keys = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)][:3]

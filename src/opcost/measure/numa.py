@@ -40,6 +40,11 @@ def syscall(index: int) -> int:
     return SYSCALLS[platform.machine()][index]
 
 
+def nodes(sysfs: str | Path = NODE_SYSFS) -> list[int]:
+    """The NUMA nodes this host has (their folders under ``sysfs``), in order."""
+    return sorted(int(d.name[4:]) for d in Path(sysfs).glob("node[0-9]*"))
+
+
 def bind_process(node: int, sysfs: str | Path = NODE_SYSFS) -> str | None:
     """Bind the calling thread's memory policy to NUMA node ``node`` (``MPOL_BIND``), for every page it and the
     threads it starts afterwards touch; None when done, else why it was not (the node or the syscall missing)."""

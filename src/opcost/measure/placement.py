@@ -33,7 +33,9 @@ from pathlib import Path
 import torch
 
 from opcost.errors import OpcostError
-from opcost.measure.numa import MPOL_BIND, MPOL_DEFAULT, MPOL_MF_MOVE, NODE_SYSFS, SYSCALLS, libc, nodemask, syscall
+from opcost.measure.numa import (MPOL_BIND, MPOL_DEFAULT, MPOL_MF_MOVE, NODE_SYSFS, SYSCALLS, libc, nodemask,
+                                 syscall)
+from opcost.measure.numa import nodes as numa_nodes
 
 DEFAULT = "default"
 PAGE = mmap.PAGESIZE
@@ -88,15 +90,15 @@ def _cpulist(text: str) -> list[int]:
 def discover(sysfs: str | Path = NODE_SYSFS) -> dict:
     """What memory this machine has: NUMA nodes (CPUs, memory) and CUDA devices."""
     nodes = []
-    root = Path(sysfs)
-    for d in sorted(root.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
+    for node in numa_nodes(sysfs):
+        d = Path(sysfs) / f"node{node}"
         cpus = _cpulist((d / "cpulist").read_text()) if (d / "cpulist").exists() else []
         mem_kb = None
         if (d / "meminfo").exists():
             for line in (d / "meminfo").read_text().splitlines():
                 if "MemTotal:" in line:
                     mem_kb = int(line.split()[-2])
-        nodes.append({"node": int(d.name[4:]), "cpus": cpus, "mem_kb": mem_kb, "cpu_less": not cpus})
+        nodes.append({"node": node, "cpus": cpus, "mem_kb": mem_kb, "cpu_less": not cpus})
     gpus = [f"cuda:{i}" for i in range(torch.cuda.device_count())]  # no CUDA context started here
     return {"numa_nodes": nodes, "gpus": gpus, "numa_syscalls": platform.machine() in SYSCALLS}
 
