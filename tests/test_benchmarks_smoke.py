@@ -29,6 +29,9 @@ SMOKE = {
     "decode": ([], lambda s: s["workloads"] == "4" and s["extrapolated"] == "4" and _finite(
         s, "median_abs_err_rot", "median_abs_err_ded", "median_abs_err_context", "median_abs_err_batch",
         "median_abs_err_both", "median_abs_err_extrap_now")),  # 40 s
+    # a one-layer llama's decode step and prefill at 16; generate() of 8 and 16 tokens from prompts of 12 and 40
+    "generate": ([], lambda s: s["questions"] == "2" and _finite(s, "median_abs_err", "median_abs_err_ttft",
+                                                                 "median_abs_err_tpot")),  # 20 s
     "zoo": ([], lambda s: s["models"] == s["passed"] == "3" and s["replay_failures"] == "0"
             and s["workload_failures"] == "0"),  # 13 s
     "transformer_accuracy": ([], lambda s: int(s["workloads"]) >= 1 and _finite(s, "median_abs_err_rot",

@@ -185,7 +185,9 @@ def test_each_mode_takes_the_method_with_the_lowest_held_out_error():
     sums = workload_errors(model.heldout, model.methods())
     assert len(sums) == 7 + 6 and set(sums["configs"]) == {20}
     tr = sums[sums["mode"] == "training"]
-    assert tr["law+trees+context"].abs().mean() > tr["law+trees"].abs().mean() + 0.2  # the neighbours' factor
+    # the neighbours' factor (the correction, never falling as the context grows, follows the alternation only in
+    # part)
+    assert tr["law+trees+context"].abs().mean() > tr["law+trees"].abs().mean() + 0.05
     w = model.heldout[model.heldout["workload"] == "t0/training/b1"]  # one workload's sum, by hand: count-weighted
     assert sums.set_index("workload").loc["t0/training/b1", "law"] == pytest.approx(
         math.log((w["count"] * w["measured"] * np.exp(w["law"])).sum() / (w["count"] * w["measured"]).sum()))

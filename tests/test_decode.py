@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from opcost.check import check_workload
 from opcost.config import validate, workloads
@@ -183,11 +184,13 @@ def test_a_model_without_a_cache_is_refused_in_one_line():
 
 def test_config_expands_decode_per_context_length():
     cfg = validate({"models": {"a": {**LLAMA, "modes": ["inference", "decode"], "context_lens": [128, 512]},
-                               "b": {**LLAMA, "modes": ["decode", "decode64"]}},
+                               "b": {**LLAMA, "modes": ["decode", "decode64"]},
+                               "c": {**LLAMA, "modes": ["prefill", "prefill32"], "batch_sizes": [1]}},
                     "batch_sizes": [1, 4], "context_lens": [64]})
     assert workloads(cfg) == [("a", "inference", 1), ("a", "inference", 4), ("a", "decode128", 1),
                               ("a", "decode128", 4), ("a", "decode512", 1), ("a", "decode512", 4),
-                              ("b", "decode64", 1), ("b", "decode64", 4)]
+                              ("b", "decode64", 1), ("b", "decode64", 4), ("c", "prefill64", 1),
+                              ("c", "prefill32", 1)]
     assert validate({"models": {"a": {}}})["context_lens"] == [128]
     with pytest.raises(OpcostError, match=r"^config: models.a.context_lens\[0\]"):
         validate({"models": {"a": {"context_lens": [0]}}})
@@ -219,6 +222,7 @@ def test_preflight_names_each_model_that_cannot_decode_in_one_line():
 
 
 DECODE_CONFIG = Path(__file__).resolve().parent / "data" / "decode.yaml"
+RUN = yaml.safe_load(DECODE_CONFIG.read_text())["models"]["tiny_llama"]  # its causal-LM class
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +249,7 @@ def test_the_workflow_measures_and_validates_decode_steps(decode_run):
     assert set(configs["config_id"]) <= set(measured["config_id"])  # every configuration profiled
     pred = pd.read_parquet(results / "validation" / "predictions.parquet")
     rows = pred[pred["source"] == "isolated+overhead"]
-    assert sorted(rows["mode"]) == ["decode16", "decode64"]
+    assert sorted(rows["mode"]) == ["decode16", "decode64", "prefill16", "prefill64"]
     assert (rows["predicted_s"] > 0).all() and (rows["measured_s"] > 0).all()
     assert "tiny_llama/decode64/b2" in (results / "summary.txt").read_text()
 
@@ -260,7 +264,7 @@ def test_predict_a_decode_step_at_a_context_and_batch_never_measured(decode_run)
     db = read_db(db_dir)
     steps = {}
     for context in (256, 1024):
-        layers = estimate.workload_layers(db, "tiny_llama", 3, f"decode{context}", LLAMA)
+        layers = estimate.workload_layers(db, "tiny_llama", 3, f"decode{context}", RUN)
         steps[context] = summary(estimate.predict_workload(db, layers, db_dir), layers)
     small, large = steps[256], steps[1024]
     for s in (small, large):
@@ -287,7 +291,7 @@ def test_a_predicted_step_never_gets_faster_as_the_context_grows(decode_run):
     db_dir = decode_run / "results" / "db"
     db = read_db(db_dir)
     for batch in (2, 3):
-        steps = [estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", batch, f"decode{c}", LLAMA),
+        steps = [estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", batch, f"decode{c}", RUN),
                                            db_dir) for c in (16, 64, 256, 1024)]
         times = [p.predicted_s for p in steps][1 if batch == 2 else 0:]
         assert times == sorted(times), (batch, times)
@@ -309,12 +313,12 @@ def test_a_step_at_a_context_never_traced_takes_its_overhead_from_the_traced_ste
     db_dir = decode_run / "results" / "db"
     db = read_db(db_dir)
     ov = db["overheads"]
-    ov = ov[ov["model"] == "tiny_llama"]
+    ov = ov[(ov["model"] == "tiny_llama") & ov["mode"].str.startswith("decode")]
     points = {cache_bytes(of_workload(db["layers"], "tiny_llama", int(b), m), decode_context(m)): float(o)
               for m, b, o in zip(ov["mode"], ov["batch"], ov["overhead_s"])}
     assert len(points) == 2
     (x0, y0), (x1, y1) = sorted(points.items())
-    target = estimate.workload_layers(db, "tiny_llama", 3, "decode256", LLAMA)
+    target = estimate.workload_layers(db, "tiny_llama", 3, "decode256", RUN)
     x = cache_bytes(target, 256)
     assert x == pytest.approx(x1 * (3 * 256) / (2 * 64))  # the cache grows with batch x context
     p = estimate.predict_workload(db, target, db_dir)
@@ -322,7 +326,7 @@ def test_a_step_at_a_context_never_traced_takes_its_overhead_from_the_traced_ste
     rise = max((y1 - y0) / (x1 - x0), 0.0)  # the slope is held at 0 or above in the fit: a flat line at the mean
     line = y0 + rise * (x - x0) if rise > 0 else (y0 + y1) / 2
     assert p.overhead_s == pytest.approx(max(line, 0.0), rel=1e-6, abs=1e-12)
-    own = estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", 2, "decode64", LLAMA), db_dir)
+    own = estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", 2, "decode64", RUN), db_dir)
     assert own.overhead_from == "own trace" and own.overhead_s == pytest.approx(points[x1])
     # a second model whose traced steps cost twice as much: one slope for both (the mean of their two slopes, as
     # their steps share cache sizes), each model its own intercept (its mean overhead at the mean cache size)
@@ -365,7 +369,7 @@ def test_the_figures_show_decode_steps_across_context_lengths(decode_run):
 
     assert (decode_run / "results" / "figures" / "decode.png").stat().st_size > 10_000
     db_dir = decode_run / "results" / "db"
-    c = curves(read_db(db_dir), db_dir, {"tiny_llama": LLAMA}).set_index("context")
+    c = curves(read_db(db_dir), db_dir, {"tiny_llama": RUN}).set_index("context")
     assert list(c.index) == [16, 64, 128, 256] and (c["model"] == "tiny_llama").all() and (c["batch"] == 2).all()
     assert c["measured"].tolist() == [True, True, False, False]
     assert (c.loc[[16, 64], "measured_s"] > 0).all() and c.loc[[128, 256], "measured_s"].isna().all()
@@ -389,3 +393,131 @@ def test_the_decode_overheads_slope_is_held_at_zero_or_above_in_the_fit_itself()
     rising = [("m", 1e6, 2e-4), ("m", 3e6, 4e-4)]
     line = _cache_line(rising, ["m"], "m")
     assert line(5e6) == pytest.approx(6e-4, rel=1e-6) and line(1e6) < line(3e6) < line(5e6)
+
+
+# generate(): a prefill (mode prefill<P>) and its decode steps, predicted as Hugging Face runs them
+
+LM = {"model": "hf:LlamaForCausalLM", "kwargs": KWARGS}
+
+
+def test_a_prefill_is_generates_first_call():
+    """prefill<P>: P tokens per sequence into an empty cache, the language-model head on the last token alone
+    (generate() asks for logits_to_keep=1); its token is the one generate() picks first."""
+    from opcost.measure.generation import run_generate
+    from opcost.model.modes import prefill_length, prefill_mode
+
+    assert prefill_mode(16) == "prefill16" and prefill_length("prefill16") == 16 and op_mode("prefill16") == "inference"
+    assert prefill_length("decode16") is None and not is_decode("prefill16")
+    wl = make_workload(load_model("lm", LM), BATCH, "prefill16")
+    ids, mask = wl.inputs
+    assert tuple(ids.shape) == (BATCH, 16) and mask.eq(1).all() and wl.carried() == []
+    with wl.grad_context():
+        logits = wl.forward().logits
+    assert tuple(logits.shape) == (BATCH, 1, 128)
+    first = run_generate(wl.model.module.model, ids, 1)[:, -1]
+    assert torch.equal(first, logits[:, -1].argmax(-1))
+    head = extract(wl)
+    lm_head = [json.loads(s)[0]["T"] for s, p in zip(head["inputs"], head["params"])
+               if '"out_features":128' in p]
+    assert lm_head == [[BATCH, 1, 32]]
+
+
+def test_generate_makes_exactly_the_tokens_asked_even_with_a_config_end_of_text_beyond_the_vocabulary():
+    from opcost.measure.generation import run_generate
+
+    gpt2 = load_model("g", {"model": "hf:GPT2LMHeadModel", "kwargs": {"n_layer": 1, "n_embd": 32, "n_head": 4,
+                                                                      "vocab_size": 128}}).module.model
+    out = run_generate(gpt2, torch.randint(0, 128, (2, 5)), 7)
+    assert tuple(out.shape) == (2, 12)
+
+
+def test_generates_own_loop_is_measured_on_a_one_layer_stand_in():
+    from opcost.measure.generation import loop_overhead, stand_in
+
+    hf = load_model("lm", {**LM, "kwargs": {**KWARGS, "num_hidden_layers": 3}}).module.model
+    small = stand_in(hf)
+    assert type(small) is type(hf) and small.config.num_hidden_layers == 1 and len(small.model.layers) == 1
+    loop = loop_overhead(hf, 1, 8, 5, rounds=3)
+    assert 0 <= loop.per_step_low_s <= loop.per_step_s <= loop.per_step_high_s
+    assert 0 <= loop.setup_low_s <= loop.setup_s <= loop.setup_high_s and loop.rounds == 3
+    assert loop.setup_s + loop.per_step_s > 0  # generate() does work of its own around the forwards
+
+
+def test_the_hosts_read_bandwidth_by_working_set_size(tmp_path, monkeypatch):
+    from opcost.measure import bandwidth
+
+    monkeypatch.setenv("OPCOST_CACHE", str(tmp_path))
+    c = bandwidth.measure(sizes=(2 ** 15, 2 ** 20, 2 ** 22))
+    assert c["bytes"] == [2 ** 15, 2 ** 20, 2 ** 22] and all(r > 1e8 for r in c["bytes_per_s"])
+    assert bandwidth.at(c, 2 ** 20) == pytest.approx(c["bytes_per_s"][1])
+    assert bandwidth.at(c, 1) == c["bytes_per_s"][0] and bandwidth.at(c, 2 ** 40) == c["bytes_per_s"][-1]
+    kept = bandwidth.curve("h", "cpu", 1)
+    assert bandwidth.curve("h", "cpu", 1)["measured_at"] == kept["measured_at"]  # kept, not measured again
+    assert list(tmp_path.glob("bandwidth-h-cpu-t1.json"))
+
+
+def _generate(decode_run, prompt, new, batch=2, **kw):
+    from opcost.analysis import generate
+    from opcost.database import read_db
+    from opcost.measure.generation import LoopOverhead
+
+    db_dir = decode_run / "results" / "db"
+    loop = kw.pop("loop", LoopOverhead(1e-3, 1e-4, 5e-5, 2e-4, 5e-4, 2e-3, 3))
+    curve = {"bytes": [2 ** 15, 2 ** 30], "bytes_per_s": [1e11, 1e10]}
+    return generate.predict(read_db(db_dir), generate.Question("tiny_llama", batch, prompt, new), RUN, db_dir,
+                            trace_now=False, loop=loop, bandwidth=curve, **kw)
+
+
+def test_generate_is_its_prefill_and_each_step_at_its_own_context(decode_run):
+    g = _generate(decode_run, 16, 100)
+    contexts = [s["context"] for s in g["steps"]]
+    assert contexts[0] == 16 and contexts[-1] == 16 + 100 - 2 and 64 in contexts and len(contexts) >= 5
+    loop = g["loop"]
+    assert g["ttft_s"] == pytest.approx(g["prefill_s"] + loop["setup_s"])
+    assert g["prefill_measured_s"] > 0 and g["prefill_estimated_share"] == 0  # prefill16 was measured
+    assert g["total_s"] == pytest.approx(g["ttft_s"] + g["decode_s"])
+    assert g["tpot_s"] * 99 == pytest.approx(g["decode_s"])
+    steps = sum(s["step_s"] for s in g["steps"])
+    assert g["decode_s"] > steps  # every step, not only those predicted, and the loop's share of each
+    assert g["tokens_per_s"] == pytest.approx(2 * 100 / g["total_s"])
+    assert g["total_low_s"] < g["total_s"] < g["total_high_s"] and g["ttft_low_s"] < g["ttft_s"] < g["ttft_high_s"]
+    assert 0 < g["estimated_share"] < 1  # the steps beyond context 64 are estimated
+    # the bound: weights once and the cache, over the bandwidth at that size; the cache grows with the context
+    assert g["steps"][-1]["kv_cache_bytes"] > g["steps"][0]["kv_cache_bytes"] > 0
+    assert 0 < g["decode_bound_s"] < g["decode_operators_s"] and 0 < g["bound_fraction"] < 1
+
+
+def test_a_longer_generation_never_takes_less_time(decode_run):
+    totals = [_generate(decode_run, 16, n)["total_s"] for n in (1, 2, 8, 40, 160)]
+    assert totals == sorted(totals) and len(set(totals)) == 5, totals
+    one = _generate(decode_run, 16, 1)
+    assert one["steps"] == [] and one["tpot_s"] is None and one["total_s"] == pytest.approx(one["ttft_s"])
+
+
+def test_cli_predicts_generate(decode_run):
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "opcost.cli", "predict", "tiny_llama", "--config", str(DECODE_CONFIG), "--mode",
+           "generate", "--prompt", "24", "--new", "6", "--batch", "2", "--db", str(decode_run / "results" / "db"),
+           "--no-trace"]
+    g = json.loads(subprocess.run(cmd + ["--json"], capture_output=True, text=True, check=True).stdout)
+    assert (g["prompt"], g["new"], g["batch"], g["mode"]) == (24, 6, 2, "generate")
+    assert [s["context"] for s in g["steps"]] == [24, 25, 26, 27, 28]
+    assert g["loop"]["rounds"] > 0 and g["bandwidth"]["bytes"]  # measured on this host now
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    assert "time to first token" in text and "time per output token" in text and "memory bound" in text
+    for drop, line in ((("--new", "6"), "opcost: --mode generate: needs --new N: the tokens generated per sequence"),
+                       (("--prompt", "24"), "opcost: --mode generate: needs --prompt P: the prompt's tokens per "
+                                            "sequence")):
+        at = cmd.index(drop[0])
+        bad = subprocess.run(cmd[:at] + cmd[at + 2:], capture_output=True, text=True)
+        assert bad.returncode == 1 and bad.stderr.strip() == line
+    base = {"models": {"tiny_llama": {**RUN, "model": "hf:llama"}}}
+    cfg = decode_run / "base.yaml"
+    cfg.write_text(yaml.safe_dump(base, sort_keys=False))
+    at = cmd.index("--config")
+    bad = subprocess.run(cmd[:at + 1] + [str(cfg)] + cmd[at + 2:], capture_output=True, text=True)
+    assert bad.returncode == 1 and bad.stderr.strip() == (
+        "opcost: model tiny_llama: hf:llama builds LlamaModel, which has no language-model head to generate() with: "
+        "name its causal-LM class (e.g. hf:LlamaForCausalLM, hf:GPT2LMHeadModel)")

@@ -32,11 +32,13 @@ def _positive(text: str) -> int:
 
 
 _CONTEXT_HELP = "with --mode decode: the context length, tokens in the key/value cache (a step of one token each)"
+_PROMPT_HELP = "with --mode prefill or generate: the prompt's length in tokens (per sequence)"
 
 
 def _mode(args) -> str:
-    """The workload mode of --mode and --context: inference, training or decode<L>."""
-    from opcost.model.modes import decode_mode
+    """The workload mode of --mode, --context and --prompt: inference, training, decode<L> or prefill<P> (for
+    --mode generate, its prefill's)."""
+    from opcost.model.modes import decode_mode, prefill_mode
 
     if args.mode == "decode":
         if args.context is None:
@@ -44,6 +46,17 @@ def _mode(args) -> str:
         return decode_mode(args.context)
     if args.context is not None:
         raise OpcostError(f"--context {args.context}", "is the context length of --mode decode")
+    prompt = getattr(args, "prompt", None)
+    if args.mode in ("prefill", "generate"):
+        if prompt is None:
+            raise OpcostError(f"--mode {args.mode}", "needs --prompt P: the prompt's tokens per sequence")
+        if args.mode == "generate" and getattr(args, "new", None) is None:
+            raise OpcostError("--mode generate", "needs --new N: the tokens generated per sequence")
+        return prefill_mode(prompt)
+    if prompt is not None:
+        raise OpcostError(f"--prompt {prompt}", "is the prompt length of --mode prefill or generate")
+    if getattr(args, "new", None) is not None:
+        raise OpcostError(f"--new {args.new}", "is the tokens generated of --mode generate")
     return args.mode
 
 
@@ -54,8 +67,9 @@ def main(argv=None) -> int:
     ex = sub.add_parser("extract", help="operator configurations of one model workload -> Parquet")
     ex.add_argument("model", help="config model name, torchvision name, built-in name or module:callable")
     ex.add_argument("--batch", type=_positive, default=1)
-    ex.add_argument("--mode", choices=["inference", "training", "decode"], default="inference")
+    ex.add_argument("--mode", choices=["inference", "training", "decode", "prefill"], default="inference")
     ex.add_argument("--context", type=_positive, help=_CONTEXT_HELP)
+    ex.add_argument("--prompt", type=_positive, help=_PROMPT_HELP)
     ex.add_argument("--out", required=True, help="output .parquet (columns: docs/data.md, table `layers`)")
     ex.add_argument("--config", help="config file whose `models` entry describes MODEL (inputs, kwargs)")
     ex.add_argument("--device")
@@ -86,9 +100,14 @@ def main(argv=None) -> int:
     pr.add_argument("model", help="a config model name (with --config), torchvision or built-in name, "
                                   "timm:<name>, hf:<architecture> or module:callable")
     pr.add_argument("--batch", type=_positive, required=True)
-    pr.add_argument("--mode", choices=["inference", "training", "decode"], default="inference",
-                    help="decode: one generation step (time per token, tokens/s, bytes read per step)")
+    pr.add_argument("--mode", choices=["inference", "training", "decode", "prefill", "generate"],
+                    default="inference",
+                    help="decode: one generation step (time per token, tokens/s, bytes read per step); prefill: "
+                         "generate()'s first call; generate: Hugging Face generate() of --new tokens from a "
+                         "--prompt (time to first token, per output token, total, tokens/s, the memory bound)")
     pr.add_argument("--context", type=_positive, help=_CONTEXT_HELP)
+    pr.add_argument("--prompt", type=_positive, help=_PROMPT_HELP)
+    pr.add_argument("--new", type=_positive, help="with --mode generate: the tokens generated per sequence")
     pr.add_argument("--db", default="results/db")
     pr.add_argument("--config", help="config file whose `models` entry describes MODEL (inputs, kwargs); a MODEL "
                                      "the database holds built otherwise (another size, dtype) is refused without it")
@@ -331,6 +350,17 @@ def _print_prediction(args) -> None:
     if args.scenario and not args.tier:
         raise OpcostError("--scenario", "says which tensors are on a slower tier: give the tier with --tier")
     mode = _mode(args)
+    if args.mode == "generate":  # a prefill and its steps: opcost.analysis.generate
+        if args.tier:
+            raise OpcostError("--tier", "is a question of one workload: ask it of --mode prefill or decode")
+        from opcost.analysis import generate
+        from opcost.report.generate import describe
+
+        g = generate.predict(db, generate.Question(args.model, args.batch, args.prompt, args.new), spec, args.db,
+                             args.statistic, trace_now=not args.no_trace, host=args.host, device=args.device,
+                             threads=args.threads)
+        print(json.dumps(g) if args.json else describe(g))
+        return
     layers = estimate.workload_layers(db, args.model, args.batch, mode, spec)
     p = estimate.predict_workload(db, layers, args.db, args.statistic, host=args.host, device=args.device,
                                   threads=args.threads, run=args.run,
@@ -349,7 +379,7 @@ def _print_prediction(args) -> None:
     cond = ", ".join(f"{k} {v}" for k, v in p.conditions.items())
     on = "" if p.tier is None else (f" with {p.scenario} on tier {p.tier}, {p.tier_slowdown:.2f}x the fast tier, "
                                     f"{p.tier_measured_share:.0%} of it from measured slowdowns")
-    print(f"{args.model} {args.mode} b{args.batch} ({cond}; isolated costs, {args.statistic}){on}: "
+    print(f"{args.model} {mode} b{args.batch} ({cond}; isolated costs, {args.statistic}){on}: "
           f"predicted {p.predicted_s * 1e3:.3f} ms [{p.low_s * 1e3:.3f}, {p.high_s * 1e3:.3f}], "
           f"{p.estimated_share:.0%} estimated" +
           (f"; measured {p.measured_s * 1e3:.3f} ms (ratio {p.predicted_s / p.measured_s:.3f})"

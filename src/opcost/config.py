@@ -227,8 +227,11 @@ def workloads(config: dict, kind: str = "models") -> list[tuple[str, str, int]]:
     """(model, mode, batch) for every workload of one ``kind``, in config order: ``models`` (profiled and
     validated end to end), ``sweeps`` (sweep points, profiled only; :mod:`opcost.model.sweeps`) or ``predict_only``
     (timed end to end and predicted from the database, never profiled). Mode ``decode`` is a workload per context
-    length of ``context_lens`` (the entry's, else the config's): ``decode<L>``."""
-    from opcost.model.modes import decode_mode
+    length of ``context_lens`` (the entry's, else the config's): ``decode<L>``; mode ``prefill`` one per prompt
+    length of the same: ``prefill<P>``."""
+    from opcost.model.modes import decode_mode, prefill_mode
+
+    per_length = {"decode": decode_mode, "prefill": prefill_mode}
 
     if kind not in WORKLOAD_KINDS:
         raise ValueError(f"workload kind {kind!r}: one of {', '.join(WORKLOAD_KINDS)}")
@@ -240,7 +243,7 @@ def workloads(config: dict, kind: str = "models") -> list[tuple[str, str, int]]:
             continue
         contexts = entry.get("context_lens") or config.get("context_lens") or [128]
         modes = [m for given in entry.get("modes") or config["modes"]
-                 for m in ([decode_mode(n) for n in contexts] if given == "decode" else [given])]
+                 for m in ([per_length[given](n) for n in contexts] if given in per_length else [given])]
         for mode in dict.fromkeys(modes):  # decode at context 512 and decode512: one workload
             for batch in entry.get("batch_sizes") or config["batch_sizes"]:
                 out.append((name, mode, int(batch)))

@@ -5,9 +5,9 @@ transformers name that does not exist, a ``module:callable`` that cannot be impo
 config lacks), timm and transformers models whose parameters alone exceed the memory free, a batch whose inputs
 alone cannot be allocated, an ``input_range`` whose low end is not below its high end, model names too long to name
 a file on this file system, ``device: cuda`` on a host where torch finds no such device, a model in mode
-``decode`` that is no transformers decoder or a context it cannot take (past its learned positions, a key/value
-cache beyond the memory free, a prefill of minutes: arithmetic on its config, never a prefill), a batch at which
-one activation alone cannot fit (a forward pass at batches 1 and 2 bounds it), and an operator type of
+``decode`` or ``prefill`` that is no transformers decoder or a context it cannot take (past its learned positions, a
+key/value cache beyond the memory free, a prefill of minutes: arithmetic on its config, never a prefill), a batch at
+which one activation alone cannot fit (a forward pass at batches 1 and 2 bounds it), and an operator type of
 ``loop.initial_op_types`` misspelt. What only running a model shows (a constructor or forward pass that raises) is
 left to the run, which isolates and reports it.
 
@@ -183,19 +183,27 @@ def _modes(config: dict, entry: dict) -> list[str]:
 def _decode_problems(name: str, entry: dict, config: dict) -> list[str]:
     """A model with a decode mode that is no decoder a key/value cache can be stepped through (only transformers
     decoders are: :func:`opcost.model.sources.hf_models.decoder_problem`)."""
-    mode = next((m for m in _modes(config, entry) if m.startswith("decode")), None)
+    mode = next((m for m in _modes(config, entry) if m.startswith(("decode", "prefill"))), None)
     if mode is None:
         return []
     target = entry.get("model") or name
+    what = "steps a key/value cache" if mode.startswith("decode") else "fills a key/value cache (generate()'s prefill)"
     if not target.startswith("hf:"):
-        return [f"model {name}: mode {mode} steps a key/value cache, which only transformers decoders do "
+        return [f"model {name}: mode {mode} {what}, which only transformers decoders do "
                 f"(hf:gpt2, hf:llama...); {target} is none"]
     from opcost.model.sources import hf_models
 
     why = hf_models.decoder_problem(target.removeprefix("hf:"), entry)
     if why is not None:
-        return [f"model {name}: mode {mode} steps a key/value cache: {target}: {why}"]
+        return [f"model {name}: mode {mode} {what}: {target}: {why}"]
     return _context_problems(name, entry, config, hf_models.sequence_limits(target.removeprefix("hf:"), entry))
+
+
+def _length(mode: str) -> int | None:
+    """The context length of a decode<L> mode, the prompt length of a prefill<P> mode; None for any other."""
+    from opcost.model.modes import decode_context, prefill_length
+
+    return decode_context(mode) or prefill_length(mode)
 
 
 PREFILL_RATE = {"cpu": 1e12, "cuda": 1e15}  # FLOP/s above any host's of the kind: a prefill's time bound from below
@@ -209,7 +217,7 @@ def _context_problems(name: str, entry: dict, config: dict, limits: dict) -> lis
     from opcost.model.sources import available_memory
 
     contexts = [int(c) for c in entry.get("context_lens") or config.get("context_lens") or [128]]
-    contexts += [int(m.removeprefix("decode")) for m in _modes(config, entry) if m[6:].isdigit()]
+    contexts += [n for n in map(_length, _modes(config, entry)) if n is not None]
     longest, batch = max(contexts), max(_batches(config, entry))
     fix = "use a shorter context (context_lens)"
     if limits["positions"] is not None and longest + 1 > limits["positions"]:
@@ -245,7 +253,7 @@ def _versions() -> dict:
 
 def _key(name: str, entry: dict, config: dict) -> str:
     what = [name, entry, config["device"], config["dtype"], _batches(config, entry), _versions(), os.getcwd(),
-            *(["decode"] if any(m.startswith("decode") for m in _modes(config, entry)) else [])]
+            *(["decode"] if any(m.startswith(("decode", "prefill")) for m in _modes(config, entry)) else [])]
     return hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

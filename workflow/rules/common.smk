@@ -77,7 +77,7 @@ MEASURE_SHARED = 1
 
 wildcard_constraints:
     model="[^/]+",
-    mode="inference|training|decode[1-9][0-9]*",
+    mode="inference|training|decode[1-9][0-9]*|prefill[1-9][0-9]*",
     batch="[0-9]+",
     chunk="[0-9]+",
     n="[0-9]+",

@@ -80,7 +80,7 @@ FOLDS = 5
 BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
 FILE = "costmodel.pkl"  # its name in the cache folder (:func:`cache_path`), after the database's own folder
 CACHE_ENV = "OPCOST_CACHE"  # the cache folder, when set; else $XDG_CACHE_HOME/opcost, else ~/.cache/opcost
-FIT_VERSION = 19  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 20  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
@@ -213,9 +213,14 @@ class CostModel:
             for method, context in TREES.items():
                 if context and data.loc[ok, CONTEXT].isna().all():  # no context known: nothing to learn from it
                     continue
+                x = model._matrix(data[ok], context)
+                # the surroundings' bytes only ever slow an operator (what they evict it must fetch again): the
+                # correction never falls as they grow, so that an operator whose shape does not change (a decode
+                # step's Linears across context lengths) never gets cheaper in a workload that moves more
+                monotone = [0] * (x.shape[1] - 1) + [1 if context else 0]
                 model.trees[method] = HistGradientBoostingRegressor(
-                    max_iter=200, learning_rate=0.05, min_samples_leaf=5, categorical_features=[0], random_state=0
-                ).fit(model._matrix(data[ok], context), target_ratio)
+                    max_iter=200, learning_rate=0.05, min_samples_leaf=5, categorical_features=[0], random_state=0,
+                    monotonic_cst=monotone).fit(x, target_ratio)
         return model
 
     def _fit_shared(self, data: pd.DataFrame, y: pd.Series, families: set | None = None) -> None:

@@ -14,10 +14,10 @@ vocabulary of 50,256 between heads of 32,000 and 65,536. Its cost is interpolate
 linearly in log cost against log bytes (log FLOPs where the two have the same bytes): the measured costs' own curve,
 a last-level-cache crossing included, at the resolution of the points, which one roofline law fitted over the whole
 op type misses. Never extrapolated: outside every bracket, the cost model's law answers. A measured cost enters as
-its line's *envelope*: the highest cost measured at sizes no larger in any position (in a workload of about the same
-context), so that an interpolated cost never falls as a size grows, whatever the noise of its neighbours. GPT-2's
-head over 50,257 logits costs more than one over 65,536: misaligned, it lies on the line of heads over 30,522 and
-65,537 logits, not of 32,000 and 65,536.
+its line's *envelope*: the highest cost measured at sizes no larger in any position (in a workload no busier),
+so that an interpolated cost never falls as a size grows, whatever the noise of its neighbours. GPT-2's head over
+50,257 logits costs more than one over 65,536: misaligned, it lies on the line of heads over 30,522 and 65,537
+logits, not of 32,000 and 65,536.
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ class Lines:
     """The measured configurations by line: their dims, log bytes, log FLOPs and log cost."""
 
     # line -> list of (dims, log bytes, log flops, log seconds, context, log envelope seconds): the envelope is the
-    # highest cost measured at dims no larger in any position (of about the same context), what the point's own
+    # highest cost measured at dims no larger in any position (in a workload no busier), what the point's own
     # cost would be were the line's costs monotone; interpolation and lower bounds use it, so that an estimate
     # between noisy neighbours never falls as a size of them grows
     points: dict = field(default_factory=dict)
@@ -102,7 +102,7 @@ class Lines:
                 out.points.setdefault(ln, []).append((tuple(d), math.log(max(b, 1.0)), math.log(max(f, 1.0)),
                                                       math.log(y), float(c) if c is not None else math.nan))
         for ln, pts in out.points.items():
-            out.points[ln] = [(*p, max(q[3] for q in pts if len(q[0]) == len(p[0]) and _same_context(q[4], p[4])
+            out.points[ln] = [(*p, max(q[3] for q in pts if len(q[0]) == len(p[0]) and _no_busier(q[4], p[4])
                                        and all(a <= b for a, b in zip(q[0], p[0])))) for p in pts]
         return out
 
@@ -139,25 +139,27 @@ class Lines:
 
     def bounds(self, line: str, dims, context: float = math.nan) -> tuple[float, float]:
         """(the highest measured cost of a configuration of ``line`` that differs from ``dims`` by one size, smaller
-        (a batch, a sequence, a context...), the lowest of one larger), among those measured in a workload of about
-        the same ``context`` (within :data:`SAME_CONTEXT` decades; any, where either is unknown): a cost at ``dims``
-        outside them would fall as that size grows. (0, inf) where none is."""
+        (a batch, a sequence, a context...), measured in a workload no busier than ``context`` (its log10 bytes at
+        most :data:`SAME_CONTEXT` decades above; any, where either is unknown), the lowest of one larger measured
+        in a workload no less busy): a cost at ``dims`` outside them would fall as that size grows, or as the
+        traffic around the operator grows (a decode step's Linears at a longer context). (0, inf) where none is."""
         lo, hi = 0.0, math.inf
         dims = tuple(dims)
         for p in (self.points.get(line) or []) if line else []:
-            if len(p[0]) != len(dims) or p[0] == dims or abs(p[4] - context) > SAME_CONTEXT:
+            if len(p[0]) != len(dims) or p[0] == dims:
                 continue
             side = _one_size(p[0], dims)
-            if side == "below":
+            if side == "below" and _no_busier(p[4], context):
                 lo = max(lo, math.exp(p[5]))
-            elif side == "above":
+            elif side == "above" and _no_busier(context, p[4]):
                 hi = min(hi, math.exp(p[3]))
         return lo, hi
 
 
-def _same_context(a: float, b: float) -> bool:
-    """Whether two workloads' log10 bytes are within :data:`SAME_CONTEXT` (either unknown: they may be)."""
-    return not abs(a - b) > SAME_CONTEXT  # NaN compares False: unknown contexts pass
+def _no_busier(a: float, b: float) -> bool:
+    """Whether a workload moving 10^``a`` bytes is no busier than one moving 10^``b``, within :data:`SAME_CONTEXT`
+    decades (either unknown: it may be)."""
+    return not a - b > SAME_CONTEXT  # NaN compares False: unknown contexts pass
 
 
 def _one_size(at, dims) -> str | None:

@@ -9,6 +9,10 @@
   step makes, is part of the step); see :class:`opcost.model.sources.hf_models.DecodeState`. The context length is
   part of the mode, so that every table, file and wildcard keyed by ``model/mode/b{batch}`` holds decode workloads
   as they are. A model decodes when its module has ``start_decode(batch, context)`` (transformers decoders, ``hf:``).
+* ``prefill<P>`` (e.g. ``prefill512``): ``generate()``'s first call, a prompt of P tokens per sequence into an empty
+  key/value cache, the last token's logits alone, under ``torch.inference_mode()``: the time to the first token
+  without generate()'s own loop (:mod:`opcost.analysis.generate`). A model prefills when its module has
+  ``start_prefill(batch, prompt)``.
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ import torch
 from opcost.errors import OpcostError
 from opcost.model import fastpath
 # the mode helpers live without torch in opcost.model.modes; named here too, where workloads are made
-from opcost.model.modes import MODES, check_mode, decode_context, decode_mode, is_decode, op_mode  # noqa: F401
+from opcost.model.modes import (MODES, check_mode, decode_context, decode_mode, is_decode, op_mode,  # noqa: F401
+                                prefill_length)
 from opcost.model.sources import LoadedModel
 
 
@@ -107,21 +112,22 @@ class Workload:
 
 
 def _start_decode(model: LoadedModel, batch: int, mode: str) -> LoadedModel:
-    """``model`` with its key/value cache filled for ``mode`` (decode<L>), making the steps' inputs; for any other mode
-    ``model``, out of any decode state a former workload left it in."""
-    context = decode_context(mode)
-    if context is None:
+    """``model`` with its key/value cache filled for ``mode`` (decode<L>) or set to prefill (prefill<P>), making the
+    calls' inputs; for any other mode ``model``, out of any such state a former workload left it in."""
+    context, prompt = decode_context(mode), prefill_length(mode)
+    if context is None and prompt is None:
         getattr(model.module, "stop_decode", lambda: None)()
         return model
-    start = getattr(model.module, "start_decode", None)
+    start = getattr(model.module, "start_decode" if context else "start_prefill", None)
     if start is None:
-        raise OpcostError(f"model {model.name}", f"{mode} steps a key/value cache, which only transformers decoders "
-                                                 "(hf:gpt2, hf:llama...) do")
+        what = "steps a key/value cache" if context else "is generate()'s prefill"
+        raise OpcostError(f"model {model.name}", f"{mode} {what}, which only transformers decoders (hf:gpt2, "
+                                                 "hf:llama...) have")
     try:
-        return dataclasses.replace(model, make_inputs=start(batch, context))
+        return dataclasses.replace(model, make_inputs=start(batch, context or prompt))
     except Exception as e:
-        raise OpcostError(f"model {model.name}", f"{mode} at batch {batch}: the prefill of {context} tokens failed: "
-                                                 f"{type(e).__name__}: {e}") from None
+        raise OpcostError(f"model {model.name}", f"{mode} at batch {batch}: the prefill of {context or prompt} tokens "
+                                                 f"failed: {type(e).__name__}: {e}") from None
 
 
 def make_workload(model: LoadedModel, batch: int, mode: str, seed: int = 0) -> Workload:

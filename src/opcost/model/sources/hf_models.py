@@ -72,10 +72,33 @@ class DecodeState:
                 and t.dim() > 1]
 
 
+class PrefillState:
+    """``generate()``'s first call, repeated: a prompt of ``prompt`` tokens per sequence into a fresh, empty
+    ``DynamicCache`` (the cache generate() builds), with the attention mask of ones a caller passes and, where the
+    forward takes it, ``logits_to_keep=1`` (generate() asks for the last token's logits alone)."""
+
+    def __init__(self, config, argument: str, names: tuple[str, ...], logits_to_keep: bool):
+        self.config, self.argument, self.names = config, argument, names
+        self.logits_to_keep = logits_to_keep
+
+    def kwargs(self) -> dict:
+        from transformers import DynamicCache
+
+        return {self.argument: DynamicCache(config=self.config), "use_cache": True,
+                **({"logits_to_keep": 1} if self.logits_to_keep else {})}
+
+    def restore(self) -> None:
+        pass
+
+    def tensors(self) -> list[torch.Tensor]:
+        return []
+
+
 class HFModel(nn.Module):
     """A transformers model called with its inputs by keyword (transformers' positional order differs between
     architectures); returns the model's output (a ``ModelOutput``). After :meth:`start_decode`, each call is one
-    decode step over a key/value cache of fixed length (``decoding``: the :class:`DecodeState`)."""
+    decode step over a key/value cache of fixed length (``decoding``: the :class:`DecodeState`); after
+    :meth:`start_prefill`, one prefill of a prompt into an empty cache (a :class:`PrefillState`)."""
 
     def __init__(self, model: nn.Module, input_names: tuple[str, ...], vocab: int = 1000):
         super().__init__()
@@ -93,6 +116,32 @@ class HFModel(nn.Module):
         finally:
             state.restore()
 
+    def _decoder(self):
+        """(the cache argument's name, the decoder's text config); ValueError when the model is no decoder."""
+        argument = cache_argument(self.model)
+        if argument is None or self.model.main_input_name != "input_ids":
+            raise ValueError(f"{type(self.model).__name__} is no decoder: its forward takes no key/value cache")
+        config = self.model.config
+        return argument, config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+
+    def start_prefill(self, batch: int, prompt: int) -> Callable[[int, int], tuple]:
+        """Make every later call ``generate()``'s prefill of ``prompt`` random tokens per sequence
+        (:class:`PrefillState`); returns its ``make_inputs(batch, seed)``: the token ids and, where the forward takes
+        one, an attention mask of ones. ValueError when the model is no decoder."""
+        argument, text = self._decoder()
+        params = inspect.signature(self.model.forward).parameters
+        names = ("input_ids", "attention_mask") if "attention_mask" in params else ("input_ids",)
+        self.decoding = PrefillState(text, argument, names, "logits_to_keep" in params)
+        device = next(self.model.parameters()).device
+        vocab = self.vocab
+
+        def make_inputs(step_batch: int, seed: int = 0) -> tuple:
+            ids = torch.randint(0, vocab, (step_batch, prompt), generator=torch.Generator().manual_seed(seed))
+            ids = ids.to(device)
+            return (ids, torch.ones_like(ids))[:len(names)]
+
+        return make_inputs
+
     def start_decode(self, batch: int, context: int) -> Callable[[int, int], tuple]:
         """Fill a key/value cache with a prefill of ``context`` random tokens per sequence (untimed, under
         ``torch.inference_mode()``) and make every later call one decode step over it; returns the steps'
@@ -101,13 +150,9 @@ class HFModel(nn.Module):
         is no decoder or its cache does not fill."""
         from transformers import DynamicCache
 
-        argument = cache_argument(self.model)
-        if argument is None or self.model.main_input_name != "input_ids":
-            raise ValueError(f"{type(self.model).__name__} is no decoder: its forward takes no key/value cache")
+        argument, text = self._decoder()
         self.decoding = None
         device = next(self.model.parameters()).device
-        config = self.model.config
-        text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
         cache = DynamicCache(config=text)
         ids = torch.randint(0, self.vocab, (batch, context), generator=torch.Generator().manual_seed(0)).to(device)
         with torch.inference_mode():
