@@ -61,6 +61,10 @@ SHOWN: dict[str, list[Figure]] = {
         Figure("median_abs_err_extrap", "decode steps never measured (4× the context, another batch), timed "
                                         "beside a measured step, median |error|"),
     ],
+    "generate": [
+        Figure("median_abs_err", "Hugging Face generate() of prompts and new-token counts never measured (GPT-2, Llama, "
+                                 "Qwen2), timed in turn with a measured step, median |error|"),
+    ],
     "transformer_unseen": [
         Figure("median_abs_err", "transformers never profiled, timed in turn with profiled models, median |error|"),
         Figure("within_15pct", "transformers never profiled: workloads within ±15%", "of:workloads"),

@@ -47,42 +47,12 @@ def question(text: str) -> tuple[int, int]:
     return prompt, new
 
 
-def reference_times(hf, control, control_s: float, prompt: int, new: int, rounds: int, settings) -> dict:
-    """generate() of ``new`` tokens and of one token from a random prompt of ``prompt`` tokens, each timed in turn
-    with the measured workload ``control`` (its database time ``control_s``), the order rotated every round: the
-    median ratios times ``control_s`` (total, first token), their rounds' spread, and generate() timed now."""
-    import torch
-
-    from opcost.measure.generation import run_generate
-    from opcost.measure.timing import measure
-
-    ids = torch.randint(0, hf.config.vocab_size, (1, prompt), generator=torch.Generator().manual_seed(1))
-
-    def once(n):
-        t = time.perf_counter()
-        run_generate(hf, ids, n)
-        return time.perf_counter() - t
-
-    once(new), once(1)  # warm-up
-    parts = {"total": lambda: once(new), "first": lambda: min(once(1) for _ in range(3)),
-             "control": lambda: measure(control.step, settings, "cpu").trimmed_mean}
-    times = {k: [] for k in parts}
-    names = list(parts)
-    for r in range(rounds):
-        for k in names[r % 3:] + names[:r % 3]:
-            times[k].append(parts[k]())
-    ratio = {k: np.array(times[k]) / np.array(times["control"]) for k in ("total", "first")}
-    return {"then_s": float(np.median(ratio["total"])) * control_s,
-            "ttft_s": float(np.median(ratio["first"])) * control_s,
-            "spread": float(ratio["total"].max() / ratio["total"].min() - 1),
-            "now_s": float(np.median(times["total"]))}
-
-
 def main() -> None:
     from opcost.analysis import generate
     from opcost.analysis.estimate import predict_workload
     from opcost.config import validate
     from opcost.database import of_workload
+    from opcost.measure.generation import time_generate
     from opcost.measure.timing import TimingSettings
     from opcost.model.modes import decode_mode, prefill_mode
     from opcost.model.sources import load_model
@@ -140,20 +110,21 @@ def main() -> None:
         for prompt, new in questions:
             try:
                 g = generate.predict(db, generate.Question(model, 1, prompt, new), spec, None, trace_now=False)
-                ref = reference_times(hf, control, control_s, prompt, new, args.rounds, settings)
+                timed = time_generate(hf, control, prompt, new, args.rounds, settings).in_minutes_of(control_s)
             except Exception as e:  # one question failing leaves the others standing
                 print(f"{model} {prompt}:{new}: skipped: {type(e).__name__}: {e}", flush=True)
                 continue
-            tpot = (ref["then_s"] - ref["ttft_s"]) / (new - 1) if new > 1 else float("nan")
-            rows.append({"model": model, "prompt": prompt, "new": new, "then_ms": ref["then_s"] * 1e3,
+            tpot = (timed["total_s"] - timed["first_s"]) / (new - 1) if new > 1 else float("nan")
+            rows.append({"model": model, "prompt": prompt, "new": new, "then_ms": timed["total_s"] * 1e3,
                          "predicted_ms": g["total_s"] * 1e3, "low_ms": g["total_low_s"] * 1e3,
-                         "high_ms": g["total_high_s"] * 1e3, "err": g["total_s"] / ref["then_s"] - 1,
-                         "err_ttft": g["ttft_s"] / ref["ttft_s"] - 1,
+                         "high_ms": g["total_high_s"] * 1e3, "err": g["total_s"] / timed["total_s"] - 1,
+                         "ttft_ms": g["ttft_s"] * 1e3, "then_ttft_ms": timed["first_s"] * 1e3,
+                         "err_ttft": g["ttft_s"] / timed["first_s"] - 1,
                          "err_tpot": (g["tpot_s"] / tpot - 1) if g["tpot_s"] else float("nan"),
-                         "err_ded": g["total_s"] / ref["now_s"] - 1, "spread": ref["spread"],
+                         "err_ded": g["total_s"] / timed["now_s"] - 1, "spread": timed["spread"],
                          "estimated": g["estimated_share"], "loop_ms": g["loop_s"] * 1e3,
                          "bound_fraction": g["bound_fraction"],
-                         "in_interval": g["total_low_s"] <= ref["then_s"] <= g["total_high_s"]})
+                         "in_interval": g["total_low_s"] <= timed["total_s"] <= g["total_high_s"]})
             print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
                                                      float_format="{:.3f}".format), flush=True)
     table = pd.DataFrame(rows)

@@ -248,6 +248,22 @@ def test_a_model_that_cannot_be_built_is_named_before_the_first_job(entry, probl
         assert len(found) == 1 and found[0].startswith(problem) and "\n" not in found[0], found
 
 
+def test_a_generate_question_a_model_cannot_answer_is_named_before_the_first_job():
+    """config `generate`: a decoder without a language-model head (a model type's AutoModel), and a prompt whose
+    last step passes the model's learned positions."""
+    lm = {**GPT2, "model": "hf:GPT2LMHeadModel"}
+    found = preflight.problems(validate({"models": {"m": LLAMA}, "batch_sizes": [2],
+                                         "generate": {"prompts": [16], "new_tokens": [8]}}))
+    assert found == ["model m: config generate: hf:llama builds LlamaModel, which has no language-model head to "
+                     "generate() with: name its causal-LM class (e.g. hf:LlamaForCausalLM, hf:GPT2LMHeadModel)"]
+    assert preflight.problems(validate({"models": {"m": lm}, "batch_sizes": [2], "generate": {
+        "prompts": [1020], "new_tokens": [8]}})) == [
+        "model m: context 1027: the model has 1024 learned positions, and a step at context 1027 takes position "
+        "1028: use a shorter context (context_lens), or more positions in its kwargs"]
+    assert preflight.problems(validate({"models": {"m": lm}, "batch_sizes": [2], "generate": {
+        "prompts": [16], "new_tokens": [8]}})) == []
+
+
 def test_an_operator_type_misspelt_in_the_loop_is_named_before_the_first_job():
     found = preflight.problems(validate({"models": {"mlp": MLP}, "loop": {"initial_op_types": [
         "Lineer", "Linear", "addmm", "MyOwnBlock", "all"]}}))

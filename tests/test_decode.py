@@ -427,17 +427,22 @@ def test_generate_makes_exactly_the_tokens_asked_even_with_a_config_end_of_text_
 
     gpt2 = load_model("g", {"model": "hf:GPT2LMHeadModel", "kwargs": {"n_layer": 1, "n_embd": 32, "n_head": 4,
                                                                       "vocab_size": 128}}).module.model
+    calls = []  # generate()'s default cache, though opcost builds models with use_cache off: one token per step
+    gpt2.register_forward_pre_hook(lambda m, a, k: calls.append((k["input_ids"].shape[1], type(k.get("cache")))),
+                                   with_kwargs=True)
     out = run_generate(gpt2, torch.randint(0, 128, (2, 5)), 7)
     assert tuple(out.shape) == (2, 12)
+    assert [n for n, _ in calls] == [5] + [1] * 6 and {c.__name__ for _, c in calls} == {"DynamicCache"}
 
 
 def test_generates_own_loop_is_measured_on_a_one_layer_stand_in():
-    from opcost.measure.generation import loop_overhead, stand_in
+    from opcost.analysis.generate import stand_in
+    from opcost.measure.generation import loop_overhead
 
-    hf = load_model("lm", {**LM, "kwargs": {**KWARGS, "num_hidden_layers": 3}}).module.model
-    small = stand_in(hf)
-    assert type(small) is type(hf) and small.config.num_hidden_layers == 1 and len(small.model.layers) == 1
-    loop = loop_overhead(hf, 1, 8, 5, rounds=3)
+    small = stand_in("lm", {**LM, "kwargs": {**KWARGS, "num_hidden_layers": 3}})
+    assert type(small).__name__ == "LlamaForCausalLM" and small.config.num_hidden_layers == 1
+    assert len(small.model.layers) == 1 and small.config.hidden_size == 32 and small.config.vocab_size == 128
+    loop = loop_overhead(small, 1, 8, 5, rounds=3)
     assert 0 <= loop.per_step_low_s <= loop.per_step_s <= loop.per_step_high_s
     assert 0 <= loop.setup_low_s <= loop.setup_s <= loop.setup_high_s and loop.rounds == 3
     assert loop.setup_s + loop.per_step_s > 0  # generate() does work of its own around the forwards
@@ -492,6 +497,38 @@ def test_a_longer_generation_never_takes_less_time(decode_run):
     assert totals == sorted(totals) and len(set(totals)) == 5, totals
     one = _generate(decode_run, 16, 1)
     assert one["steps"] == [] and one["tpot_s"] is None and one["total_s"] == pytest.approx(one["ttft_s"])
+
+
+def test_a_prefill_at_a_prompt_never_traced_takes_the_glue_of_its_models_traced_prefills(decode_run):
+    """Per call, the median of the model's prefills traced at other prompt lengths (16 and 64), never nothing: a
+    prefill's Python glue is that of the same calls at another length."""
+    import numpy as np
+
+    from opcost.analysis import estimate
+    from opcost.database import read_db
+
+    db_dir = decode_run / "results" / "db"
+    db = read_db(db_dir)
+    layers = estimate.workload_layers(db, "tiny_llama", 2, "prefill40", RUN)
+    p = estimate.predict_workload(db, layers, db_dir)
+    ov = db["overheads"][(db["overheads"]["model"] == "tiny_llama") & db["overheads"]["mode"].str.startswith("prefill")]
+    assert sorted(ov["mode"]) == ["prefill16", "prefill64"]
+    per_call = float(np.median(ov["overhead_s"] / ov["calls"]))
+    assert p.overhead_from == "same model" and p.overhead_s == pytest.approx(per_call * layers["count"].sum())
+
+
+def test_the_workflow_validates_generate_against_hugging_face_generate(decode_run):
+    import pandas as pd
+
+    results = decode_run / "results"
+    g = pd.read_parquet(results / "validation" / "generate.parquet")
+    assert len(g) == 1 and (g["prompt"].iloc[0], g["new"].iloc[0], g["batch"].iloc[0]) == (24, 6, 2)
+    r = g.iloc[0]
+    assert r["measured_s"] > r["measured_ttft_s"] > 0 and r["low_s"] < r["predicted_s"] < r["high_s"]
+    assert r["control"] == "tiny_llama/decode64/b2" and r["error"] == pytest.approx(r["predicted_s"] / r["measured_s"]
+                                                                                    - 1)
+    assert "Hugging Face generate()" in (results / "summary.txt").read_text()
+    assert (results / "figures" / "generate.png").stat().st_size > 10_000
 
 
 def test_cli_predicts_generate(decode_run):

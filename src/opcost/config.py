@@ -250,6 +250,18 @@ def workloads(config: dict, kind: str = "models") -> list[tuple[str, str, int]]:
     return out
 
 
+def generate_questions(config: dict) -> list[tuple[str, int, int, int]]:
+    """(model, batch, prompt, new) of every generate() question of the config's ``generate`` section: each model with
+    a decode or prefill mode, at each of its batch sizes, each prompt length and new-token count; none unless both
+    lists are given."""
+    from opcost.model.modes import is_generation
+
+    ask = config.get("generate") or {}
+    prompts, news = ask.get("prompts") or [], ask.get("new_tokens") or []
+    models = dict.fromkeys((m, b) for m, mode, b in workloads(config) if is_generation(mode))
+    return [(m, b, int(p), int(n)) for m, b in models for p in prompts for n in news]
+
+
 # What shapes each stage's output: the config keys it reads (``section.setting``: that one setting of a section). A
 # rule declares this slice (``params``), so that a changed key reruns exactly the jobs it affects and an unchanged
 # config reruns nothing.
@@ -268,6 +280,8 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "evaluate": ("device", "statistic", "loop"),
     "validate": ("device", "statistic"),
     "unseen": ("device", "dtype", "statistic", "threads", "predict_only"),  # predict_only: each one's own trace
+    # the questions themselves are the rule's params (opcost.config.generate_questions); e2e: how generate() is timed
+    "generate": (*_HOST, "statistic", "models", "generate", "e2e"),
     "figures": ("device", "dtype", "statistic", "threads", "affinity", "models"),  # models, dtype: decode steps
     "advise": ("device", "dtype", "statistic", "models", "placement", "advise"),
 }
@@ -297,7 +311,8 @@ def rerun_table() -> list[str]:
     def jobs(key, stages):
         said = ", ".join(stages) or "none"
         if key in _WORKLOAD_CHOICE:  # a model entry's own list works alike
-            said += "; a workload added or dropped is jobs of its own, the others rerun nothing"
+            said += ("; a workload added or dropped is jobs of its own, the others rerun nothing (generate reruns when "
+                     "its questions change)")
         return said
 
     return [RERUN_TABLE[0], "", "| key | jobs a change reruns (then what is made from their outputs) |", "|---|---|",

@@ -27,6 +27,7 @@ import os
 from importlib import metadata
 from pathlib import Path
 
+from opcost.config import generate_questions
 from opcost.errors import OpcostError
 
 # bytes per element of the input dtypes a model entry may name
@@ -196,6 +197,10 @@ def _decode_problems(name: str, entry: dict, config: dict) -> list[str]:
     why = hf_models.decoder_problem(target.removeprefix("hf:"), entry)
     if why is not None:
         return [f"model {name}: mode {mode} {what}: {target}: {why}"]
+    if any(m == name for m, *_ in generate_questions(config)):
+        why = hf_models.generate_problem(target.removeprefix("hf:"), entry)
+        if why is not None:
+            return [f"model {name}: config generate: {why}"]
     return _context_problems(name, entry, config, hf_models.sequence_limits(target.removeprefix("hf:"), entry))
 
 
@@ -218,6 +223,7 @@ def _context_problems(name: str, entry: dict, config: dict, limits: dict) -> lis
 
     contexts = [int(c) for c in entry.get("context_lens") or config.get("context_lens") or [128]]
     contexts += [n for n in map(_length, _modes(config, entry)) if n is not None]
+    contexts += [p + n - 1 for m, _, p, n in generate_questions(config) if m == name]  # generate()'s last step
     longest, batch = max(contexts), max(_batches(config, entry))
     fix = "use a shorter context (context_lens)"
     if limits["positions"] is not None and longest + 1 > limits["positions"]:
@@ -253,7 +259,8 @@ def _versions() -> dict:
 
 def _key(name: str, entry: dict, config: dict) -> str:
     what = [name, entry, config["device"], config["dtype"], _batches(config, entry), _versions(), os.getcwd(),
-            *(["decode"] if any(m.startswith(("decode", "prefill")) for m in _modes(config, entry)) else [])]
+            *(["decode"] if any(m.startswith(("decode", "prefill")) for m in _modes(config, entry)) else []),
+            *[q for q in generate_questions(config) if q[0] == name]]
     return hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -480,6 +480,36 @@ class EvaluationFiles:
     op_types: list = field(default_factory=list)
 
 
+def validate_generate(config: Mapping, questions, db_paths: dict, out, out_tsv) -> pd.DataFrame:
+    """The config's generate() ``questions`` ((model, batch, prompt, new): :func:`opcost.config.generate_questions`)
+    predicted from the run's database (``db_paths``: its tables) and timed itself
+    (:func:`opcost.analysis.generate.check`): `generate` rows. A question that cannot be answered is logged and left
+    out; the others go on."""
+    from opcost.analysis import generate
+    from opcost.database import DB_TABLES
+
+    db = {name: io.read_parquet(db_paths[name], t) if name in db_paths else tables.frame(t, [])
+          for name, t in DB_TABLES.items()}
+    host = prediction_host(db["measurements"], db["e2e"], config)
+    prepare_process(config)
+    rows = []
+    for model, batch, prompt, new in questions:
+        try:
+            row = generate.check(db, generate.Question(model, batch, prompt, new), config["models"][model], config,
+                                 Path(db_paths["measurements"]).parent, host)
+        except (OpcostError, ValueError, RuntimeError) as e:
+            log.error("%s b%d generate() of %d tokens from %d: %s", model, batch, new, prompt, e)
+            continue
+        rows.append(row)
+        log.info("%s b%d generate() of %d tokens from %d: predicted %.3f ms [%.3f, %.3f], measured %.3f ms (%+.1f%%)",
+                 model, batch, new, prompt, row["predicted_s"] * 1e3, row["low_s"] * 1e3, row["high_s"] * 1e3,
+                 row["measured_s"] * 1e3, row["error"] * 100)
+    out_table = tables.frame(tables.GENERATE, rows)
+    io.write_parquet(out_table, out, tables.GENERATE)
+    io.write_text(out_table.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
+    return out_table
+
+
 def evaluate(config, iteration: int, inputs: EvaluationFiles, out) -> dict:
     """Iteration ``iteration`` of the coverage loop (:func:`opcost.analysis.loop.evaluate`) into ``out``."""
     from opcost.analysis.loop import LoopSettings, op_types_for, summary_text
@@ -526,7 +556,8 @@ def make_figures(config, files: FigureFiles, outdir, failures=None, summary=None
     if summary is not None:
         fail = read_tsv(failures) if failures else tables.frame(tables.FAILURES, [])
         io.write_text(run_summary(inputs.predictions, inputs.evaluations, fail, inputs.unseen, str(outdir),
-                                  inputs.tier_costs, run_facts(inputs.measurements, inputs.e2e, config)), summary)
+                                  inputs.tier_costs, run_facts(inputs.measurements, inputs.e2e, config),
+                                  inputs.generate), summary)
         log.info("wrote %s", summary)
 
 

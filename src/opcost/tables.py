@@ -42,9 +42,10 @@ def _c(name, dtype, doc, optional=False):
 _MODEL_KEY = (
     _c("model", "string", "model name (config key under `models`)"),
     _c("batch", "Int64", "batch size"),
-    _c("mode", "string", "`inference` (forward under inference_mode), `training` (forward + loss + backward) or "
-                         "`decode<L>` (one token per sequence over a key/value cache of L tokens; its operators' "
-                         "configurations and measurements: `inference`)"),
+    _c("mode", "string", "`inference` (forward under inference_mode), `training` (forward + loss + backward), "
+                         "`decode<L>` (one token per sequence over a key/value cache of L tokens) or `prefill<P>` "
+                         "(generate()'s first call: a prompt of P tokens into an empty cache); the operators' "
+                         "configurations and measurements of the last two: `inference`"),
 )
 
 # The per-call statistics a cost can be (config `statistic`): name -> `measurements`/`e2e` column.
@@ -382,7 +383,39 @@ FAILURES = Table(
     ),
 )
 
-ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, OVERHEADS, CONSISTENCY, PREDICTIONS, TIER_COSTS, FAILURES)
+GENERATE = Table(
+    "generate", "results/validation/generate.parquet (config `generate`)",
+    "Hugging Face generate() of each decoder model, predicted from the database (`opcost.analysis.generate`: the "
+    "prefill, each decode step at its own context, generate()'s own loop) against generate() itself timed in "
+    "turn with the model's measured decode step, so that the host's drift since the database's minutes cancels.",
+    (
+        _c("model", "string", "model name (config key under `models`)"),
+        _c("batch", "Int64", "sequences generated together"),
+        _c("prompt", "Int64", "prompt length, tokens per sequence"),
+        _c("new", "Int64", "tokens generated per sequence (min_new_tokens = max_new_tokens, greedy)"),
+        _c("device", "string", "as in `predictions`"),
+        _c("predicted_s", "Float64", "predicted seconds of the whole generate() call"),
+        _c("low_s", "Float64", "the prediction's interval, low end, seconds"),
+        _c("high_s", "Float64", "the prediction's interval, high end, seconds"),
+        _c("ttft_s", "Float64", "predicted time to the first token: the prefill and generate()'s setup, seconds"),
+        _c("tpot_s", "Float64", "predicted time per output token after the first, seconds; missing for one token"),
+        _c("tokens_per_s", "Float64", "predicted tokens per second, batch x new / predicted_s"),
+        _c("estimated_share", "Float64", "share of the predicted operator time estimated by the cost model"),
+        _c("loop_s", "Float64", "generate()'s own loop in predicted_s (measured on a one-layer stand-in), seconds"),
+        _c("bound_s", "Float64", "the decode steps' memory bound: Σ over steps of the bytes they must read "
+                                 "(weights, key/value cache) over the host's read bandwidth at that size, seconds"),
+        _c("measured_s", "Float64", "generate() timed, in the minutes of the control's database time: the median "
+                                    "over rounds of its time / the control's, times the control's time, seconds"),
+        _c("measured_ttft_s", "Float64", "generate() of one token timed likewise, seconds"),
+        _c("measured_now_s", "Float64", "generate() as timed now (the host's drift since included), seconds"),
+        _c("spread", "Float64", "how far the rounds' ratios lie apart (largest / smallest - 1)"),
+        _c("control", "string", "the measured workload timed in turn (`model/mode/bN`)"),
+        _c("error", "Float64", "predicted_s / measured_s - 1"),
+    ),
+)
+
+ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, OVERHEADS, CONSISTENCY, PREDICTIONS, TIER_COSTS, GENERATE,
+       FAILURES)
 
 
 def frame(table: Table, rows) -> pd.DataFrame:

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from opcost import preflight, repair, rerun
-from opcost.config import duplicate_keys, stage_settings, validate as validate_config, workloads
+from opcost.config import duplicate_keys, generate_questions, stage_settings, validate as validate_config, workloads
 from opcost.errors import OpcostError
 from opcost.journal import FOLDER, RunMark, job_of, run_marked, unfinished
 from opcost.progress import watch as watch_progress
@@ -66,6 +66,7 @@ STARTED = time.time()
 WORKLOADS = workloads(config)
 SWEEP_POINTS = workloads(config, "sweeps")  # profiled only (opcost.model.sweeps): not validation workloads
 UNSEEN = workloads(config, "predict_only")  # timed end to end and predicted from the database, never profiled
+GENERATE = generate_questions(config)  # Hugging Face generate() predicted from the database and timed (config `generate`)
 CHUNKS = list(range(config["profile"]["chunks"]))
 ENV = "../../envs/opcost.yaml"
 # A measuring job takes all of the `measure` resource (profiles/default: measure=100), every other job 1: a measuring

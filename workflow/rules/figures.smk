@@ -15,6 +15,7 @@ rule figures:
         trace_iterations=get_trace_tables("iterations"),
         trace_overhead_samples=get_trace_tables("overhead_samples"),
         unseen=lambda w: ["results/validation/unseen.parquet"] if UNSEEN else [],
+        generate=lambda w: ["results/validation/generate.parquet"] if GENERATE else [],
     output:
         report(
             directory("results/figures"),

@@ -56,3 +56,32 @@ rule unseen:
         ENV
     script:
         "../../scripts/unseen.py"
+
+
+rule generate:
+    """Hugging Face generate() of each decoder model (config `generate`: prompts x new tokens x batch sizes)
+    predicted from the database (the prefill, each decode step at its own context, generate()'s own loop) and timed
+    itself, in turn with the model's measured decode step."""
+    input:
+        layers="results/db/layers.parquet",
+        measurements="results/db/measurements.parquet",
+        e2e="results/db/e2e.parquet",
+        overheads="results/db/overheads.parquet",
+    output:
+        table="results/validation/generate.parquet",
+        tsv=report(
+            "results/validation/generate.tsv",
+            caption="../report/generate.rst",
+            category="Validation",
+        ),
+    params:
+        settings=settings_of("generate"),
+        questions=[list(q) for q in GENERATE],  # (model, batch, prompt, new tokens): a change reruns the job
+    log:
+        "logs/generate.log",
+    resources:
+        measure=MEASURE_ALONE,
+    conda:
+        ENV
+    script:
+        "../../scripts/generate.py"

@@ -99,17 +99,20 @@ def curves(db: dict, db_dir=None, specs: dict | None = None, statistic: str | No
     (model, batch, context) at each context length measured for that model and at ``beyond`` × the largest, with
     :func:`opcost.analysis.estimate.predict_workload`'s prediction (``chosen``: its conditions) and interval, the
     workload's end-to-end reference where measured, and the share of attention and the cache update in the operator
-    time (:func:`attention_share`). An unmeasured step is extracted now on the CPU in ``dtype`` from its model's
-    config entry (``specs``: model name -> entry); a point that cannot be predicted is left out, with a warning."""
+    time (:func:`attention_share`) and the memory bound (``bound_s``: the bytes a step reads over this host's read
+    bandwidth at that size, :func:`bandwidth_curve`; None for a database of another host). An unmeasured step is
+    extracted now on the CPU in ``dtype`` from its model's config entry (``specs``: model name -> entry); a point
+    that cannot be predicted is left out, with a warning."""
     import logging
 
     from opcost.analysis.estimate import predict_workload
+    from opcost.measure import bandwidth as bw
     from opcost.model.modes import decode_mode
 
     log = logging.getLogger(__name__)
     held = db["layers"][["model", "batch", "mode"]].drop_duplicates()
     held = held.assign(context=held["mode"].map(decode_context)).dropna(subset=["context"])
-    rows = []
+    rows, curve = [], None
     for (model, batch), own in held.groupby(["model", "batch"]):
         measured = sorted(int(c) for c in own["context"])
         for context in measured + [int(k * measured[-1]) for k in beyond]:
@@ -123,12 +126,30 @@ def curves(db: dict, db_dir=None, specs: dict | None = None, statistic: str | No
             except Exception as e:  # e.g. a context beyond the model's positions: the other points stand
                 log.warning("decode curve %s b%s at context %d: cannot predict: %s", model, batch, context, e)
                 continue
+            reads = weight_bytes(layers) + cache_bytes(layers, context)
+            curve = curve or bandwidth_curve(pred.conditions)
             rows.append({"model": model, "batch": int(batch), "context": context, "measured": context in measured,
                          "predicted_s": pred.predicted_s, "low_s": pred.low_s, "high_s": pred.high_s,
                          "measured_s": pred.measured_s, "estimated_share": pred.estimated_share,
-                         "attention_share": attention_share(pred.layers, context)})
+                         "attention_share": attention_share(pred.layers, context),
+                         "bound_s": reads / bw.at(curve, reads) if curve else None})
     return pd.DataFrame(rows, columns=["model", "batch", "context", "measured", "predicted_s", "low_s", "high_s",
-                                       "measured_s", "estimated_share", "attention_share"])
+                                       "measured_s", "estimated_share", "attention_share", "bound_s"])
+
+
+def bandwidth_curve(conditions: dict) -> dict | None:
+    """The read-bandwidth curve of the host of ``conditions`` (the database's host, device and threads), when
+    this is that host (:func:`opcost.measure.bandwidth.curve`); None on another host, whose bandwidth this one's
+    cannot stand for."""
+    import socket
+
+    from opcost.measure import bandwidth
+
+    host = conditions.get("host")
+    if host is not None and str(host) != socket.gethostname():
+        return None
+    return bandwidth.curve(str(host or socket.gethostname()), str(conditions.get("device") or "cpu"),
+                           conditions.get("threads"))
 
 
 def _extract(model: str, spec: dict, batch: int, mode: str, dtype: str) -> pd.DataFrame:

@@ -5,11 +5,11 @@ The measurements used are one set of conditions (host, device, threads: :func:`c
 machines or thread counts are never mixed. The overhead between operators of a workload the database traced is the
 one its own trace models (the `overheads` table, as in its validation's `+overhead` row); of a decode step whose
 model's steps were traced at other contexts or batches, a fit in the key/value cache bytes over every model's traced
-steps (:func:`decode_overhead`); of a model traced at other batch sizes, the median per call of those traces; of a
-model never traced, a short trace of its own taken at predict time where asked; of any other, it is modelled per
-call from the database's workloads: the overhead their traces model per call (without traces, (end-to-end time − Σ
-measured isolated costs) / calls of the workloads with an end-to-end time), the median over the models' workloads of
-the same mode (their 10–90% range is its interval), floored at 0.
+steps (:func:`decode_overhead`); of a model traced at other batch sizes (a prefill: or prompt lengths), the median
+per call of those traces; of a model never traced, a short trace of its own taken at predict time where asked; of
+any other, it is modelled per call from the database's workloads: the overhead their traces model per call (without
+traces, (end-to-end time − Σ measured isolated costs) / calls of the workloads with an end-to-end time), the median
+over the models' workloads of the same mode (their 10–90% range is its interval), floored at 0.
 
 Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
 contributes count × its interval (the 5–95% range of the held-out errors of the rule that estimated it:
@@ -37,7 +37,7 @@ from opcost.database import latest, of_workload, runs
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
 from opcost.measure.plain import PROCESS  # the process the costs hold in
-from opcost.model.modes import decode_context, is_decode
+from opcost.model.modes import decode_context, is_decode, prefill_length
 from opcost.model.sweep_points import PREFIX as SWEEP_PREFIX
 
 CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
@@ -199,9 +199,19 @@ def traced_overheads(db: dict, used: pd.DataFrame, mode: str,
 def _traced_decode_steps(db: dict, used: pd.DataFrame, run: str | None = None) -> dict[tuple, tuple[float, float]]:
     """(model, batch, mode) -> (overhead seconds per step its trace models, its calls) of every decode step the
     database traced, at any context length (:func:`traced_overheads` of each ``decode<L>`` mode)."""
+    return _traced_kind(db, used, is_decode, run)
+
+
+def _traced_kind(db: dict, used: pd.DataFrame, kind, run: str | None = None) -> dict[tuple, tuple[float, float]]:
+    """(model, batch, mode) -> (overhead seconds per iteration its trace models, its calls) of every workload the
+    database traced in a mode for which ``kind(mode)`` holds (:func:`traced_overheads` of each)."""
     held = set(db.get("overheads", pd.DataFrame(columns=["mode"]))["mode"])
-    return {(m, b, mode): v for mode in sorted(filter(is_decode, held))
+    return {(m, b, mode): v for mode in sorted(filter(kind, held))
             for (m, b), v in traced_overheads(db, used, mode, run).items()}
+
+
+def _is_prefill(mode: str) -> bool:
+    return prefill_length(mode) is not None
 
 
 def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> tuple[float, float, float]:
@@ -209,10 +219,10 @@ def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -
     the database's model workloads of ``mode``: the overhead their traces model (:func:`traced_overheads`) where the
     database holds it; else (end-to-end time − Σ measured isolated costs) / calls of its fully measured workloads
     with an end-to-end time; 0 when neither. A decode step at a context length never traced: the decode steps traced
-    at the others."""
+    at the others; a prefill at a prompt length never traced: the prefills traced at the others."""
     traced = list(traced_overheads(db, used, mode).values())
-    if not traced and is_decode(mode):
-        traced = list(_traced_decode_steps(db, used).values())
+    if not traced and (is_decode(mode) or _is_prefill(mode)):
+        traced = list(_traced_kind(db, used, is_decode if is_decode(mode) else _is_prefill).values())
     if traced:
         gaps = np.array([overhead / calls for overhead, calls in traced])
     else:
@@ -288,7 +298,7 @@ def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str,
 
 OVERHEAD_FROM = {"own trace": "its trace", "trace now": "a short trace of its own, taken now",
                  "decode steps": "the traced decode steps, linear in the key/value cache bytes (its model's intercept)",
-                 "same model": "per call, its model's traces at other batch sizes",
+                 "same model": "per call, its model's traces at other batch sizes (a prefill: and prompt lengths)",
                  "all models": "median per call of the traced workloads"}  # Prediction.overhead_from -> its meaning
 
 
@@ -335,20 +345,23 @@ def _cache_line(points: list, names: list, model: str):
 
 
 def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: float,
-                 now: float | None = None, steps: float | None = None) -> tuple[float, str]:
+                 now: float | None = None, steps: float | None = None, kin: dict | None = None) -> tuple[float, str]:
     """(overhead seconds per iteration, where from: a key of :data:`OVERHEAD_FROM`) of a workload of ``calls``
     calls, the nearest evidence first, as for operator costs: the workload's own trace (:func:`traced_overheads`,
     as its validation's `+overhead` row); else the median per call of its model's traced workloads at other batch
     sizes (the same Python glue between the same calls); else, for a model never traced, ``now``, the overhead of a
     short trace of its own taken at predict time (:func:`overhead_now`); else ``per_call``, the median per call of
     all. A decode step whose model was traced at other context lengths or batches: ``steps``
-    (:func:`decode_overhead`), after its own trace."""
+    (:func:`decode_overhead`), after its own trace. ``kin``: (model, batch, mode) -> (overhead, calls) of traced
+    workloads of the same kind in other modes (a prefill's at other prompt lengths), which count as its model's
+    traces at other batch sizes do."""
     own = traced.get((model, batch))
     if own is not None:
         return own[0], "own trace"
     if steps is not None:
         return steps, "decode steps"
     sibling = [max(o / c, 0.0) for (m, _), (o, c) in traced.items() if m == model]
+    sibling += [max(o / c, 0.0) for (m, _, _), (o, c) in (kin or {}).items() if m == model]
     if sibling:
         return float(np.median(sibling)) * calls, "same model"
     if now is not None:
@@ -473,9 +486,11 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     traced = traced_overheads(db, used, mode, run)
     steps = decode_overhead(db, used, layers, mode, run) if (model, batch) not in traced else None
     now = None
-    if trace_now is not None and steps is None and not any(m == model for m, _ in traced):  # its own glue
+    kin = _traced_kind(db, used, _is_prefill, run) if _is_prefill(mode) else {}  # prefills at other prompts
+    if (trace_now is not None and steps is None and not any(m == model for m, _ in traced)
+            and not any(m == model for m, _, _ in kin)):  # its own glue
         now = overhead_now(trace_now, batch, mode, picked)
-    overhead_s, overhead_from = _overhead_of(traced, model, batch, calls, per_call, now, steps)
+    overhead_s, overhead_from = _overhead_of(traced, model, batch, calls, per_call, now, steps, kin)
     est_rows = ~rows["method"].isin(["measured"])
     n = rows["count"].astype(float)
     down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()

@@ -69,19 +69,24 @@ def step_contexts(q: Question, measured=(), points: int = POINTS) -> list[int]:
     return sorted(chosen)
 
 
-def _load(model: str, spec: dict, dtype: str):
-    from opcost.model.sources import load_model
+def stand_in(model: str, spec: dict | None, dtype: str = "float32"):
+    """The one-layer stand-in (:func:`opcost.measure.generation.stand_in`) of the config model ``model`` (entry
+    ``spec``), built from its class and config alone, on the CPU; a one-line error for a model generate() cannot
+    run (no transformers model, no language-model head)."""
+    from opcost.measure.generation import stand_in as one_layer
+    from opcost.model.opspec import dtype_from_name
+    from opcost.model.sources import hf_models
 
-    target = (spec or {}).get("model") or model
-    if not str(target).startswith("hf:"):
+    target = str((spec or {}).get("model") or model)
+    if not target.startswith(hf_models.PREFIX):
         raise OpcostError(f"model {model}", "generate() is Hugging Face's: give a transformers causal language model "
                                             "(hf:GPT2LMHeadModel, hf:LlamaForCausalLM...)")
-    hf = load_model(model, spec or {}, "cpu", dtype).module.model
-    if not callable(getattr(hf, "generate", None)) or not getattr(hf, "can_generate", lambda: False)():
-        raise OpcostError(f"model {model}", f"{target} builds {type(hf).__name__}, which has no language-model head "
-                                            "to generate() with: name its causal-LM class (e.g. hf:LlamaForCausalLM, "
-                                            "hf:GPT2LMHeadModel)")
-    return hf.eval()
+    arch = target.removeprefix(hf_models.PREFIX)
+    why = hf_models.generate_problem(arch, spec or {})
+    if why is not None:
+        raise OpcostError(f"model {model}", why)
+    cls, config = hf_models.configured(arch, spec or {})
+    return one_layer(cls, config, "cpu", dtype_from_name(dtype))
 
 
 def predict(db: dict, q: Question, spec: dict | None = None, db_dir=None, statistic: str | None = None,
@@ -90,12 +95,12 @@ def predict(db: dict, q: Question, spec: dict | None = None, db_dir=None, statis
     """The prediction of ``generate()`` (:class:`Question`) from the database ``db`` on the conditions ``chosen``
     (``host``, ``device``, ``threads``), as a JSON-ready dict (the module's doc says what each part is).
     ``loop``: a :class:`opcost.measure.generation.LoopOverhead` (default: measured now with the model's stand-in);
-    ``bandwidth``: a read-bandwidth curve (default: this host's, :func:`opcost.measure.bandwidth.curve`)."""
+    ``bandwidth``: a read-bandwidth curve (default: this host's, :func:`opcost.analysis.decode.bandwidth_curve`;
+    none, and no bound, for a database of another host)."""
     from opcost.analysis import decode, estimate
-    from opcost.measure import bandwidth as bw
     from opcost.measure.generation import loop_overhead
 
-    hf = _load(q.model, spec, dtype) if loop is None else None  # refused before anything is predicted
+    small = stand_in(q.model, spec, dtype) if loop is None else None  # refused before anything is predicted
 
     def one(mode):
         layers = estimate.workload_layers(db, q.model, q.batch, mode, spec)
@@ -120,16 +125,17 @@ def predict(db: dict, q: Question, spec: dict | None = None, db_dir=None, statis
         before = torch.get_num_threads()
         torch.set_num_threads(int(cond.get("threads") or before))
         try:
-            loop = loop_overhead(hf, q.batch, q.prompt, q.new)
+            loop = loop_overhead(small, q.batch, q.prompt, q.new)
         finally:
             torch.set_num_threads(before)
-    curve = bandwidth or bw.curve(str(cond.get("host")), str(cond.get("device")), cond.get("threads"))
+    curve = bandwidth or decode.bandwidth_curve(cond)
     return assemble(q, prefill, steps, loop, curve)
 
 
 def assemble(q: Question, prefill, steps: list[dict], loop, curve: dict) -> dict:
     """:func:`predict`'s answer from its parts: the prefill's :class:`~opcost.analysis.estimate.Prediction`, the
-    decode steps predicted (``steps``, one dict per context), generate()'s loop and the bandwidth curve."""
+    decode steps predicted (``steps``, one dict per context), generate()'s loop and the bandwidth curve (None: no
+    bound)."""
     from opcost.measure import bandwidth as bw
 
     every = q.contexts
@@ -139,12 +145,13 @@ def assemble(q: Question, prefill, steps: list[dict], loop, curve: dict) -> dict
         weights = steps[0]["weight_bytes"]
         per_token = np.interp(every, at, [s["kv_cache_bytes"] / s["context"] for s in steps])
         reads = weights + per_token * every
-        bound = reads / np.array([bw.at(curve, r) for r in reads])
+        rate = (lambda b: bw.at(curve, b)) if curve else (lambda b: np.nan)  # noqa: E731
+        bound = reads / np.array([rate(r) for r in reads])
         ops = np.interp(every, at, [s["operators_s"] for s in steps])
         shares = np.interp(every, at, [s["estimated_share"] for s in steps])
         for s in steps:
-            s["bound_s"] = float((s["weight_bytes"] + s["kv_cache_bytes"]) /
-                                 bw.at(curve, s["weight_bytes"] + s["kv_cache_bytes"]))
+            s["bound_s"] = float((s["weight_bytes"] + s["kv_cache_bytes"]) / rate(s["weight_bytes"] +
+                                                                                 s["kv_cache_bytes"]))
     else:
         series = {k: np.zeros(0) for k in ("step_s", "low_s", "high_s")}
         bound = ops = shares = np.zeros(0)
@@ -175,6 +182,48 @@ def assemble(q: Question, prefill, steps: list[dict], loop, curve: dict) -> dict
             "loop": loop.as_dict(), "loop_s": loop.setup_s + loop.per_step_s * n_steps,
             "estimated_share": min(1.0, estimated / (prefill_ops + ops_total)) if prefill_ops + ops_total > 0 else 0.0,
             "steps": steps,
-            "decode_bound_s": float(bound.sum()), "decode_operators_s": ops_total,
-            "bound_fraction": float(bound.sum()) / ops_total if ops_total > 0 else None,
-            "bandwidth": {"bytes": curve["bytes"], "bytes_per_s": curve["bytes_per_s"]}}
+            "decode_bound_s": float(bound.sum()) if curve else None, "decode_operators_s": ops_total,
+            "bound_fraction": float(bound.sum()) / ops_total if ops_total > 0 and curve else None,
+            "bandwidth": {"bytes": curve["bytes"], "bytes_per_s": curve["bytes_per_s"]} if curve else None}
+
+
+def check(db: dict, q: Question, spec: dict, config: dict, db_dir=None, host: str | None = None) -> dict:
+    """One `generate` row (:data:`opcost.tables.GENERATE`): the question predicted from ``db`` (:func:`predict`, on
+    the config's device and threads, the overhead from the database's traces) and generate() itself timed in turn
+    with the model's measured decode step at the longest context the database measured at this batch (the control;
+    its time in the database is the rotation's reference), ``generate.rounds`` rounds, on the config's device in its
+    dtype (:func:`opcost.measure.generation.time_generate`)."""
+    from opcost.analysis.estimate import predict_workload
+    from opcost.database import of_workload
+    from opcost.measure.generation import time_generate
+    from opcost.measure.timing import TimingSettings
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
+
+    held = db["layers"][(db["layers"]["model"] == q.model) & (db["layers"]["batch"] == q.batch)]
+    contexts = sorted(c for c in map(decode_context, set(held["mode"])) if c is not None)
+    if not contexts:
+        raise OpcostError(f"model {q.model}", f"generate() at batch {q.batch} is timed beside a measured decode step "
+                                              "of it: give the model the mode decode")
+    control_mode = decode_mode(contexts[-1])
+    chosen = dict(device=config["device"], threads=config["threads"], host=host)
+    control_s = predict_workload(db, of_workload(db["layers"], q.model, q.batch, control_mode), db_dir,
+                                 config["statistic"], **chosen).measured_s
+    if not control_s:
+        raise OpcostError(f"model {q.model}", f"{control_mode} b{q.batch} has no end-to-end time in the database")
+    g = predict(db, q, spec, db_dir, config["statistic"], trace_now=False, dtype=config["dtype"], **chosen)
+    loaded = load_model(q.model, spec, config["device"], config["dtype"])
+    control = make_workload(loaded, q.batch, control_mode)
+    e2e = TimingSettings.from_config(config["e2e"]["timing"])
+    settings = TimingSettings(target_rel_ci=0.01, max_seconds=min(0.5, e2e.max_seconds),
+                              warmup_s=min(0.1, e2e.warmup_s), min_samples=5, min_sample_s=e2e.min_sample_s)
+    hf = load_model(q.model, spec, config["device"], config["dtype"]).module.model.eval()
+    timed = time_generate(hf, control, q.prompt, q.new, int((config.get("generate") or {}).get("rounds", 3)),
+                          settings, batch=q.batch).in_minutes_of(control_s)
+    return {"model": q.model, "batch": q.batch, "prompt": q.prompt, "new": q.new, "device": config["device"],
+            "predicted_s": g["total_s"], "low_s": g["total_low_s"], "high_s": g["total_high_s"],
+            "ttft_s": g["ttft_s"], "tpot_s": g["tpot_s"], "tokens_per_s": g["tokens_per_s"],
+            "estimated_share": g["estimated_share"], "loop_s": g["loop_s"], "bound_s": g["decode_bound_s"],
+            "measured_s": timed["total_s"], "measured_ttft_s": timed["first_s"], "measured_now_s": timed["now_s"],
+            "spread": timed["spread"], "control": f"{q.model}/{control_mode}/b{q.batch}",
+            "error": g["total_s"] / timed["total_s"] - 1}

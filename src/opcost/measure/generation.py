@@ -27,7 +27,8 @@ LOOP_STEPS = 16  # decode steps the loop's per-step overhead is measured over (f
 
 
 def _generate_kwargs(new: int) -> dict:
-    return {"do_sample": False, "min_new_tokens": new, "max_new_tokens": new, "num_beams": 1}
+    # use_cache: generate()'s default, a DynamicCache (opcost builds models with it off, for passes without one)
+    return {"do_sample": False, "min_new_tokens": new, "max_new_tokens": new, "num_beams": 1, "use_cache": True}
 
 
 def run_generate(hf, ids: torch.Tensor, new: int) -> torch.Tensor:
@@ -77,18 +78,17 @@ def forwards(hf, ids: torch.Tensor, new: int) -> None:
     wrapped.stop_decode()
 
 
-def stand_in(hf):
-    """A one-layer model of ``hf``'s class and config (random weights, its device and dtype): what
-    :func:`loop_overhead` measures generate()'s loop with."""
-    config = copy.deepcopy(hf.config)
+def stand_in(cls, config, device: str = "cpu", dtype: torch.dtype = torch.float32):
+    """A one-layer model of class ``cls`` and ``config`` otherwise (random weights, on ``device`` in ``dtype``),
+    built without the model itself: what :func:`loop_overhead` measures generate()'s loop with."""
+    config = copy.deepcopy(config)
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     text.num_hidden_layers = 1
     for name in ("layer_types", "mlp_only_layers"):  # per-layer lists: the first layer's
         if isinstance(getattr(text, name, None), list) and getattr(text, name):
             setattr(text, name, getattr(text, name)[:1])
-    p = next(hf.parameters())
     torch.manual_seed(0)
-    return type(hf)(config).to(device=p.device, dtype=p.dtype).eval()
+    return cls(config).to(device=device, dtype=dtype).eval()
 
 
 @dataclass
@@ -115,15 +115,14 @@ def _timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def loop_overhead(hf, batch: int, prompt: int, new: int, rounds: int = 7, seed: int = 0) -> LoopOverhead:
-    """generate()'s loop measured with a :func:`stand_in` of ``hf`` at ``batch``, ``prompt`` and up to
-    :data:`LOOP_STEPS` + 1 new tokens: per round, ``generate()`` of one token (the prefill alone) and of n tokens,
+def loop_overhead(small, batch: int, prompt: int, new: int, rounds: int = 7, seed: int = 0) -> LoopOverhead:
+    """generate()'s loop measured with ``small`` (a :func:`stand_in` of the model) at ``batch``, ``prompt`` and up
+    to :data:`LOOP_STEPS` + 1 new tokens: per round, ``generate()`` of one token (the prefill alone) and of n tokens,
     each timed alternately with the same :func:`forwards`; the setup is the first difference, the per-step
     overhead (difference of n tokens − the setup) / (n − 1); medians over ``rounds`` rounds after a warm-up, and
     their 10–90% ranges."""
-    small = stand_in(hf)
     device = next(small.parameters()).device
-    ids = torch.randint(0, _vocab(hf), (batch, prompt), generator=torch.Generator().manual_seed(seed)).to(device)
+    ids = torch.randint(0, _vocab(small), (batch, prompt), generator=torch.Generator().manual_seed(seed)).to(device)
     n = max(2, min(int(new), LOOP_STEPS + 1))
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
@@ -143,3 +142,50 @@ def loop_overhead(hf, batch: int, prompt: int, new: int, rounds: int = 7, seed: 
     return LoopOverhead(setup_s=q(setups, 0.5), per_step_s=q(steps, 0.5), per_step_low_s=q(steps, 0.1),
                         per_step_high_s=q(steps, 0.9), setup_low_s=q(setups, 0.1), setup_high_s=q(setups, 0.9),
                         rounds=rounds)
+
+
+@dataclass
+class Timed:
+    """generate() timed in turn with a measured workload, per round (seconds): ``total`` (``new`` tokens),
+    ``first`` (one token: the time to the first token, the fastest of three) and ``control`` (the workload's
+    iteration, the trimmed mean of a :func:`opcost.measure.timing.measure`)."""
+
+    total: list
+    first: list
+    control: list
+
+    def in_minutes_of(self, control_s: float) -> dict:
+        """The times in the minutes the control took ``control_s`` (its time in the database): the median over the
+        rounds of each time / the control's, times ``control_s``, so that the host's drift between the database's
+        minutes and now cancels; ``spread``: how far the total's rounds lie apart (max / min − 1); ``now_s``: the
+        median total as timed now."""
+        ratio = {k: np.array(getattr(self, k)) / np.array(self.control) for k in ("total", "first")}
+        return {"total_s": float(np.median(ratio["total"])) * control_s,
+                "first_s": float(np.median(ratio["first"])) * control_s,
+                "spread": float(ratio["total"].max() / ratio["total"].min() - 1),
+                "now_s": float(np.median(self.total))}
+
+
+def time_generate(hf, control, prompt: int, new: int, rounds: int, settings, batch: int = 1,
+                  seed: int = 1) -> Timed:
+    """generate() of ``new`` tokens and of one token from random prompts (``batch`` × ``prompt``) by the
+    transformers model ``hf``, each timed in turn with ``control`` (a measured :class:`~opcost.model.workload.
+    Workload`, timed with ``settings``) over ``rounds`` rounds, the order rotated every round, after a warm-up."""
+    from opcost.measure.timing import measure
+
+    device = next(hf.parameters()).device
+    ids = torch.randint(0, _vocab(hf), (batch, prompt), generator=torch.Generator().manual_seed(seed)).to(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    def once(n):
+        return _timed(lambda: (run_generate(hf, ids, n), sync()))
+
+    once(new), once(1)  # warm-up
+    parts = {"total": lambda: once(new), "first": lambda: min(once(1) for _ in range(3)),
+             "control": lambda: measure(control.step, settings, device.type).trimmed_mean}
+    times = {k: [] for k in parts}
+    names = list(parts)
+    for r in range(rounds):
+        for k in names[r % 3:] + names[:r % 3]:
+            times[k].append(parts[k]())
+    return Timed(**times)

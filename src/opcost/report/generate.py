@@ -18,13 +18,15 @@ def describe(g: dict) -> str:
         lines.append(f"  time per output token {span('tpot')}: {g['new'] - 1} decode steps at contexts "
                      f"{g['prompt']}..{g['prompt'] + g['new'] - 2}, each + {ms(loop['per_step_s'])} of "
                      "generate()'s own loop")
-        lines.append(f"  memory bound of the steps {ms(g['decode_bound_s'])} (weights and key/value cache over "
-                     f"this host's read bandwidth at that size): the steps' operators predicted at "
-                     f"{g['bound_fraction']:.0%} of it")
+        if g["decode_bound_s"] is not None:
+            lines.append(f"  memory bound of the steps {ms(g['decode_bound_s'])} (weights and key/value cache over "
+                         f"this host's read bandwidth at that size): the steps' operators predicted to reach "
+                         f"{g['bound_fraction']:.0%} of it")
         lines.append(f"  {'context':>8} {'step':>12} {'interval':>25} {'estimated':>9} {'bound':>10} "
                      f"{'KV cache MB':>11}")
         for s in g["steps"]:
             interval = f"[{ms(s['low_s'])}, {ms(s['high_s'])}]"
             lines.append(f"  {s['context']:>8} {ms(s['step_s']):>12} {interval:>25} {s['estimated_share']:>9.0%} "
-                         f"{ms(s['bound_s']):>10} {s['kv_cache_bytes'] / 1e6:>11.3f}")
+                         f"{ms(s['bound_s']) if s['bound_s'] == s['bound_s'] else '-':>10} "
+                         f"{s['kv_cache_bytes'] / 1e6:>11.3f}")
     return "\n".join(lines)

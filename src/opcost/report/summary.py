@@ -48,11 +48,12 @@ def run_facts(measurements: pd.DataFrame, e2e: pd.DataFrame, config: dict) -> di
 
 def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFrame,
                 unseen: pd.DataFrame | None = None, figures_dir: str = "results/figures",
-                tier_costs: pd.DataFrame | None = None, facts: dict | None = None) -> str:
+                tier_costs: pd.DataFrame | None = None, facts: dict | None = None,
+                generate: pd.DataFrame | None = None) -> str:
     """The summary text. ``predictions``: the `predictions` table; ``loop``: results/loop/summary.json (one entry
     per iteration); ``failures``: the `failures` table; ``unseen``: the `predict_only` predictions, if any;
     ``tier_costs``: the whole model on each slower memory tier, if placements were measured; ``facts``:
-    :func:`run_facts`."""
+    :func:`run_facts`; ``generate``: the `generate` table (config `generate`), if any."""
     lines = ["opcost run summary", ""]
     last = loop[-1] if loop else {}
     coverage = {(w["model"], w["mode"], int(w["batch"])): w.get("coverage") for w in last.get("workloads", [])}
@@ -90,6 +91,16 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
                          f"{_ms(r.low_s)}..{_ms(r.high_s)}", _ms(r.measured_s), _pct(r.error),
                          "-" if pd.isna(r.estimated_share) else f"{float(r.estimated_share) * 100:.0f}%"])
         lines += ["", "Never profiled (predict_only), predicted from the database:", *_table(rows)]
+    if generate is not None and not generate.empty:
+        rows = [["generate()", "predicted ms", "interval ms", "measured ms", "error", "first token ms",
+                 "measured", "tokens/s", "estimated", "memory bound ms"]]
+        for r in generate.itertuples():
+            rows.append([f"{r.model} b{int(r.batch)} {int(r.prompt)}+{int(r.new)}", _ms(r.predicted_s),
+                         f"{_ms(r.low_s)}..{_ms(r.high_s)}", _ms(r.measured_s), _pct(r.error), _ms(r.ttft_s),
+                         _ms(r.measured_ttft_s), f"{float(r.tokens_per_s):.1f}",
+                         f"{float(r.estimated_share) * 100:.0f}%", _ms(r.bound_s)])
+        lines += ["", "Hugging Face generate() (prompt + new tokens), predicted from the database against generate() "
+                      "timed in turn with the model's measured decode step:", *_table(rows)]
     if tier_costs is not None and not tier_costs.empty:
         rows = [["workload", "tier", "on the tier", "fast tier ms", "predicted ms", "slowdown", "slowdowns measured",
                  "timed end to end", "error"]]

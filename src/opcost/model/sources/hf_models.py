@@ -223,6 +223,18 @@ def _built_class(cls, config):
     return getattr(transformers, name, None) if isinstance(name, str) else None
 
 
+def generate_problem(arch: str, entry: dict) -> str | None:
+    """Why Hugging Face ``generate()`` cannot run ``hf:<arch>`` (config ``generate``, ``--mode generate``): a class
+    without a language-model head (a model type's ``AutoModel``, e.g. ``LlamaModel``); None when it can."""
+    cls, config = configured(arch, entry)
+    built = _built_class(cls, config)
+    if built is None or not callable(getattr(built, "can_generate", None)) or not built.can_generate():
+        name = built.__name__ if built is not None else arch
+        return (f"hf:{arch} builds {name}, which has no language-model head to generate() with: name its causal-LM "
+                "class (e.g. hf:LlamaForCausalLM, hf:GPT2LMHeadModel)")
+    return None
+
+
 def decoder_problem(arch: str, entry: dict) -> str | None:
     """Why ``hf:<arch>`` cannot be stepped as a decoder over a key/value cache (the ``decode`` mode), from its class
     and config without building it; None when it can. A decoder: a model type transformers has a causal LM of

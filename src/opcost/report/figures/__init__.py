@@ -23,8 +23,8 @@ class FigureInputs:
     (``tiers``, results/placement/tiers.json), ``traces`` (part name `op_types`, `iterations`, `overhead_samples` ->
     trace table), the simultaneous placement profiling summaries (``coplace``; none when not enabled), the
     `predict_only` predictions (``unseen``; None without), the whole model on each tier (``tier_costs``), the decode
-    curves (``decode``, :func:`opcost.analysis.decode.curves`; None for a run without decode steps) and the
-    workloads' `layers`."""
+    curves (``decode``, :func:`opcost.analysis.decode.curves`; None for a run without decode steps), the generate()
+    questions (``generate``: the `generate` table; None without) and the workloads' `layers`."""
     costed: pd.DataFrame
     predictions: pd.DataFrame
     measurements: pd.DataFrame
@@ -38,6 +38,7 @@ class FigureInputs:
     tier_costs: pd.DataFrame | None = None
     decode: pd.DataFrame | None = None
     layers: pd.DataFrame | None = None
+    generate: pd.DataFrame | None = None
 
     def trace(self, part: str) -> pd.DataFrame:
         """One trace table (empty without traces)."""
@@ -46,7 +47,7 @@ class FigureInputs:
 
 @dataclass
 class FigureFiles:
-    """The files the figures are drawn from (paths; ``layers``, ``coplace``, ``unseen``: lists of paths;
+    """The files the figures are drawn from (paths; ``layers``, ``coplace``, ``unseen``, ``generate``: lists of paths;
     ``traces``: part name -> the workloads' trace tables of that part; ``loop``: results/loop/summary.json)."""
     layers: list
     measurements: str
@@ -59,6 +60,7 @@ class FigureFiles:
     coplace: list = field(default_factory=list)
     unseen: list = field(default_factory=list)
     tier_costs: str | None = None
+    generate: list = field(default_factory=list)
 
     def read(self, device: str, statistic: str) -> FigureInputs:
         """The tables the files hold, costed on ``device`` with ``statistic``."""
@@ -78,7 +80,7 @@ class FigureFiles:
             coplace=[io.read_json(p) for p in self.coplace],
             unseen=io.read_many(self.unseen, tables.PREDICTIONS) if self.unseen else None,
             tier_costs=io.read_parquet(self.tier_costs, tables.TIER_COSTS) if self.tier_costs else None,
-            layers=layers)
+            layers=layers, generate=io.read_many(self.generate, tables.GENERATE) if self.generate else None)
 
 
 @dataclass(frozen=True)

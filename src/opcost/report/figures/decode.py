@@ -19,7 +19,7 @@ def draw(f: FigureInputs, path: Path) -> None:
 def decode_steps(curves: pd.DataFrame, path: Path) -> None:
     """Decode steps (:func:`opcost.analysis.decode.curves`): left, time per step against context length per model
     and batch, the predicted line with its interval (shaded) through the measured context lengths and beyond them
-    (open markers), the measured steps as filled points; right, the share of the operator time in attention and the
+    (open markers), the measured steps as filled points, the memory bound dotted (``bound_s``); right, the share of the operator time in attention and the
     cache update (the rest: Linears, norms, activations)."""
     if not len(curves):
         message(path, "Decode steps", "no decode step could be predicted (see the figures log)")
@@ -36,6 +36,8 @@ def decode_steps(curves: pd.DataFrame, path: Path) -> None:
         timed = c.dropna(subset=["measured_s"])
         ax.scatter(timed["context"], timed["measured_s"] * 1e3, color=color, marker="D", s=30,
                    label=f"{label} measured")
+        if "bound_s" in c and c["bound_s"].notna().any():
+            ax.plot(x, c["bound_s"].astype(float) * 1e3, color=color, lw=1, ls=":", label=f"{label} memory bound")
         share.plot(x, c["attention_share"], color=color, marker="o", ms=4, label=label)
     for a in (ax, share):
         a.set_xscale("log", base=2)

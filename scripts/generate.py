@@ -1,0 +1,6 @@
+from opcost import rule, stages
+
+i, o = snakemake.input, snakemake.output
+rule.run_rule(snakemake, stages.validate_generate, rule.stage_config(snakemake, "generate"), snakemake.params.questions,
+              db_paths={"layers": i.layers, "measurements": i.measurements, "e2e": i.e2e, "overheads": i.overheads},
+              out=o.table, out_tsv=o.tsv)
