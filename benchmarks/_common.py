@@ -101,6 +101,33 @@ def host_summary() -> dict:
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "gpu": gpu, "torch": torch.__version__}
 
 
+def evidence(argv: list[str]) -> dict:
+    """What a record's figures rest on besides its host: the repository's commit (None outside a git checkout), the
+    paths of the code and configs changed since it (uncommitted: the figures are of that code, not the commit's),
+    and a hash of each file the command names (``--config FILE``...), so that a record can be traced to the code and
+    inputs that produced it."""
+    import hashlib
+    import subprocess
+
+    def git(*args) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True,
+                                  timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    commit = (git("rev-parse", "HEAD") or "").strip() or None
+    changed = [line[3:] for line in (git("status", "--porcelain", "--", "src", "benchmarks", "workflow", "config",
+                                         "scripts") or "").splitlines()
+               if not line[3:].startswith("benchmarks/records/")]
+    files = {}
+    for arg in argv[1:]:
+        path = Path(arg)
+        if arg.endswith((".yaml", ".yml", ".json")) and path.is_file():
+            files[arg] = hashlib.sha1(path.read_bytes()).hexdigest()[:12]
+    return {"commit": commit, "uncommitted": changed, "files": files}
+
+
 def _json_value(v):
     if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
         return v
@@ -115,8 +142,8 @@ _SUMMARIES: list[dict] = []  # this process's SUMMARY lines (training_split prin
 
 
 def write_record(kv: dict, argv: list[str] | None = None) -> Path:
-    """Replace this benchmark's record (date UTC, host, command as run, and the key/values of every SUMMARY line this
-    process printed so far, in order: ``summaries``)."""
+    """Replace this benchmark's record (date UTC, host, command as run, its :func:`evidence`, and the key/values of
+    every SUMMARY line this process printed so far, in order: ``summaries``)."""
     from opcost.measure.hostinfo import now
 
     _SUMMARIES.append({k: _json_value(v) for k, v in kv.items()})
@@ -124,7 +151,7 @@ def write_record(kv: dict, argv: list[str] | None = None) -> Path:
     script = Path(argv[0]).resolve()
     shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else Path(argv[0])
     record = {"benchmark": Path(argv[0]).stem, "date": now(), "host": host_summary(),
-              "command": shlex.join(["python", str(shown), *argv[1:]]),
+              "command": shlex.join(["python", str(shown), *argv[1:]]), **evidence(argv),
               "summaries": list(_SUMMARIES)}
     path = record_path(argv)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -182,6 +182,33 @@ def test_os_errors_name_the_path_and_the_remedy(code, remedy):
     assert msg.startswith(f"results/journal/p.jsonl: {os.strerror(code)}: ") and remedy in msg
 
 
+def test_a_write_that_fails_names_the_result_it_could_not_write(tmp_path):
+    """A full disk, like a file size limit, fails a write, not an open: the OS error names no file. The result's
+    path is named, not "a file", for Parquet (pyarrow's error) and text alike, and no partial file is left; a real
+    write failure, from a file size limit (``ulimit -f``) in a process of its own."""
+    code = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from opcost import io, tables\n"
+        "from opcost.errors import from_os_error\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))\n"
+        "out = Path(sys.argv[1])\n"
+        "big = [{**dict.fromkeys(tables.E2E.names), 'model': f'model {i} ' * 8} for i in range(3000)]\n"
+        "for write in (lambda: io.write_text('x' * 100_000, out / 'summary.txt'),\n"
+        "              lambda: io.write_parquet(big, out / 'db' / 'e2e.parquet', tables.E2E)):\n"
+        "    try:\n"
+        "        write()\n"
+        "    except OSError as e:\n"
+        "        print(from_os_error(e))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and len(lines) == 2, done.stderr
+    for line, name in zip(lines, (tmp_path / "summary.txt", tmp_path / "db" / "e2e.parquet")):
+        assert line.startswith(f"{name}: ") and "ulimit -f" in line, line
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
 def test_outputs_follow_the_umask_so_a_shared_database_is_readable(tmp_path):
     io.write_json({"a": 1}, tmp_path / "x.json")
     mask = os.umask(0)

@@ -141,6 +141,16 @@ def test_record_flag_writes_the_record_and_leaves_argparse_alone(tmp_path):
     assert rec["benchmark"] == "probe" and rec["command"].endswith("probe.py --config x/my.yaml")
     assert rec["summaries"] == [{"model": "a", "err": 0.25, "n": 3}, {"model": "b", "err": "nan"}]
     assert rec["host"]["cores"] >= 1 and "cpu" in rec["host"] and re.match(r"\d{4}-\d{2}-\d{2}T", rec["date"])
+    # the evidence: the checkout's commit, what had changed since, a hash of each file the command names
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert rec["commit"] == (head or None) and isinstance(rec["uncommitted"], list) and rec["files"] == {}
+    config = tmp_path / "named.yaml"
+    config.write_text("models: {}\n")
+    named = subprocess.run([sys.executable, str(script), "--record", "--config", str(config)], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert named.returncode == 0, named.stderr
+    digest = __import__("hashlib").sha1(b"models: {}\n").hexdigest()[:12]
+    assert json.loads((tmp_path / "records" / "probe@named.json").read_text())["files"] == {str(config): digest}
     again = subprocess.run([sys.executable, str(script), "--config", "x/my.yaml"], env=env, capture_output=True,
                            text=True, timeout=120)
     assert again.returncode == 0 and json.loads((tmp_path / "records" / "probe@my.json").read_text()) == rec, \

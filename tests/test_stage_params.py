@@ -98,6 +98,8 @@ def test_every_stage_runs_on_its_rules_params_alone(cfg, tiny_run, tmp_path):
     unseen = stages.predict_unseen(of("unseen"), db, [r / "layers/mlp_wide/inference_b2.parquet"],
                                    [r / "e2e/mlp_wide/inference_b2.parquet"], out / "u.parquet", out / "u.tsv")
     assert list(unseen["model"]) == ["mlp_wide"]
+    # the tiny run has no decoder, so no generate() question (tests/test_decode.py runs one through the workflow)
+    assert stages.validate_generate(of("generate"), [], db, out / "g.parquet", out / "g.tsv").empty
     stages.make_figures(of("figures"), FigureFiles(
         layers=layers, measurements=r / "db/measurements.parquet", e2e=r / "db/e2e.parquet",
         predictions=r / "validation/predictions.parquet", consistency=r / "validation/consistency.parquet",

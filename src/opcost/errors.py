@@ -12,8 +12,11 @@ class OpcostError(Exception):
 
 
 _WRITABLE = "make it writable for this user, or write elsewhere"
-_REMEDY = {errno.ENOSPC: "free some space and rerun: completed measurements are kept (journal) and not measured again",
-           errno.EACCES: _WRITABLE, errno.EPERM: _WRITABLE, errno.EROFS: "write elsewhere (a read-only file system)"}
+_FULL = "free some space and rerun: completed measurements are kept (journal) and not measured again"
+_REMEDY = {errno.ENOSPC: _FULL, errno.EDQUOT: _FULL,
+           errno.EACCES: _WRITABLE, errno.EPERM: _WRITABLE, errno.EROFS: "write elsewhere (a read-only file system)",
+           errno.EFBIG: "a file size limit stopped the write (ulimit -f, or the file system's): raise it or write "
+                        "elsewhere"}
 HOST_ERRNOS = tuple(_REMEDY)  # the host's fault (disk, permissions), never a model's
 
 

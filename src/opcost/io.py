@@ -1,6 +1,7 @@
 """Atomic file writes: a file either holds a complete result or does not exist."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -26,18 +27,39 @@ FILE_MODE = 0o666 & ~_umask()  # what open() would give: a shared database stays
 
 def atomic(path: Path, write, suffix: str = "") -> None:
     """Write ``path`` through ``write(tmp)`` on a temporary file beside it (ending in ``suffix``), then rename.
-    The file gets the mode a plain ``open()`` would give it (the user's umask), not the temporary file's 0600."""
+    The file gets the mode a plain ``open()`` would give it (the user's umask), not the temporary file's 0600. An
+    OS error that names no file (a full disk fails a write, not an open; pyarrow's says so in words alone) is raised
+    again naming ``path``, so that its one line says which result could not be written."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    except OSError as e:
+        raise _naming(e, path) from e
     os.close(fd)
     try:
         write(tmp)
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise _naming(e, path) from e
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+_IN_WORDS = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
+             "Permission denied": errno.EACCES, "Read-only file system": errno.EROFS}
+
+
+def _naming(e: OSError, path: Path) -> OSError:
+    """``e`` naming ``path`` where it names no file (or only the temporary file), with its errno where it says it in
+    words alone (pyarrow's errors)."""
+    if e.filename and not Path(str(e.filename)).name.startswith(f".{path.name}."):
+        return e
+    code = e.errno or next((c for words, c in _IN_WORDS.items() if words in str(e)), None)
+    return OSError(code, e.strerror or os.strerror(code) if code else str(e), str(path))
 
 
 def write_parquet(df: pd.DataFrame, path, table: Table) -> None:

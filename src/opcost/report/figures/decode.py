@@ -19,8 +19,8 @@ def draw(f: FigureInputs, path: Path) -> None:
 def decode_steps(curves: pd.DataFrame, path: Path) -> None:
     """Decode steps (:func:`opcost.analysis.decode.curves`): left, time per step against context length per model
     and batch, the predicted line with its interval (shaded) through the measured context lengths and beyond them
-    (open markers), the measured steps as filled points, the memory bound dotted (``bound_s``); right, the share of the operator time in attention and the
-    cache update (the rest: Linears, norms, activations)."""
+    (open markers), the measured steps as filled points, the memory bound dotted (``bound_s``); right, the share of
+    the operator time in attention and the cache update (the rest: Linears, norms, activations)."""
     if not len(curves):
         message(path, "Decode steps", "no decode step could be predicted (see the figures log)")
         return
