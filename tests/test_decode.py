@@ -352,8 +352,14 @@ def test_cli_predicts_a_decode_step(decode_run):
     step = json.loads(out)
     assert step["context"] == 64 and step["mode"] == "decode64" and step["measured_step_s"] > 0
     assert step["estimated_share"] == 0  # every configuration of a measured workload is measured
+    # the memory bound: the bytes a step reads over this host's read bandwidth at that size, and the share of it
+    # the predicted and the measured step reach
+    assert 0 < step["bound_s"] < step["step_s"] and step["bound_fraction"] == pytest.approx(
+        step["bound_s"] / step["step_s"]) and step["measured_bound_fraction"] == pytest.approx(
+        step["bound_s"] / step["measured_step_s"])
     text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     assert "per step (per token)" in text and "tokens/s" in text and "key/value cache" in text
+    assert "memory bound" in text
     at = cmd.index("--context")
     bad = subprocess.run(cmd[:at] + cmd[at + 2:], capture_output=True, text=True)  # no --context
     assert bad.returncode == 1 and bad.stderr.strip() == ("opcost: --mode decode: needs --context L: the tokens in "

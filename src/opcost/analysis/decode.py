@@ -71,20 +71,30 @@ def attention_share(rows: pd.DataFrame, context: int) -> float:
     return float(rows.loc[attention, "total_s"].sum()) / total
 
 
-def summary(pred, layers: pd.DataFrame, top: int = 8) -> dict:
+def summary(pred, layers: pd.DataFrame, top: int = 8, curve: dict | None = None) -> dict:
     """What `opcost predict --mode decode` reports, from the :class:`~opcost.analysis.estimate.Prediction` of a
     ``decode<L>`` workload and its ``layers``: seconds per step with its interval, tokens per second (one token per
-    sequence per step), the weight and key/value cache bytes a step reads, and the op types taking most time."""
+    sequence per step), the weight and key/value cache bytes a step reads, the memory bound (those bytes over the
+    host's read bandwidth at that size, ``curve``: :func:`bandwidth_curve` where None; none for a database of
+    another host) and the share of it the predicted and the measured step reach, and the op types taking most
+    time."""
+    from opcost.measure import bandwidth as bw
+
     context = decode_context(pred.mode)
     if context is None:
         raise ValueError(f"{pred.mode} is no decode mode")
     rate = lambda s: pred.batch / s if s > 0 else math.inf  # noqa: E731
+    reads = weight_bytes(layers) + cache_bytes(layers, context)
+    curve = curve or bandwidth_curve(pred.conditions)
+    bound = reads / bw.at(curve, reads) if curve else None
     by_type = pred.by_op_type()
     return {"model": pred.model, "batch": int(pred.batch), "context": context, "mode": pred.mode, **pred.conditions,
             "step_s": pred.predicted_s, "step_low_s": pred.low_s, "step_high_s": pred.high_s,
             "tokens_per_s": rate(pred.predicted_s), "tokens_per_s_low": rate(pred.high_s),
             "tokens_per_s_high": rate(pred.low_s), "measured_step_s": pred.measured_s,
-            "weight_bytes": weight_bytes(layers), "kv_cache_bytes": cache_bytes(layers, context),
+            "weight_bytes": weight_bytes(layers), "kv_cache_bytes": cache_bytes(layers, context), "bound_s": bound,
+            "bound_fraction": bound / pred.predicted_s if bound else None,
+            "measured_bound_fraction": bound / pred.measured_s if bound and pred.measured_s else None,
             "estimated_share": pred.estimated_share, "overhead_s": pred.overhead_s,
             "attention_share": attention_share(pred.layers, context),
             "top_op_types_s": {k: float(v) for k, v in by_type.head(top).items()}}

@@ -17,6 +17,10 @@ def describe(s: dict) -> str:
              f"  reads per step: weights {s['weight_bytes'] / 1e6:.3f} MB, key/value cache "
              f"{s['kv_cache_bytes'] / 1e6:.3f} MB; attention and cache update {s['attention_share']:.0%} of the "
              "operator time",
+             *([f"  memory bound {ms(s['bound_s'])} (those bytes over this host's read bandwidth at that size): the "
+                f"predicted step reaches {s['bound_fraction']:.0%} of it" + (
+                    f", the measured {s['measured_bound_fraction']:.0%}" if s.get("measured_bound_fraction") else "")]
+               if s.get("bound_s") else []),
              f"  {'overhead between operators':<32} {ms(s['overhead_s']):>12}"]
     lines += [f"  {label(op_type):<32} {ms(t):>12}" for op_type, t in s["top_op_types_s"].items()]
     return "\n".join(lines)
