@@ -149,9 +149,9 @@ def assemble(q: Question, prefill, steps: list[dict], loop, curve: dict) -> dict
         bound = reads / np.array([rate(r) for r in reads])
         ops = np.interp(every, at, [s["operators_s"] for s in steps])
         shares = np.interp(every, at, [s["estimated_share"] for s in steps])
-        for s in steps:
-            s["bound_s"] = float((s["weight_bytes"] + s["kv_cache_bytes"]) / rate(s["weight_bytes"] +
-                                                                                 s["kv_cache_bytes"]))
+        for s in steps:  # None without a bandwidth curve (a database of another host)
+            nbytes = s["weight_bytes"] + s["kv_cache_bytes"]
+            s["bound_s"] = float(nbytes / rate(nbytes)) if curve else None
     else:
         series = {k: np.zeros(0) for k in ("step_s", "low_s", "high_s")}
         bound = ops = shares = np.zeros(0)

@@ -27,6 +27,6 @@ def describe(g: dict) -> str:
         for s in g["steps"]:
             interval = f"[{ms(s['low_s'])}, {ms(s['high_s'])}]"
             lines.append(f"  {s['context']:>8} {ms(s['step_s']):>12} {interval:>25} {s['estimated_share']:>9.0%} "
-                         f"{ms(s['bound_s']) if s['bound_s'] == s['bound_s'] else '-':>10} "
+                         f"{ms(s['bound_s']) if s['bound_s'] is not None else '-':>10} "
                          f"{s['kv_cache_bytes'] / 1e6:>11.3f}")
     return "\n".join(lines)
