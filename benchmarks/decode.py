@@ -59,6 +59,22 @@ SMOKE_TIMING = {"profile": {"max_seconds": 0.02, "warmup_s": 0.001, "min_samples
                 "insitu": {"max_seconds": 0.1, "min_samples": 3}}
 
 
+def configs(models: list[str], config_file: str, smoke: bool) -> tuple[dict, dict]:
+    """(the validated config of ``models`` of ``config_file``, the config of its sweep points); ``smoke``: the
+    models one layer deep (:data:`SMOKE_MODELS`), :data:`SMOKE_SWEEPS`, and :data:`SMOKE_TIMING`'s caps."""
+    from opcost.config import validate
+
+    cfg = model_entries(models, config_file)
+    raw = yaml.safe_load(Path(config_file).read_text())
+    sweeps = validate({**raw, "sweeps": SMOKE_SWEEPS} if smoke else raw)
+    if smoke:
+        for name, entry in cfg["models"].items():
+            entry["kwargs"] = SMOKE_MODELS.get(name, entry.get("kwargs"))
+        for stage, timing in SMOKE_TIMING.items():
+            cfg[stage]["timing"] = {**cfg[stage]["timing"], **timing}
+    return cfg, sweeps
+
+
 def between(values: list[int]) -> list[int]:
     """A value between each two neighbouring ``values`` that has room for one (their midpoint, rounded down)."""
     v = sorted(set(values))
@@ -134,9 +150,7 @@ def in_run_minutes(wl, ref_wl, ref_s: float, cfg: dict, rounds: int) -> tuple[fl
 
     from opcost.measure.timing import TimingSettings
 
-    e2e = TimingSettings.from_config(cfg["e2e"]["timing"])
-    settings = TimingSettings(target_rel_ci=0.01, max_seconds=min(0.5, e2e.max_seconds),
-                              warmup_s=min(0.1, e2e.warmup_s), min_samples=5, min_sample_s=e2e.min_sample_s)
+    settings = TimingSettings.from_config(cfg["e2e"]["timing"]).in_turn()
     [ratio], _, _, [ratios] = interleaved_ratios(wl, [ref_wl], rounds, settings)
     return ratio * ref_s, max(ratios) / min(ratios) - 1
 
@@ -199,7 +213,7 @@ def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None, ro
 
 
 def main() -> None:
-    from opcost.config import validate, workloads
+    from opcost.config import workloads
     from opcost.model.modes import decode_context
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -220,14 +234,8 @@ def main() -> None:
     args.cache, args.order = "fresh", "model"
     t0 = time.perf_counter()
     prepare(args.threads)
-    cfg = model_entries(args.models or (list(SMOKE_MODELS) if args.smoke else []), args.config)
-    raw = yaml.safe_load(Path(args.config).read_text())
-    sweeps = validate({**raw, "sweeps": SMOKE_SWEEPS} if args.smoke else raw)  # the config's sweep points
+    cfg, sweeps = configs(args.models or (list(SMOKE_MODELS) if args.smoke else []), args.config, args.smoke)
     if args.smoke:
-        for name, entry in cfg["models"].items():
-            entry["kwargs"] = SMOKE_MODELS.get(name, entry.get("kwargs"))
-        for stage, timing in SMOKE_TIMING.items():
-            cfg[stage]["timing"] = {**cfg[stage]["timing"], **timing}
         args.contexts, args.batches = args.contexts or [16], args.batches or [1, 3]
     for key, given in (("context_lens", args.contexts), ("batch_sizes", args.batches)):
         if given:  # --contexts, --batches: for every model

@@ -31,9 +31,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
-from _common import model_entries, prepare, summary
-from decode import SMOKE_MODELS, SMOKE_SWEEPS, SMOKE_TIMING, database, profile_sweeps
+from _common import prepare, summary
+from decode import configs, database, profile_sweeps
 from prediction_accuracy import measure_workload
 
 HERE = Path(__file__).resolve().parent
@@ -50,7 +49,6 @@ def question(text: str) -> tuple[int, int]:
 def main() -> None:
     from opcost.analysis import generate
     from opcost.analysis.estimate import predict_workload
-    from opcost.config import validate
     from opcost.database import of_workload
     from opcost.measure.generation import time_generate
     from opcost.measure.timing import TimingSettings
@@ -74,14 +72,7 @@ def main() -> None:
     t0 = time.perf_counter()
     prepare(args.threads)
     models = ["llama"] if args.smoke else args.models
-    cfg = model_entries(models, args.config)
-    raw = yaml.safe_load(Path(args.config).read_text())
-    sweeps = validate({**raw, "sweeps": SMOKE_SWEEPS} if args.smoke else raw)
-    if args.smoke:
-        for name, entry in cfg["models"].items():
-            entry["kwargs"] = SMOKE_MODELS.get(name, entry.get("kwargs"))
-        for stage, timing in SMOKE_TIMING.items():
-            cfg[stage]["timing"] = {**cfg[stage]["timing"], **timing}
+    cfg, sweeps = configs(models, args.config, args.smoke)
     contexts = args.contexts or ([16] if args.smoke else list(cfg["context_lens"]))
     questions = args.questions or [question(q) for q in (SMOKE_QUESTIONS if args.smoke else QUESTIONS)]
     kept, traces = [], []
@@ -97,16 +88,14 @@ def main() -> None:
                       "rotation", flush=True)
     sweeps["profile"]["timing"] = cfg["profile"]["timing"]
     db = database(kept + profile_sweeps(sweeps, args), traces)
-    e2e = TimingSettings.from_config(cfg["e2e"]["timing"])
-    settings = TimingSettings(target_rel_ci=0.01, max_seconds=min(0.5, e2e.max_seconds),
-                              warmup_s=min(0.1, e2e.warmup_s), min_samples=5, min_sample_s=e2e.min_sample_s)
+    settings = TimingSettings.from_config(cfg["e2e"]["timing"]).in_turn()
     rows = []
     for model in models:
         spec = cfg["models"][model]
         control_mode = decode_mode(max(contexts))
         control = make_workload(load_model(model, spec), 1, control_mode)
         control_s = predict_workload(db, of_workload(db["layers"], model, 1, control_mode), None).measured_s
-        hf = load_model(model, spec).module.model.eval()
+        hf = control.model.module.model  # the same weights: generate() calls the model, not the step's wrapper
         for prompt, new in questions:
             try:
                 g = generate.predict(db, generate.Question(model, 1, prompt, new), spec, None, trace_now=False)

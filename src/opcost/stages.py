@@ -416,16 +416,22 @@ def validate(config, inputs: ValidationFiles, out: ValidationOutputs) -> pd.Data
     return pred
 
 
+def _read_db(db_paths: dict) -> dict[str, pd.DataFrame]:
+    """The database tables a rule was given (``db_paths``: table name -> path), the others empty."""
+    from opcost.database import DB_TABLES
+
+    return {name: io.read_parquet(db_paths[name], t) if name in db_paths else tables.frame(t, [])
+            for name, t in DB_TABLES.items()}
+
+
 def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e2e_paths, out, out_tsv) -> pd.DataFrame:
     """The `predict_only` workloads predicted from the run's database (``db_paths``: `layers`, `measurements`,
     `e2e` paths; its cost model is saved beside them), each against its own end-to-end time: `predictions` rows
     of source `estimated`. A workload that cannot be predicted is logged and left out; the others go on."""
     from opcost.analysis.estimate import predict_workload
     from opcost.analysis.predict import references
-    from opcost.database import DB_TABLES
 
-    db = {name: io.read_parquet(db_paths[name], t) if name in db_paths else tables.frame(t, [])
-          for name, t in DB_TABLES.items()}
+    db = _read_db(db_paths)
     e2e = io.read_many(unseen_e2e_paths, tables.E2E)
     rows = []
     for path in unseen_layer_paths:
@@ -486,10 +492,8 @@ def validate_generate(config: Mapping, questions, db_paths: dict, out, out_tsv) 
     (:func:`opcost.analysis.generate.check`): `generate` rows. A question that cannot be answered is logged and left
     out; the others go on."""
     from opcost.analysis import generate
-    from opcost.database import DB_TABLES
 
-    db = {name: io.read_parquet(db_paths[name], t) if name in db_paths else tables.frame(t, [])
-          for name, t in DB_TABLES.items()}
+    db = _read_db(db_paths)
     host = prediction_host(db["measurements"], db["e2e"], config)
     prepare_process(config)
     rows = []
@@ -631,11 +635,9 @@ def advise(config: Mapping, db_paths: dict, out_plans: dict, out_figure) -> list
     (``out_plans``: (model, mode, batch) -> path; :func:`opcost.analysis.advise.advise_all`) and the figure, from the
     database's placement measurements (``db_paths``: table name -> path); nothing is measured."""
     from opcost.analysis.advise import advise_all
-    from opcost.database import DB_TABLES
     from opcost.report.advice import advise_figure
 
-    db = {name: io.read_parquet(db_paths[name], t) if name in db_paths else tables.frame(t, [])
-          for name, t in DB_TABLES.items()}
+    db = _read_db(db_paths)
     docs = advise_all(config, db, Path(db_paths["measurements"]).parent, out_plans)
     log.info("wrote %s", advise_figure(docs, out_figure))
     return docs

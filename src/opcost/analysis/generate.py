@@ -212,12 +212,9 @@ def check(db: dict, q: Question, spec: dict, config: dict, db_dir=None, host: st
     if not control_s:
         raise OpcostError(f"model {q.model}", f"{control_mode} b{q.batch} has no end-to-end time in the database")
     g = predict(db, q, spec, db_dir, config["statistic"], trace_now=False, dtype=config["dtype"], **chosen)
-    loaded = load_model(q.model, spec, config["device"], config["dtype"])
-    control = make_workload(loaded, q.batch, control_mode)
-    e2e = TimingSettings.from_config(config["e2e"]["timing"])
-    settings = TimingSettings(target_rel_ci=0.01, max_seconds=min(0.5, e2e.max_seconds),
-                              warmup_s=min(0.1, e2e.warmup_s), min_samples=5, min_sample_s=e2e.min_sample_s)
-    hf = load_model(q.model, spec, config["device"], config["dtype"]).module.model.eval()
+    control = make_workload(load_model(q.model, spec, config["device"], config["dtype"]), q.batch, control_mode)
+    settings = TimingSettings.from_config(config["e2e"]["timing"]).in_turn()
+    hf = control.model.module.model  # the same weights: generate() calls the transformers model, not the step's wrapper
     timed = time_generate(hf, control, q.prompt, q.new, int((config.get("generate") or {}).get("rounds", 3)),
                           settings, batch=q.batch).in_minutes_of(control_s)
     return {"model": q.model, "batch": q.batch, "prompt": q.prompt, "new": q.new, "device": config["device"],

@@ -50,6 +50,13 @@ class TimingSettings:
 
         return section(cls, cfg)
 
+    def in_turn(self) -> "TimingSettings":
+        """These end-to-end settings for one of several timings taken in turn, round after round (a workload and a
+        reference, so that the host's drift cancels in their ratio): each capped at half a second and a tenth of a
+        second's warm-up, at least 5 samples, a 1% target."""
+        return TimingSettings(target_rel_ci=0.01, max_seconds=min(0.5, self.max_seconds),
+                              warmup_s=min(0.1, self.warmup_s), min_samples=5, min_sample_s=self.min_sample_s)
+
 
 def median_ci(sorted_samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     """Distribution-free CI of the median: order statistics around n/2 (normal approximation to the binomial)."""
