@@ -12,8 +12,8 @@ as the workload's step does; `err_ded`, with `drift`, how far the two runs moved
 Never measured: from a database built in memory of the measured workloads (their layers, isolated costs,
 end-to-end times and traced overheads) and of the config's sweep points (`decode_attention`: a step's cache update
 and attention at other context lengths, profiled in isolation as the workflow profiles sweep points; `--no-sweeps`
-leaves them out), `opcost.analysis.estimate.predict_workload` predicts each model at 4x the
-largest measured context (`context`), at a batch between two measured ones (`batch`), and at both (`both`), as
+leaves them out), `opcost.analysis.estimate.predict_workload` predicts each model at 4x and 16x the
+largest measured context (`context`, `context16`), at a batch between two measured ones (`batch`), and at both (`both`), as
 `opcost predict --mode decode --no-trace` does: measured costs where the step's configurations were measured (the
 Linears, shared across context lengths), the cost model's estimates for the rest (attention and the cache update
 at the new context, every operator at the new batch), the overhead between operators from the traced decode steps
@@ -49,7 +49,7 @@ CONFIG = HERE / "configs" / "decode.yaml"
 SMOKE_MODELS = {  # --smoke: one layer, 32 wide
     "llama": {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
               "num_key_value_heads": 2, "vocab_size": 128},
-    "gpt2": {"n_layer": 1, "n_embd": 32, "n_head": 4, "vocab_size": 128, "n_positions": 256},
+    "gpt2": {"n_layer": 1, "n_embd": 32, "n_head": 4, "vocab_size": 128, "n_positions": 512},
 }
 SMOKE_SWEEPS = [{"op": "decode_attention", "grid": {"context": [32], "heads": [4], "heads_kv": [2], "head_dim": [8],
                                                   "batch": [1]},
@@ -181,6 +181,7 @@ def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None, ro
     for model, by in plan.items():
         far = 4 * max(by)
         targets = ([("context", far, b) for b in sorted(by[max(by)])]
+                   + [("context16", 16 * max(by), b) for b in sorted(by[max(by)])]
                    + [("batch", c, b) for c, bs in sorted(by.items()) for b in between(bs)]
                    + [("both", far, b) for b in between(by[max(by)])])
         spec = cfg["models"][model]
@@ -204,7 +205,7 @@ def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None, ro
                          "predicted_ms": pred.predicted_s * 1e3, "low_ms": pred.low_s * 1e3,
                          "high_ms": pred.high_s * 1e3, "estimated": pred.estimated_share,
                          "attention": attention_share(pred.layers, context), "overhead_ms": pred.overhead_s * 1e3,
-                         "err": pred.predicted_s / then - 1, "err_ded": pred.predicted_s / timed - 1,
+                         "level_ms": pred.level_s * 1e3, "err": pred.predicted_s / then - 1, "err_ded": pred.predicted_s / timed - 1,
                          "err_now": now.predicted_s / then - 1, "in_interval": pred.low_s <= then <= pred.high_s,
                          "err_no_sweeps": bare.predicted_s / then - 1 if bare is not None else float("nan")})
             print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
@@ -283,16 +284,22 @@ def main() -> None:
     print()
     print(extra.to_string(index=False, float_format="{:.3f}".format))
     rot, ded = table["err_rot"].abs(), table["err_ded"].abs()
-    groups = {kind: extra.loc[extra["kind"] == kind, "err"].abs() for kind in ("context", "batch", "both")}
+    groups = {kind: extra.loc[extra["kind"] == kind, "err"].abs()
+              for kind in ("context", "context16", "batch", "both")}
     med = lambda s: float(np.median(s)) if len(s) else float("nan")  # noqa: E731
-    print("\nmedian |error|: measured vs rotation {:.1%}, vs dedicated {:.1%}; never measured: context {:.1%}, "
-          "batch {:.1%}, both {:.1%}, all {:.1%} (overhead traced now: {:.1%}; against the dedicated steps timed "
+    print("\nmedian |error|: measured vs rotation {:.1%}, vs dedicated {:.1%}; never measured: context 4x {:.1%}, "
+          "16x {:.1%}, batch {:.1%}, both {:.1%}, all {:.1%} (overhead traced now: {:.1%}; against the dedicated "
+          "steps timed "
           "now: {:.1%})".format(med(rot), med(ded), *(med(g) for g in groups.values()), med(extra["err"].abs()),
                                 med(extra["err_now"].abs()), med(extra["err_ded"].abs())))
     summary(workloads=len(table), median_abs_err_rot=med(rot), max_abs_err_rot=float(rot.max()),
             median_abs_err_rot_traced=med(table["err_rot_traced"].abs()),
             median_abs_err_ded=med(ded), max_abs_err_ded=float(ded.max()), median_drift=med(table["drift"]),
             extrapolated=len(extra), median_abs_err_context=med(groups["context"]),
+            max_abs_err_context=float(groups["context"].max()) if len(groups["context"]) else float("nan"),
+            median_abs_err_context16=med(groups["context16"]),
+            max_abs_err_context16=float(groups["context16"].max()) if len(groups["context16"]) else float("nan"),
+            median_level_ms=med(extra["level_ms"]),
             median_abs_err_batch=med(groups["batch"]), median_abs_err_both=med(groups["both"]),
             median_abs_err_extrap=med(extra["err"].abs()), max_abs_err_extrap=float(extra["err"].abs().max()),
             median_abs_err_extrap_now=med(extra["err_now"].abs()),

@@ -25,9 +25,11 @@ def _finite(found: dict, *keys: str) -> bool:
 # benchmark -> (arguments after --smoke, what its SUMMARY line must say); {db}: the database of the tiny run the suite
 # shares, {tmp}: a folder of its own. Costliest first (CPU seconds on this 2-core VM, about): two run side by side.
 SMOKE = {
-    # two families x batches 1 and 3 at context 16; each model at 64 (b1, b3), at b2 (context 16) and at both
-    "decode": ([], lambda s: s["workloads"] == "4" and s["extrapolated"] == "4" and _finite(
-        s, "median_abs_err_rot", "median_abs_err_ded", "median_abs_err_context", "median_abs_err_batch",
+    # two families x batches 1 and 3 at context 16; the first model at 64 and 256 (b1, b3), at b2 (context 16)
+    # and at both
+    "decode": ([], lambda s: s["workloads"] == "4" and s["extrapolated"] == "6" and _finite(
+        s, "median_abs_err_rot", "median_abs_err_ded", "median_abs_err_context", "median_abs_err_context16",
+        "median_abs_err_batch",
         "median_abs_err_both", "median_abs_err_extrap_now")),  # 40 s
     # a one-layer llama's decode step and prefill at 16; generate() of 8 and 16 tokens from prompts of 12 and 40
     "generate": ([], lambda s: s["questions"] == "2" and _finite(s, "median_abs_err", "median_abs_err_ttft",

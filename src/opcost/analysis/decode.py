@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pandas as pd
 
 from opcost.model.modes import decode_context
@@ -57,6 +58,38 @@ def _cache_reads(inputs: str, feeds: str | None, context: int) -> float:
 def cache_bytes(layers: pd.DataFrame, context: int) -> float:
     """Bytes of the key/value cache a decode step at ``context`` reads (each cached tensor once per read)."""
     return float(sum(_cache_reads(i, f, context) for i, f in zip(layers["inputs"], layers["feeds"])))
+
+
+def footprint(layers: pd.DataFrame, context: int) -> float:
+    """Bytes a decode step at ``context`` touches, its working set from one step to the next: the weights it reads,
+    the key/value cache it reads, and what the calls that read the cache write (Hugging Face's ``DynamicCache``
+    copies each layer's keys and values into a new tensor one token longer: the old and the new are both live)."""
+    written = 0.0
+    for inputs, feeds, outputs, n in zip(layers["inputs"], layers["feeds"], layers["outputs"], layers["count"]):
+        if _cache_reads(inputs, feeds, context) > 0:
+            written += float(n) * sum(math.prod(s["T"]) * _ITEMSIZE.get(s.get("dtype"), 4)
+                                      for s in json.loads(outputs or "[]") if isinstance(s, dict) and s.get("T"))
+    return weight_bytes(layers) + cache_bytes(layers, context) + written
+
+
+def level_shift(rows: pd.DataFrame, step_bytes: float, reference_bytes: float, curve: dict) -> float:
+    """Seconds per step a decode step's operators (``rows``: a prediction's per-configuration rows, with
+    ``count``) lose because the step's working set (``step_bytes``, :func:`footprint`) lies in a slower memory
+    level than the one their costs hold: each configuration's bytes (Σ calls × its inputs, outputs and parameters)
+    at the host's sustained read rate at the step's working set (``curve``:
+    :func:`opcost.measure.bandwidth.sustained`), less the same bytes at the rate of the larger of
+    ``reference_bytes`` (the largest working set among the model's measured steps, whose end-to-end times the
+    overhead between operators holds) and the configuration's own bytes (timed in isolation, it read its own
+    working set). 0 where the step's working set is no larger than the reference's."""
+    from opcost.analysis.features import features
+    from opcost.measure import bandwidth as bw
+
+    if step_bytes <= reference_bytes or rows.empty:
+        return 0.0
+    slow = 1.0 / bw.sustained(curve, step_bytes)
+    own = features(rows)["bytes"].astype(float).to_numpy()
+    held = np.array([1.0 / bw.sustained(curve, max(reference_bytes, b)) for b in own])
+    return float((rows["count"].astype(float).to_numpy() * own * np.clip(slow - held, 0.0, None)).sum())
 
 
 def attention_share(rows: pd.DataFrame, context: int) -> float:

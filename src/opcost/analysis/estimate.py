@@ -108,6 +108,7 @@ class Prediction:
     plain_gap: float | None = None  # a plain process's iteration time over opcost's, minus 1 (plain_gap_of's)
     plain_gap_of: str | None = None  # "this workload", or the median over the database's workloads
     widest: str | None = None  # the op type whose estimates contribute most to the interval's width (None: none)
+    level_s: float = 0.0  # a decode step's operators' loss to a slower memory level (memory_level_shift), seconds
 
     @property
     def estimated_share(self) -> float:
@@ -142,7 +143,7 @@ class Prediction:
                 "runs_s": {k or "(unnamed)": v for k, v in self.runs_s.items()},
                 "process": PROCESS.format(threads=self.conditions.get("threads")), "plain_gap": self.plain_gap,
                 "plain_gap_of": self.plain_gap_of,
-                "by_method_s": self.methods(), "widest": self.widest,
+                "by_method_s": self.methods(), "widest": self.widest, "level_s": self.level_s,
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
 
 
@@ -331,6 +332,33 @@ def decode_overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, mode: st
     return max(float(_cache_line(points, names, model)(cache_bytes(layers, context))), 0.0)
 
 
+def memory_level_shift(db: dict, e2e: pd.DataFrame, rows: pd.DataFrame, layers: pd.DataFrame,
+                       picked: dict) -> float:
+    """Seconds per step a decode step (``layers``; ``rows``: its per-configuration costs) loses to a slower memory
+    level than its model's measured steps ran in (:func:`opcost.analysis.decode.level_shift`): its working set
+    against the largest of its model's decode steps with an end-to-end time in ``e2e`` (the conditions'), on this
+    host's read-bandwidth curve (:func:`opcost.analysis.decode.bandwidth_curve`). The measured costs and the
+    overhead fitted to those steps hold the rates of their own memory level; a step at a longer context or larger
+    batch whose cache no longer fits that level reads every byte at the next one's. 0 where ``layers`` is no
+    decode step, its model has no measured decode step, or the database is of another host (whose bandwidth this
+    one's cannot stand for)."""
+    from opcost.analysis.decode import bandwidth_curve, footprint, level_shift
+
+    context = decode_context(layers["mode"].iloc[0])
+    model = layers["model"].iloc[0]
+    if context is None:
+        return 0.0
+    steps = e2e.loc[e2e["model"] == model, ["batch", "mode"]].drop_duplicates()
+    held = [footprint(of_workload(db["layers"], model, int(b), m), decode_context(m))
+            for b, m in zip(steps["batch"], steps["mode"]) if decode_context(m) is not None]
+    held = [f for f in held if f > 0]
+    step = footprint(layers, context)
+    if not held or step <= max(held):
+        return 0.0
+    curve = bandwidth_curve(picked)
+    return level_shift(rows, step, max(held), curve) if curve else 0.0
+
+
 def _cache_line(points: list, names: list, model: str):
     """The decode overhead's line in cache bytes for ``model``, fitted to ``points`` (model, cache bytes, overhead
     seconds) by least squares with the shared slope held at 0 or above *in the fit* (``scipy.optimize.lsq_linear``):
@@ -491,11 +519,12 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
             and not any(m == model for m, _, _ in kin)):  # its own glue
         now = overhead_now(trace_now, batch, mode, picked)
     overhead_s, overhead_from = _overhead_of(traced, model, batch, calls, per_call, now, steps, kin)
+    level = memory_level_shift(db, e2e, rows, layers, picked)
     est_rows = ~rows["method"].isin(["measured"])
     n = rows["count"].astype(float)
     down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
     up = (n * (rows["high_s"] - rows["cost_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
-    centre = ops + overhead_s
+    centre = ops + overhead_s + level
     # the method's own error (isolated costs + modelled overhead against end-to-end times), which includes the
     # overhead's spread between workloads; the overhead's range alone where too few workloads show it
     off = method_error(db, used, mode, statistic, per_call)
@@ -505,14 +534,15 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     widest = str(spread.idxmax()[0]) if len(spread) and spread.max() > 0 else None
     low = centre - float(np.sqrt((down ** 2).sum() + below ** 2))
     high = centre + float(np.sqrt((up ** 2).sum() + above ** 2))
+    low -= level  # the level's cost is the least certain part: the interval holds the step without it
     ref = references(of_workload(e2e, model, batch, mode), picked["device"], "isolated", statistic, run)
     energy = rows["count"].astype(float) * rows["energy_j"]
     gap, gap_of = plain_gap(one_run(e2e, run), model, batch, mode)
     by_run = rows[rows["method"] == "measured"].dropna(subset=["run"]).groupby("run")["total_s"].sum()
     return Prediction(model=model, batch=batch, mode=mode, conditions=picked,
                       predicted_s=centre, low_s=max(low, 0.0), high_s=high,
-                      estimated_s=float(rows.loc[est_rows, "total_s"].sum()), overhead_s=overhead_s,
-                      overhead_from=overhead_from,
+                      estimated_s=float(rows.loc[est_rows, "total_s"].sum()) + level, overhead_s=overhead_s,
+                      overhead_from=overhead_from, level_s=level,
                       measured_s=ref.get((model, batch, mode), (None,))[0] if tier is None else tier_measured,
                       predicted_j=(float(energy.sum()) if energy.notna().all() and len(energy) and tier is None
                                    else None),

@@ -70,6 +70,14 @@ def at(curve: dict, nbytes: float) -> float:
     return float(np.interp(np.log(max(nbytes, 1.0)), sizes, rates))
 
 
+def sustained(curve: dict, nbytes: float) -> float:
+    """Bytes per second the host sustains reading a working set of ``nbytes``: :func:`at` on the curve made
+    non-increasing in size (a larger working set never reads faster; the measured curve's ripples within one cache
+    level are noise)."""
+    rates = np.minimum.accumulate(np.asarray(curve["bytes_per_s"], dtype=float))
+    return at({"bytes": curve["bytes"], "bytes_per_s": rates}, nbytes)
+
+
 def _path(host: str, device: str, threads) -> Path:
     from opcost.analysis.costmodel import cache_path
 
