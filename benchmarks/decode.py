@@ -12,12 +12,14 @@ as the workload's step does; `err_ded`, with `drift`, how far the two runs moved
 Never measured: from a database built in memory of the measured workloads (their layers, isolated costs,
 end-to-end times and traced overheads) and of the config's sweep points (`decode_attention`: a step's cache update
 and attention at other context lengths, profiled in isolation as the workflow profiles sweep points; `--no-sweeps`
-leaves them out), `opcost.analysis.estimate.predict_workload` predicts each model at 4x and 16x the
-largest measured context (`context`, `context16`), at a batch between two measured ones (`batch`), and at both (`both`), as
-`opcost predict --mode decode --no-trace` does: measured costs where the step's configurations were measured (the
-Linears, shared across context lengths), the cost model's estimates for the rest (attention and the cache update
-at the new context, every operator at the new batch), the overhead between operators from the traced decode steps
-(fitted in the key/value cache bytes: `opcost.analysis.estimate.decode_overhead`).
+leaves them out), `opcost.analysis.estimate.predict_workload` predicts each model at 4x and 16x
+the largest measured context (`context`, `context16`), at a batch between two measured ones (`batch`), and at both
+(`both`, 4x), as `opcost predict --mode decode --no-trace` does: measured costs where the step's configurations
+were measured (the Linears, shared across context lengths), the cost model's estimates for the rest (attention and
+the cache update at the new context, every operator at the new batch), the overhead between operators from the
+traced decode steps (fitted in the key/value cache bytes: `opcost.analysis.estimate.decode_overhead`), and what a
+working set beyond the measured steps' memory level costs (`level_ms`:
+`opcost.analysis.estimate.memory_level_shift`).
 Each against its time in the database's minutes (`err`): the step timed alternately with a measured step of the
 same model (`ref`: at the same context where measured, else the largest, the nearest batch), in `--rounds` rounds,
 the median ratio times that step's time in the database (`then_ms`; `spread`: how far the rounds' ratios lie
@@ -205,7 +207,8 @@ def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None, ro
                          "predicted_ms": pred.predicted_s * 1e3, "low_ms": pred.low_s * 1e3,
                          "high_ms": pred.high_s * 1e3, "estimated": pred.estimated_share,
                          "attention": attention_share(pred.layers, context), "overhead_ms": pred.overhead_s * 1e3,
-                         "level_ms": pred.level_s * 1e3, "err": pred.predicted_s / then - 1, "err_ded": pred.predicted_s / timed - 1,
+                         "level_ms": pred.level_s * 1e3, "err": pred.predicted_s / then - 1,
+                         "err_ded": pred.predicted_s / timed - 1,
                          "err_now": now.predicted_s / then - 1, "in_interval": pred.low_s <= then <= pred.high_s,
                          "err_no_sweeps": bare.predicted_s / then - 1 if bare is not None else float("nan")})
             print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
