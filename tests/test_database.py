@@ -54,6 +54,27 @@ def test_predict_from_the_database_estimates_what_it_lacks(tiny_run, tmp_path):
     assert partial.low_s <= partial.predicted_s <= partial.high_s
 
 
+def test_an_interval_is_never_narrower_than_the_timings_it_rests_on(tiny_run):
+    """A database of one measured workload: nothing is estimated and no other workload shows the method's error or
+    the overhead's range, yet the prediction's interval spans the spread of the end-to-end times the run took of it
+    (each rotation's, the dedicated run's): never of zero width."""
+    from opcost.analysis import estimate
+    from opcost.analysis.predict import DEFAULT_STATISTIC, REFERENCES, STATISTICS
+
+    db = database.read_db(tiny_run / "results" / "db")
+    own = lambda t: t[(t["model"] == "mlp") & (t["batch"] == 2) & (t["mode"] == "inference")]  # noqa: E731
+    one = {**db, "e2e": own(db["e2e"]), "overheads": own(db["overheads"])}
+    p = estimate.predict_workload(one, estimate.workload_layers(one, "mlp", 2, "inference"))
+    assert p.estimated_share == 0
+    e2e = one["e2e"]
+    times = e2e.loc[e2e["method"].isin(REFERENCES["isolated"]), STATISTICS[DEFAULT_STATISTIC]].astype(float)
+    assert len(times) >= 2 and times.max() > times.min()
+    rel = times / times.median() - 1
+    assert p.low_s <= p.predicted_s * (1 + rel.quantile(0.05)) * (1 + 1e-9)
+    assert p.high_s >= p.predicted_s * (1 + rel.quantile(0.95)) * (1 - 1e-9)
+    assert p.low_s < p.predicted_s < p.high_s
+
+
 def test_cli_show_and_predict(tiny_run):
     db = str(tiny_run / "results" / "db")
     show = subprocess.run([sys.executable, "-m", "opcost.cli", "db", "show", "--db", db, "--op", "Linear"],

@@ -19,7 +19,10 @@ the ends add up (one law errs the same way on all its configurations); across th
 (different laws, independent errors), as does the method's own error: the 5–95% range of how far the database's
 fully measured workloads' predictions (isolated costs + their modelled overhead) are off each end-to-end time their
 run took of them (:func:`method_error`: the machine's drift between minutes included), which holds the overhead's
-spread between workloads; with fewer than three such workloads, the overhead's 10–90% range instead.
+spread between workloads; with fewer than three such workloads, the overhead's 10–90% range instead. An interval
+is never narrower than the spread of the end-to-end times of its model's measured workloads of its kind (every
+model's where its own has none: :func:`reference_spread`), the timings the prediction rests on and is checked
+against.
 """
 from __future__ import annotations
 
@@ -297,6 +300,28 @@ def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str,
     return float(np.quantile(rel, 0.05)), float(np.quantile(rel, 0.95))
 
 
+def _same_kind(mode: str, other: str) -> bool:
+    """Whether workloads of ``other`` mode rest on the same evidence as ``mode``'s: the same mode, or both decode
+    steps (at any context), or both prefills (of any prompt)."""
+    return other == mode or (is_decode(mode) and is_decode(other)) or (_is_prefill(mode) and _is_prefill(other))
+
+
+def reference_spread(db: dict, used: pd.DataFrame, model: str, mode: str,
+                     statistic: str) -> tuple[float, float] | None:
+    """(5th, 95th percentile) of how far each end-to-end time of ``model``'s measured workloads of ``mode``'s kind
+    (:func:`_same_kind`) lies from its workload's median time (:func:`_every_time`: every run that timed it), i.e.
+    the spread of the timings a prediction of that model rests on and is checked against, which no interval can
+    be narrower than; of every model's such workloads where ``model`` has none with two times; None where no
+    workload of that kind has two."""
+    times = _every_time(db, used, statistic)
+    for mine in (True, False):
+        rel = [t / float(np.median(ts)) - 1 for (name, _, m), ts in times.items()
+               if (name == model or not mine) and _same_kind(mode, m) and len(ts) >= 2 for t in ts]
+        if rel:
+            return float(np.quantile(rel, 0.05)), float(np.quantile(rel, 0.95))
+    return None
+
+
 OVERHEAD_FROM = {"own trace": "its trace", "trace now": "a short trace of its own, taken now",
                  "decode steps": "the traced decode steps, linear in the key/value cache bytes (its model's intercept)",
                  "same model": "per call, its model's traces at other batch sizes (a prefill: and prompt lengths)",
@@ -534,6 +559,9 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     widest = str(spread.idxmax()[0]) if len(spread) and spread.max() > 0 else None
     low = centre - float(np.sqrt((down ** 2).sum() + below ** 2))
     high = centre + float(np.sqrt((up ** 2).sum() + above ** 2))
+    floor = reference_spread(db, used, model, mode, statistic)  # never narrower than the timings it rests on
+    if floor is not None:
+        low, high = min(low, centre * (1 + floor[0])), max(high, centre * (1 + floor[1]))
     low -= level  # the level's cost is the least certain part: the interval holds the step without it
     ref = references(of_workload(e2e, model, batch, mode), picked["device"], "isolated", statistic, run)
     energy = rows["count"].astype(float) * rows["energy_j"]
