@@ -58,8 +58,10 @@ SHOWN: dict[str, list[Figure]] = {
     ],
     "decode": [
         Figure("median_abs_err_rot", f"decode steps: {ISO}"),
-        Figure("median_abs_err_extrap", "decode steps never measured (4× the context, another batch), timed "
-                                        "beside a measured step, median |error|"),
+        Figure("median_abs_err_extrap", "decode steps never measured (4× and 16× the context, another batch), "
+                                        "timed beside a measured step, median |error|"),
+        Figure("max_abs_err_context", "decode steps at 4× the longest measured context, worst |error|"),
+        Figure("median_abs_err_context16", "decode steps at 16× the longest measured context, median |error|"),
     ],
     "generate": [
         Figure("median_abs_err", "Hugging Face generate() of prompts and new-token counts never measured (GPT-2, "

@@ -454,6 +454,51 @@ def test_generates_own_loop_is_measured_on_a_one_layer_stand_in():
     assert loop.setup_s + loop.per_step_s > 0  # generate() does work of its own around the forwards
 
 
+def test_a_step_whose_working_set_outgrows_the_measured_steps_level_pays_the_slower_level(decode_run, tmp_path,
+                                                                                          monkeypatch):
+    """A step at a context and batch never measured (b3 at 1,024) whose working set (weights, the cache read and
+    the cache written) is larger than every measured step's: on a host whose read rate falls from 1e11 to 1e9
+    bytes/s between the two sizes, each of its operators' bytes costs the difference of the two rates
+    (Prediction.level_s), added to the prediction and above the interval's low end; on a host without that cliff,
+    nothing; a measured step, nothing."""
+    import time
+
+    from opcost.analysis import estimate
+    from opcost.analysis.decode import footprint
+    from opcost.analysis.features import features
+    from opcost.database import of_workload, read_db
+    from opcost.measure import bandwidth
+
+    db_dir = decode_run / "results" / "db"
+    db = read_db(db_dir)
+    steps = db["e2e"][db["e2e"]["model"] == "tiny_llama"][["batch", "mode"]].drop_duplicates()
+    held = max(footprint(of_workload(db["layers"], "tiny_llama", int(b), m), int(m[len("decode"):]))
+               for b, m in zip(steps["batch"], steps["mode"]) if m.startswith("decode"))
+    target = estimate.workload_layers(db, "tiny_llama", 3, "decode1024", RUN)
+    step = footprint(target, 1024)
+    assert step > 4 * held
+    _, picked = estimate.conditions(db["measurements"])
+    monkeypatch.setenv("OPCOST_CACHE", str(tmp_path))
+    kept = bandwidth.kept_path(str(picked["host"]), str(picked["device"]), picked["threads"])
+
+    def on(rates):
+        kept.write_text(json.dumps({"bytes": [held / 2, held * 1.01, step * 0.99, step * 2], "bytes_per_s": rates,
+                                    "measured_at": time.time()}))
+        return estimate.predict_workload(db, target, db_dir)
+
+    flat, cliff = on([1e11] * 4), on([1e11, 1e11, 1e9, 1e9])
+    assert flat.level_s == 0 and cliff.level_s > 0
+    rows = cliff.layers
+    nbytes = features(rows)["bytes"].astype(float) * rows["count"].astype(float)
+    small = features(rows)["bytes"].astype(float) <= held
+    assert cliff.level_s >= float(nbytes[small].sum()) * (1e-9 - 1e-11) * (1 - 1e-9)
+    assert cliff.level_s <= float(nbytes.sum()) * 1e-9 * (1 + 1e-9)
+    assert cliff.predicted_s == pytest.approx(flat.predicted_s + cliff.level_s, rel=1e-9)
+    assert cliff.low_s == pytest.approx(flat.low_s, rel=1e-9) and cliff.high_s > flat.high_s
+    measured = estimate.predict_workload(db, estimate.workload_layers(db, "tiny_llama", 2, "decode64", RUN), db_dir)
+    assert measured.level_s == 0
+
+
 def test_the_hosts_read_bandwidth_by_working_set_size(tmp_path, monkeypatch):
     from opcost.measure import bandwidth
 

@@ -5,7 +5,11 @@ The prediction is :func:`opcost.analysis.estimate.predict_workload`'s for the wo
 asked: measured costs where the database holds the step's configurations, the cost model's estimates for the rest
 (a context length or batch never measured: attention and the cache update read L cached tokens and are estimated
 from their FLOPs and bytes, which grow with L; the Linears' shapes do not depend on L and keep their measured costs
-across context lengths, their configurations being shared), plus the overhead between operators.
+across context lengths, their configurations being shared), plus the overhead between operators, plus what a
+slower memory level costs where the step's working set outgrows its model's measured steps' (:func:`level_shift`:
+the measured costs and the overhead fitted to those steps hold the read rates of the level their working sets
+lived in; a step whose cache spills from the last-level cache to DRAM reads every byte at DRAM's rate, from the
+host's measured bandwidth curve, :mod:`opcost.measure.bandwidth`).
 
 Bytes a step reads, from its extracted operators (``layers``):
 
@@ -109,8 +113,8 @@ def summary(pred, layers: pd.DataFrame, top: int = 8, curve: dict | None = None)
     ``decode<L>`` workload and its ``layers``: seconds per step with its interval, tokens per second (one token per
     sequence per step), the weight and key/value cache bytes a step reads, the memory bound (those bytes over the
     host's read bandwidth at that size, ``curve``: :func:`bandwidth_curve` where None; none for a database of
-    another host) and the share of it the predicted and the measured step reach, and the op types taking most
-    time."""
+    another host) and the share of it the predicted and the measured step reach, the step's working set
+    (:func:`footprint`) and what its memory level adds (``level_s``), and the op types taking most time."""
     from opcost.measure import bandwidth as bw
 
     context = decode_context(pred.mode)
@@ -128,8 +132,8 @@ def summary(pred, layers: pd.DataFrame, top: int = 8, curve: dict | None = None)
             "weight_bytes": weight_bytes(layers), "kv_cache_bytes": cache_bytes(layers, context), "bound_s": bound,
             "bound_fraction": bound / pred.predicted_s if bound else None,
             "measured_bound_fraction": bound / pred.measured_s if bound and pred.measured_s else None,
-            "estimated_share": pred.estimated_share, "overhead_s": pred.overhead_s,
-            "attention_share": attention_share(pred.layers, context),
+            "estimated_share": pred.estimated_share, "overhead_s": pred.overhead_s, "level_s": pred.level_s,
+            "footprint_bytes": footprint(layers, context), "attention_share": attention_share(pred.layers, context),
             "top_op_types_s": {k: float(v) for k, v in by_type.head(top).items()}}
 
 

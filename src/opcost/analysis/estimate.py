@@ -549,7 +549,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     n = rows["count"].astype(float)
     down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
     up = (n * (rows["high_s"] - rows["cost_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
-    centre = ops + overhead_s + level
+    centre = ops + overhead_s
     # the method's own error (isolated costs + modelled overhead against end-to-end times), which includes the
     # overhead's spread between workloads; the overhead's range alone where too few workloads show it
     off = method_error(db, used, mode, statistic, per_call)
@@ -562,7 +562,8 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     floor = reference_spread(db, used, model, mode, statistic)  # never narrower than the timings it rests on
     if floor is not None:
         low, high = min(low, centre * (1 + floor[0])), max(high, centre * (1 + floor[1]))
-    low -= level  # the level's cost is the least certain part: the interval holds the step without it
+    # the memory level's cost is the least certain part: the interval holds the step with it and without it
+    centre, high = centre + level, high + level
     ref = references(of_workload(e2e, model, batch, mode), picked["device"], "isolated", statistic, run)
     energy = rows["count"].astype(float) * rows["energy_j"]
     gap, gap_of = plain_gap(one_run(e2e, run), model, batch, mode)
@@ -575,7 +576,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                       predicted_j=(float(energy.sum()) if energy.notna().all() and len(energy) and tier is None
                                    else None),
                       layers=rows, tier=tier, scenario=scenario if tier is not None else None,
-                      tier_slowdown=centre / (fast_ops + overhead_s) if tier is not None else None,
+                      tier_slowdown=(centre - level) / (fast_ops + overhead_s) if tier is not None else None,
                       tier_measured_share=tier_share, run=run, runs_s={k: float(v) for k, v in by_run.items()},
                       runs_held=len(set(runs(pool)) | set(runs(e2e))),
                       plain_gap=gap, plain_gap_of=gap_of, widest=widest)

@@ -78,7 +78,7 @@ def sustained(curve: dict, nbytes: float) -> float:
     return at({"bytes": curve["bytes"], "bytes_per_s": rates}, nbytes)
 
 
-def _path(host: str, device: str, threads) -> Path:
+def kept_path(host: str, device: str, threads) -> Path:
     from opcost.analysis.costmodel import cache_path
 
     return cache_path(".").parent / f"bandwidth-{host}-{device}-t{threads}.json"
@@ -88,7 +88,7 @@ def curve(host: str, device: str = "cpu", threads: int | None = None, refresh: b
     """The read-bandwidth curve of this host (named ``host``, as the database names it) on ``device`` with
     ``threads`` threads: the kept one (:data:`MAX_AGE_S`), else measured now and kept, with its time
     (``measured_at``, seconds since the epoch)."""
-    path = _path(host, device, threads)
+    path = kept_path(host, device, threads)
     if not refresh and path.exists():
         try:
             kept = json.loads(path.read_text())
