@@ -23,6 +23,7 @@ def describe(s: dict) -> str:
                if s.get("bound_s") else []),
              f"  {'overhead between operators':<32} {ms(s['overhead_s']):>12}",
              *([f"  {'a slower memory level':<32} {ms(s['level_s']):>12} (its working set of "
-                f"{s['footprint_bytes'] / 1e6:.1f} MB outgrows the measured steps' level)"] if s.get("level_s") else [])]
+                f"{s['footprint_bytes'] / 1e6:.1f} MB outgrows the measured steps' level)"]
+               if s.get("level_s") else [])]
     lines += [f"  {label(op_type):<32} {ms(t):>12}" for op_type, t in s["top_op_types_s"].items()]
     return "\n".join(lines)
