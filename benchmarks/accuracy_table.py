@@ -1,8 +1,10 @@
 """The accuracy table: docs/accuracy.md and README's "How accurate is it?" section, generated from the benchmarks'
 records (benchmarks/records/*.json, written by a benchmark run with ``--record``; see benchmarks/_common.py).
 
-One row per record and accuracy figure: the date and host of the run, the command that reproduces it, the figure and
-its value. Which SUMMARY keys of a benchmark are accuracy figures, and what each means, is the one mapping ``SHOWN``
+docs/accuracy.md: one row per record and accuracy figure: the date and host of the run, the command that reproduces
+it, the figure and its value. README: one row per question users ask (``ANSWERS``), the median and worst error
+against each reference, the number of cases, and when and where it was measured; "not measured" where no record
+answers. Which SUMMARY keys of a benchmark are accuracy figures, and what each means, is the one mapping ``SHOWN``
 below. A benchmark run again with ``--record`` replaces its record, so the table always shows each benchmark's last
 recorded run.
 
@@ -92,6 +94,52 @@ SHOWN: dict[str, list[Figure]] = {
         Figure("err_predicted_vs_measured", "GPU: predicted without profiling vs measured", "signed"),
     ],
 }
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One row of README's table: a question users ask, the record (its name) that answers it, and the SUMMARY keys
+    of its median and worst |error| against opcost's own reference (``ref``) and a dedicated run (``ded``), and of
+    how many cases (``n``); ``per_line``: a key of a signed error each SUMMARY line holds for one case (the median
+    and worst |error| over the lines, in the ``ded`` column)."""
+    what: str
+    record: str | None
+    ref: tuple = (None, None)
+    ded: tuple = (None, None)
+    n: str | None = None
+    per_line: str | None = None
+
+
+ANSWERS = [
+    Answer("a CNN, measured (inference)", "prediction_accuracy", ("median_abs_err_isolated_ov", "max_abs_err_isolated_ov"),
+           ("median_abs_err_isolated_ov_vs_dedicated", "max_abs_err_isolated_ov_vs_dedicated"), "workloads"),
+    Answer("a CNN, measured (training)", "prediction_accuracy@training",
+           ("median_abs_err_isolated_ov", "max_abs_err_isolated_ov"), n="workloads"),
+    Answer("BERT-base, measured (inference)", "prediction_accuracy@bert_base@inference",
+           ("median_abs_err_isolated_ov", None), ("median_abs_err_isolated_ov_vs_dedicated", None), "workloads"),
+    Answer("transformers, measured (small widths)", "transformer_accuracy", ("median_abs_err_rot", "max_abs_err_rot"),
+           ("median_abs_err_ded", "max_abs_err_ded"), "workloads"),
+    Answer("transformers, measured (real widths)", "transformer_accuracy@transformers_real",
+           ("median_abs_err_rot", "max_abs_err_rot"), ("median_abs_err_ded", "max_abs_err_ded"), "workloads"),
+    Answer("a decode step, measured", "decode", ("median_abs_err_rot", "max_abs_err_rot"),
+           ("median_abs_err_ded", "max_abs_err_ded"), "workloads"),
+    Answer("a decode step at 4× the longest measured context", "decode",
+           ("median_abs_err_context", "max_abs_err_context")),
+    Answer("a decode step at 16× the longest measured context", "decode",
+           ("median_abs_err_context16", "max_abs_err_context16")),
+    Answer("`generate()`, prompts and lengths never measured (total)", "generate", ("median_abs_err", "max_abs_err"),
+           ("median_abs_err_ded", None), "questions"),
+    Answer("a model never profiled, drawn at random, from the default database", "unseen_random",
+           ("median_abs_err", "max_abs_err"), n="models"),
+    Answer("a transformer never profiled, from sweeps at its own shapes", "transformer_unseen@transformer_sweeps",
+           ("median_abs_err", "max_abs_err"), ("median_abs_err_run", None), "workloads"),
+    Answer("a model left out of the database it is predicted from", "generalisation",
+           ("median_abs_err_model", None), n="workloads"),
+    Answer("a GPU (H200), measured", "gpu_check", per_line="err_isolated_ov_vs_dedicated"),
+    Answer("a GPU (H200), a model never profiled", "gpu_check", per_line="err_predicted_vs_measured"),
+    Answer("a slower memory tier's slowdown (`opcost advise`)", None),
+    Answer("energy", None),
+]
 LABELS = ("model", "workload")  # a SUMMARY line's key that names what the line is about (one line per model)
 
 
@@ -144,10 +192,58 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+NOT_MEASURED = "not measured"
+
+
+def cell(line: dict, keys: tuple) -> str:
+    """"median (worst max)" of a SUMMARY ``line``'s two ``keys`` (either None: left out); :data:`NOT_MEASURED`
+    where it lacks the median."""
+    med, worst = (line.get(k) if k else None for k in keys)
+    if not isinstance(med, (int, float)):
+        return NOT_MEASURED
+    return f"{med:.1%}" + (f" (worst {worst:.1%})" if isinstance(worst, (int, float)) else "")
+
+
+def answer_row(answer: Answer, by_name: dict) -> tuple[str, str, str, str, str]:
+    """(question, against opcost's reference, against a dedicated run, cases, when and where) of one
+    :class:`Answer` from the records ``by_name``."""
+    rec = by_name.get(answer.record)
+    if rec is None:
+        return answer.what, NOT_MEASURED, NOT_MEASURED, "", ""
+    when = f"{rec['date'][:10]}, {host_text(rec['host'])}"
+    if answer.per_line:
+        errs = [abs(line[answer.per_line]) for line in rec["summaries"]
+                if isinstance(line.get(answer.per_line), (int, float))]
+        if not errs:
+            return answer.what, NOT_MEASURED, NOT_MEASURED, "", when
+        errs.sort()
+        med = errs[len(errs) // 2] if len(errs) % 2 else (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2
+        return answer.what, NOT_MEASURED, f"{med:.1%} (worst {max(errs):.1%})", str(len(errs)), when
+    line = rec["summaries"][0]
+    n = line.get(answer.n) if answer.n else None
+    return answer.what, cell(line, answer.ref), cell(line, answer.ded), str(n) if n is not None else "", when
+
+
+def answers_table(records: list[dict]) -> str:
+    by_name = {r["name"]: r for r in records}
+    lines = ["| what you ask | against opcost's reference | against a dedicated run | cases | measured |",
+             "|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in answer_row(a, by_name)) + " |" for a in ANSWERS]
+    return "\n".join(lines) + "\n"
+
+
+REFERENCES_TEXT = (
+    "Median |error| of the prediction (Σ isolated operator costs + the modelled overhead; estimates where nothing "
+    "was measured), the worst beside it. *opcost's reference*: the model's own iterations timed in the same minutes "
+    "as its operators (a step or model never measured: timed in turn with a measured one and scaled to that one's "
+    "time then, so that the host's drift cancels). *A dedicated run*: the model alone, timed by opcost's end-to-end "
+    "job in other minutes. A plain process of the user's own is not yet among these benchmarks' references.")
+
+
 def readme_section(records: list[dict]) -> str:
-    """What README holds between its markers: the table's current rows."""
-    return (f"{BEGIN}\n{table(records)}\nFrom the last recorded run of each benchmark; the records, their sources and "
-            f"how to refresh them: [docs/accuracy.md](docs/accuracy.md).\n{END}")
+    """What README holds between its markers: one row per question users ask (:data:`ANSWERS`)."""
+    return (f"{BEGIN}\n{answers_table(records)}\n{REFERENCES_TEXT}\nEvery record, figure and command, and how "
+            f"to refresh them: [docs/accuracy.md](docs/accuracy.md).\n{END}")
 
 
 INTRO = """Generated by `python benchmarks/accuracy_table.py` from the records in `benchmarks/records/`; do not edit by

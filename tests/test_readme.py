@@ -40,6 +40,23 @@ def test_readme_accuracy_section_is_the_rendered_table():
     assert len(table.rows(records)) >= len(table.SHOWN) - 1  # every benchmark with a record shows its figures
 
 
+def test_every_question_of_the_readme_table_names_what_its_record_holds():
+    """README's rows (ANSWERS) name records that exist and SUMMARY keys their records hold: a renamed record or key
+    fails here instead of turning a measured figure into "not measured"."""
+    table = _accuracy_table()
+    by_name = {r["name"]: r for r in table.load_records()}
+    for answer in table.ANSWERS:
+        if answer.record is None:
+            continue
+        assert answer.record in by_name, answer
+        keys = {k for line in by_name[answer.record]["summaries"] for k in line}
+        wanted = [k for k in (*answer.ref, *answer.ded, answer.n, answer.per_line) if k]
+        assert wanted and set(wanted) <= keys, (answer.what, set(wanted) - keys)
+        row = table.answer_row(answer, by_name)
+        for keys, shown in ((answer.ref, row[1]), (answer.ded, row[2])):
+            assert shown != table.NOT_MEASURED or not keys[0], (answer.what, keys)
+
+
 def test_readme_says_accuracy_only_in_its_section():
     """Nothing about accuracy outside the generated section: no percentage in README's prose elsewhere (commands
     and code, such as `--budget 25%`, aside)."""
