@@ -111,7 +111,8 @@ class Answer:
 
 
 ANSWERS = [
-    Answer("a CNN, measured (inference)", "prediction_accuracy", ("median_abs_err_isolated_ov", "max_abs_err_isolated_ov"),
+    Answer("a CNN, measured (inference)", "prediction_accuracy",
+           ("median_abs_err_isolated_ov", "max_abs_err_isolated_ov"),
            ("median_abs_err_isolated_ov_vs_dedicated", "max_abs_err_isolated_ov_vs_dedicated"), "workloads"),
     Answer("a CNN, measured (training)", "prediction_accuracy@training",
            ("median_abs_err_isolated_ov", "max_abs_err_isolated_ov"), n="workloads"),

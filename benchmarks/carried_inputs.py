@@ -17,6 +17,7 @@ kernels, `in_model`), per step: the cache updates (`cat` of the cached tokens an
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import time
 
 import numpy as np
@@ -63,7 +64,6 @@ def in_model(wl) -> pd.Series:
 def main() -> None:
     from opcost.config import workloads
     from opcost.measure.profile import ProfileSettings
-    from opcost.measure.timing import TimingSettings
     from opcost.model.modes import decode_context
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -86,7 +86,7 @@ def main() -> None:
     for entry in cfg["models"].values():
         entry.pop("context_lens", None)
         entry.pop("batch_sizes", None)
-    settings = ProfileSettings(TimingSettings.from_config(cfg["profile"]["timing"]), cache="fresh", order="model")
+    settings = replace(ProfileSettings.from_config(cfg), cache="fresh", order="model")
     rows = []
     for model, mode, batch in workloads(cfg, "models"):
         if decode_context(mode) is None:

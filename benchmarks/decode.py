@@ -35,6 +35,7 @@ the database without the sweep points. Prints the tables, the median |error| of 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import pickle
 import time
 from pathlib import Path
@@ -106,10 +107,8 @@ def profile_sweeps(cfg: dict, args) -> list[dict]:
     learns from. Sweep points have no end-to-end time and no trace."""
     from opcost.config import workloads
     from opcost.measure.profile import ProfileSettings, profile_configs
-    from opcost.measure.timing import TimingSettings
 
-    settings = ProfileSettings(TimingSettings.from_config(cfg["profile"]["timing"]), cache=args.cache,
-                               order=args.order, e2e_every=int(cfg["profile"]["e2e_every"]))
+    settings = replace(ProfileSettings.from_config(cfg), cache=args.cache, order=args.order)
     kept = []
     for model, mode, batch in workloads(cfg, "sweeps"):
         _, layers, configs = workload_configs(model, batch, mode, cfg["models"][model])

@@ -21,6 +21,7 @@ gap's difference; opcost.analysis.overhead). Prints the error table and one SUMM
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import time
 from pathlib import Path
 
@@ -91,8 +92,7 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
     e_before, _ = measure_e2e(wl, e2e_settings, "cpu")
     rotation_e2e = []
     iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32",
-                             ProfileSettings(op_settings, cache=args.cache, order=args.order,
-                                             e2e_every=int(cfg["profile"]["e2e_every"])),
+                             replace(ProfileSettings.from_config(cfg), cache=args.cache, order=args.order),
                              on_e2e=lambda row, _: rotation_e2e.append(row))
     engine_s = engine_cost(iso)  # training: measured in the rotation, counted once per iteration
     alone = engine_call_s("cpu", op_settings) if engine_s is not None else None  # the former rule, beside

@@ -37,9 +37,8 @@ def main() -> None:
     for model in args.models:
         cfg = _smoke.config() if args.smoke else model_entries([model], None)
         wl, layers, configs = workload_configs(model, 1, "training", cfg["models"][model])
-        timing = TimingSettings.from_config(cfg["profile"]["timing"])
         rotation = []
-        iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", ProfileSettings(timing, e2e_every=4),
+        iso, _ = profile_configs(configs, cfg["models"], "cpu", "float32", ProfileSettings.from_config(cfg),
                                        on_e2e=lambda row, _: rotation.append(row))
         engine_s = engine_cost(iso)  # measured in the rotation and taken out of each backward row
         ins, _, interleaved = profile_insitu(wl, TimingSettings.from_config(cfg["insitu"]["timing"]), "cpu")

@@ -16,6 +16,28 @@ def test_defaults_are_filled():
     assert cfg["e2e"]["timing"]["max_seconds"] == 10.0
 
 
+def test_the_settings_classes_defaults_are_the_schemas():
+    """One source for every default: a settings object built without a config (as library users and benchmarks
+    build them) is the one the workflow builds from a config that names only its models, on a CPU; the placement's
+    tiers aside (none unless named: the library places nothing unless told)."""
+    import dataclasses
+
+    from opcost.analysis.loop import LoopSettings
+    from opcost.measure.energy import EnergySettings
+    from opcost.measure.placement import Settings
+    from opcost.measure.profile import ProfileSettings
+    from opcost.measure.timing import TimingSettings
+
+    cfg = validate({"models": {"m": {}}})
+    assert ProfileSettings() == dataclasses.replace(ProfileSettings.from_config(cfg), placement=Settings(
+        max_per_config=cfg["placement"]["max_per_config"], on_missing=cfg["placement"]["on_missing"],
+        params=cfg["placement"]["params"]))
+    assert dataclasses.replace(Settings.from_config(cfg["placement"]), tiers=()) == Settings()
+    assert TimingSettings() == TimingSettings.from_config(cfg["profile"]["timing"])
+    assert EnergySettings() == EnergySettings.from_config(cfg["energy"])
+    assert LoopSettings() == LoopSettings.from_config(cfg["loop"])
+
+
 def test_a_config_naming_only_its_models_runs_the_shipped_study():
     """One set of defaults: the schema's defaults are config/config.yaml's values, so a user's config that lists
     only its models (``--configfile`` replaces the shipped file) runs the same study as ``make run``."""

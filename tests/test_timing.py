@@ -334,7 +334,7 @@ def test_noisy_configurations_are_remeasured_and_the_least_noisy_attempt_kept(mo
                             for i in range(3)])
     journal = []
     meas, _ = prof.profile_configs(configs, {}, "cpu", "float32",
-                                   prof.ProfileSettings(TimingSettings(), remeasure=2, cache="warm"),
+                                   prof.ProfileSettings(TimingSettings(), remeasure=2, cache="warm", visits=1),
                                    on_result=lambda rows, samples: journal.extend(rows))
     assert calls["n"] == 4  # 3 configurations + 1 re-measurement of the noisy one
     assert (~meas["noisy"]).all() and sorted(meas["attempts"]) == [1, 1, 2]

@@ -55,10 +55,12 @@ class Tier:
 
 @dataclass(frozen=True)
 class Settings:
+    """Config `placement`; the defaults are the schema's (a test holds them equal), but for ``tiers``: none, the
+    library placing nothing unless told (the workflow's default config names `dram` and `far`)."""
     tiers: tuple[Tier, ...] = ()
     on_missing: str = "skip"
     params: str = "fixed"
-    max_per_config: int = 8
+    max_per_config: int = 4
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "Settings":
@@ -67,8 +69,8 @@ class Settings:
         for name, spec in (cfg.get("tiers") or {}).items():
             (kind, where), = spec.items()
             tiers.append(Tier(name, kind, int(where) if kind == "numa" else where))
-        return cls(tuple(tiers), cfg.get("on_missing", "skip"), cfg.get("params", "fixed"),
-                   int(cfg.get("max_per_config", 8)))
+        return cls(tuple(tiers), cfg.get("on_missing", cls.on_missing), cfg.get("params", cls.params),
+                   int(cfg.get("max_per_config", cls.max_per_config)))
 
     @property
     def enabled(self) -> bool:

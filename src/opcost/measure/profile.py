@@ -167,9 +167,9 @@ class ProfileSettings:
     cache: str = "fresh"
     order: str = "model"
     remeasure: int = 1
-    visits: int = 1
+    visits: int = 2
     rotation_size: int = MAX_ROTATION
-    e2e_every: int = 0
+    e2e_every: int = 4
     placement: PlacementSettings = field(default_factory=PlacementSettings)
 
     @classmethod

@@ -36,7 +36,7 @@ class TimingSettings:
     target_rel_ci: float = 0.02
     min_samples: int = 10
     max_samples: int = 1000
-    max_seconds: float = 2.0
+    max_seconds: float = 1.0
     warmup_s: float = 0.05
     warmup_calls: int = 2
     min_sample_s: float = 0.001
