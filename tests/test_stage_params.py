@@ -26,6 +26,13 @@ def test_a_stage_config_holds_its_rules_params_and_refuses_every_other_key(cfg):
     for read in (lambda: c["profile"], lambda: c.get("profile", {}), lambda: "profile" in c):
         with pytest.raises(UndeclaredKey, match="stage e2e.*'profile'"):
             read()
+    # a section declared by one of its settings (the trace stage: profile.e2e_every): that setting only
+    trace = StageConfig.of(cfg, "trace", MODEL)
+    assert trace["profile"]["e2e_every"] == cfg["profile"]["e2e_every"]
+    for read in (lambda: trace["profile"]["chunks"], lambda: trace["profile"].get("chunks"),
+                 lambda: "chunks" in trace.get("profile")):
+        with pytest.raises(UndeclaredKey, match="stage trace \\(profile\\).*'chunks'"):
+            read()
     # the config's order stays: the first placement tier is the fast one
     assert list(StageConfig.of(cfg, "profile")["placement"]["tiers"]) == ["dram", "dram_b", "absent"]
     # what a script passes: the rule's params string, run mark and all

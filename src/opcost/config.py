@@ -362,6 +362,12 @@ class StageConfig(Mapping):
             part["models"] = {model: own}
         self.stage, self._part = stage, part
         self._declared = {k.partition(".")[0] for k in STAGE_KEYS[stage]} | ({"models"} if own is not None else set())
+        whole = {k for k in STAGE_KEYS[stage] if "." not in k}
+        self._settings: dict[str, set] = {}  # a section declared by some of its settings only: those settings
+        for key in STAGE_KEYS[stage]:
+            top, _, setting = key.partition(".")
+            if setting and top not in whole:
+                self._settings.setdefault(top, set()).add(setting)
 
     @classmethod
     def from_params(cls, stage: str, params: str, model: str | None = None) -> "StageConfig":
@@ -381,9 +387,19 @@ class StageConfig(Mapping):
             raise UndeclaredKey(f"stage {self.stage}", f"reads config key {key!r}, which is not in its rule's params: "
                                                        "add it to opcost.config.STAGE_KEYS")
 
+    def _section(self, key, value):
+        """``value`` of top-level ``key``; a section declared by some of its settings only, as a
+        :class:`StageConfig` of those settings (reading another one of its settings raises, too)."""
+        if key not in self._settings or not isinstance(value, dict):
+            return value
+        section = StageConfig.__new__(StageConfig)
+        section.stage, section._part, section._settings = f"{self.stage} ({key})", value, {}
+        section._declared = self._settings[key]
+        return section
+
     def __getitem__(self, key):
         self._check(key)
-        return self._part[key]
+        return self._section(key, self._part[key])
 
     def __contains__(self, key) -> bool:
         self._check(key)
@@ -391,7 +407,7 @@ class StageConfig(Mapping):
 
     def get(self, key, default=None):
         self._check(key)
-        return self._part.get(key, default)
+        return self._section(key, self._part.get(key, default))
 
     def __iter__(self):
         return iter(self._part)
