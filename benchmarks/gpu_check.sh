@@ -2,7 +2,7 @@
 # GPU check, for a host with a CUDA device (`make gpu-check`): a short workflow run on tests/data/gpu.yaml (device
 # cuda; device, pinned-host and managed memory tiers; NVML energy; Kineto traces with CUDA kernels), then the tests
 # that need a GPU, a digest of the results (benchmarks/gpu_digest.py) and two CUDA traces. On an H200 the workflow
-# took 6 to 8 minutes, the GPU tests 15 to 30 s (docs/measurements.md). Ends with a SUMMARY line.
+# took 6 to 8 minutes, the GPU tests 15 to 30 s (benchmarks/records/measurements.md). Ends with a SUMMARY line.
 #
 # Everything it writes is under OUTDIR (default results/gpu-check): the workflow runs there (OUTDIR/results,
 # OUTDIR/logs, OUTDIR/.snakemake: never the study in ./results), beside the check's own logs (host.txt, snakemake.log,

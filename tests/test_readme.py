@@ -76,8 +76,8 @@ def test_every_record_holds_what_the_table_needs():
         assert (ROOT / rec["command"].split()[1]).exists(), f"{rec['name']}: no such benchmark"
         assert rec["summaries"] and all(isinstance(s, dict) for s in rec["summaries"]), rec["name"]
         if rec.get("seeded_from"):  # carried over from the dated log: its date is a heading there
-            heading = rec["seeded_from"].removeprefix("docs/measurements.md, ").split(" (")[0]
-            assert f"## {heading}" in (ROOT / "docs" / "measurements.md").read_text(), rec["name"]
+            heading = rec["seeded_from"].removeprefix("benchmarks/records/measurements.md, ").split(" (")[0]
+            assert f"## {heading}" in (ROOT / "benchmarks" / "records" / "measurements.md").read_text(), rec["name"]
 
 
 def test_readme_fits_a_first_reading():

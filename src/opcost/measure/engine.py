@@ -103,7 +103,7 @@ def without_engine_calls(measurements: pd.DataFrame, samples: pd.DataFrame, engi
     samples, less ``engine_s`` each, floored at 0; ``engine_s`` recorded on those rows. A row the engine's cost
     masks (a transpose's backward on a GPU) comes out 0: no floor is known for a node's own cost (a view's backward
     costs less than the ``x * 2`` node the engine measurement chains; flooring at that node's cost raised
-    tiny_bert's training sum by 11%, docs/measurements.md)."""
+    tiny_bert's training sum by 11%, benchmarks/records/measurements.md)."""
     meas = measurements.copy()
     rows = _isolated_backward(meas) & (meas["status"] == "ok") & meas["engine_s"].isna()
     for col in ENGINE_STATS:

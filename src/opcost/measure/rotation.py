@@ -274,7 +274,7 @@ def lead_in(iteration: Callable[[], object], device: str = "cpu", lead_s: float 
     often as lasts ``lead_s`` (timed once here, after a call of its own; at least once, at most ``most`` times).
     One iteration after a round leaves a millisecond-scale model colder than a run of it: a decode step of a small
     decoder, whose Python glue is a third of its time, ran 4-32% slower as the second of two iterations after a
-    round than in a loop of steps, and as fast as the loop after five (docs/measurements.md)."""
+    round than in a loop of steps, and as fast as the loop after five (benchmarks/records/measurements.md)."""
     clock = clock_for(device)
     clock.time_block(iteration, 1)
     once = max(clock.time_block(iteration, 1), 1e-9)
