@@ -80,7 +80,7 @@ FOLDS = 5
 BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
 FILE = "costmodel.pkl"  # its name in the cache folder (:func:`cache_path`), after the database's own folder
 CACHE_ENV = "OPCOST_CACHE"  # the cache folder, when set; else $XDG_CACHE_HOME/opcost, else ~/.cache/opcost
-FIT_VERSION = 20  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 21  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
@@ -109,8 +109,11 @@ class Law:
                                          np.maximum(np.asarray(nbytes, float), 1.0) / self.memory_rate)
 
 
-def fit_law(flops, nbytes, seconds) -> Law:
-    """The roofline law of :class:`Law` fitted to measured ``seconds`` (log-space least squares, soft-L1)."""
+def fit_law(flops, nbytes, seconds, peak: float | None = None) -> Law:
+    """The roofline law of :class:`Law` fitted to measured ``seconds`` (log-space least squares, soft-L1), its
+    compute rate at most ``peak`` FLOP/s (:func:`peak_rates`: the fastest any measured configuration of the phase
+    ran): configurations that are all bound by memory or by the per-call floor leave the compute rate free, and a
+    fit free to put it anywhere answers for a large matrix product at a rate the host never reached."""
     from scipy.optimize import least_squares
 
     f, b, t = (np.asarray(v, float) for v in (flops, nbytes, seconds))
@@ -125,9 +128,10 @@ def fit_law(flops, nbytes, seconds) -> Law:
     # the floor is a per-call cost: at most the cheapest call measured (else a fit over large calls only would put
     # their size-dependent time into the floor and overstate every smaller call)
     floor_max = max(float(t.min()), 2e-10)
-    x0 = np.log([floor_max / 2, float(np.median(f / t)), float(np.median(b / t))])
+    top = max(float(peak), 2e3) if peak else 1e17
+    x0 = np.log([floor_max / 2, min(float(np.median(f / t)), top / 2), float(np.median(b / t))])
     res = least_squares(lambda th: np.log(model(th)) - logt, x0, loss="soft_l1", f_scale=0.2,
-                        bounds=(np.log([1e-10, 1e3, 1e3]), np.log([floor_max, 1e17, 1e15])))
+                        bounds=(np.log([1e-10, 1e3, 1e3]), np.log([floor_max, top, 1e15])))
     floor, crate, mrate = np.exp(res.x)
     return Law(float(floor), float(crate), float(mrate), len(t), worked)
 
@@ -153,6 +157,7 @@ class CostModel:
     lines: Lines | None = None  # measured configurations by shape line, for ``interpolated`` estimates
     fallback: pd.DataFrame | None = None  # per configuration: held-out log ratio of its fallback, its type unmeasured
     method_quantiles: dict = field(default_factory=dict)  # fallback method -> (q05, q95) of its held-out log ratios
+    peaks: dict = field(default_factory=dict)  # (mode, phase) -> the fastest FLOP rate measured: peak_rates
 
     # -- fitting -----------------------------------------------------------------------------------------------
     @classmethod
@@ -195,9 +200,10 @@ class CostModel:
     def _fit_once(cls, data: pd.DataFrame, target: str) -> "CostModel":
         model = cls(target=target)
         y = data[target].astype(float)
+        model.peaks = peak_rates(data, y)
         for key, g in data.groupby(["op_type", "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
-                model.laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
+                model.laws[key] = fit_law(g["flops"], g["bytes"], y[g.index], model.peaks.get(key[1:]))
         model._fit_shared(data, y)
         model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(
             y=y, family=data["op_type"].map(optypes.family))
@@ -234,13 +240,13 @@ class CostModel:
         for key, g in data.groupby(["mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 g = _with_work(g, worked)
-                self.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index])
+                self.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index], self.peaks.get(key))
         family = data["op_type"].map(optypes.family)
         keep = family.notna() if families is None else family.isin(families)
         for key, g in data[keep].groupby([family[keep], "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 w = _with_work(g, worked)
-                self.family_laws[key] = fit_law(w["flops"], w["bytes"], y[w.index])
+                self.family_laws[key] = fit_law(w["flops"], w["bytes"], y[w.index], self.peaks.get(key[1:]))
             idle = g[~worked[g.index]]
             if len(idle):
                 self.family_calls[key] = float(y[idle.index].median())
@@ -313,7 +319,7 @@ class CostModel:
         training rows without it, ``y`` their target): its own laws and shape lines dropped, the shared laws of
         its family and of each phase refitted to ``rest``."""
         fam = optypes.family(op_type)
-        m = CostModel(target=self.target, categories=self.categories)
+        m = CostModel(target=self.target, categories=self.categories, peaks=self.peaks)
         m.laws = {k: v for k, v in self.laws.items() if k[0] != op_type}
         m.points = self.points[self.points["op_type"] != op_type]
         m.family_laws = {k: v for k, v in self.family_laws.items() if k[0] != fam}
@@ -527,6 +533,14 @@ class CostModel:
     def chosen(self) -> str:
         """The method chosen per mode: ``inference: law+trees+context, training: law+trees``."""
         return ", ".join(f"{mode}: {m}" for mode, m in sorted(self.chosen_by_mode.items())) or "law"
+
+
+def peak_rates(data: pd.DataFrame, y: pd.Series) -> dict:
+    """(mode, phase) -> the fastest FLOP rate any configuration of ``data`` (``y``: its seconds) ran at: what this
+    host and thread count reach, the ceiling of every law's compute rate (:func:`fit_law`)."""
+    work = data["flops"].astype(float)
+    rate = (work / y.astype(float)).where(work >= 1)
+    return {k: float(v) for k, v in rate.groupby([data["mode"], data["phase"]]).max().items() if np.isfinite(v)}
 
 
 def _bootstrap_se(values: pd.Series, groups: pd.Series) -> float:
