@@ -253,7 +253,8 @@ hand. A benchmark run with `--record` (or `OPCOST_RECORD=1`) writes its record,
 the command names, and the run's SUMMARY lines),
 replacing that benchmark's previous one (a `--smoke` run writes none); this script then rewrites the table below and
 README's "How accurate is it?" section. Errors are predicted / measured − 1. How each benchmark measures is in its
-docstring and in [methodology.md](methodology.md); the runs are logged in [measurements.md](../benchmarks/records/measurements.md).
+docstring and in [methodology.md](methodology.md); the runs are logged in
+[measurements.md](../benchmarks/records/measurements.md).
 """
 
 
@@ -268,8 +269,9 @@ def document(records: list[dict]) -> str:
     seeded = [r for r in records if r.get("seeded_from")]
     parts = ["# Accuracy\n", INTRO, table(records)]
     if seeded:
-        parts.append("Records carried over from the dated log ([measurements.md](../benchmarks/records/measurements.md)), each with the "
-                     "date and command of its run as logged:\n")
+        log = "[measurements.md](../benchmarks/records/measurements.md)"
+        parts.append(f"Records carried over from the dated log ({log}), each with the date and command of its run "
+                     "as logged:\n")
         parts.append("\n".join(f"- `{r['name']}`: {r['seeded_from']}" for r in seeded) + "\n")
     traced = [r for r in records if r.get("commit")]
     if traced:

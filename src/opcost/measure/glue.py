@@ -4,9 +4,9 @@ A model's iteration costs its operators plus the Python code between and around 
 parent's ``forward``, a Hugging Face model's mask and cache bookkeeping), and that code also costs the operators
 something: the caches it leaves cold. A decode step of a small Llama-shaped decoder ran each Linear in 65 µs inside
 the model where an immediate second call on the same input took 18 µs and the replay of the same calls in model
-order 31 µs (benchmarks/records/measurements.md). A trace sees neither part well at this scale: the profiler's own bookkeeping
-between two calls is several microseconds and touches memory too, so the replay it records runs about as cold as the
-model, and the difference of the two traces misses what the glue does to the operators.
+order 31 µs (benchmarks/records/measurements.md). A trace sees neither part well at this scale: the profiler's own
+bookkeeping between two calls is several microseconds and touches memory too, so the replay it records runs about as
+cold as the model, and the difference of the two traces misses what the glue does to the operators.
 
 :func:`time_glue` times the model's step against its operators as isolated profiling times them: one rotation round
 of the workload's configurations per iteration (:func:`opcost.measure.profile.operator_round`: model order, each
@@ -14,7 +14,8 @@ call timed alone, inputs as their producers leave them, outputs held as long as 
 reference iteration between rounds as often as profiling runs it), the sum of the round's per-call medians. The glue
 is then exactly what the isolated costs leave out: in decode steps a plain replay of the same calls, back to back
 with each output dropped at once, ran them 7-11% faster than the rotation times them, and rounds without the
-reference iterations 3-4% faster; a glue taken against either counted that part twice (benchmarks/records/measurements.md).
+reference iterations 3-4% faster; a glue taken against either counted that part twice
+(benchmarks/records/measurements.md).
 The two sides alternate, in blocks of the same seconds, each block after one untimed iteration of its own (the
 state a run of the model finds), the order alternating between rounds so that a drift of the machine's speed
 cancels. The glue of one iteration is the median over rounds of model minus operators.
