@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,9 +218,8 @@ def answer_row(answer: Answer, by_name: dict) -> tuple[str, str, str, str, str]:
                 if isinstance(line.get(answer.per_line), (int, float))]
         if not errs:
             return answer.what, NOT_MEASURED, NOT_MEASURED, "", when
-        errs.sort()
-        med = errs[len(errs) // 2] if len(errs) % 2 else (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2
-        return answer.what, NOT_MEASURED, f"{med:.1%} (worst {max(errs):.1%})", str(len(errs)), when
+        return (answer.what, NOT_MEASURED, f"{statistics.median(errs):.1%} (worst {max(errs):.1%})", str(len(errs)),
+                when)
     line = rec["summaries"][0]
     n = line.get(answer.n) if answer.n else None
     return answer.what, cell(line, answer.ref), cell(line, answer.ded), str(n) if n is not None else "", when

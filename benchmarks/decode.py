@@ -289,6 +289,7 @@ def main() -> None:
     groups = {kind: extra.loc[extra["kind"] == kind, "err"].abs()
               for kind in ("context", "context16", "batch", "both")}
     med = lambda s: float(np.median(s)) if len(s) else float("nan")  # noqa: E731
+    worst = lambda s: float(s.max()) if len(s) else float("nan")  # noqa: E731
     print("\nmedian |error|: measured vs rotation {:.1%}, vs dedicated {:.1%}; never measured: context 4x {:.1%}, "
           "16x {:.1%}, batch {:.1%}, both {:.1%}, all {:.1%} (overhead traced now: {:.1%}; against the dedicated "
           "steps timed "
@@ -298,9 +299,8 @@ def main() -> None:
             median_abs_err_rot_traced=med(table["err_rot_traced"].abs()),
             median_abs_err_ded=med(ded), max_abs_err_ded=float(ded.max()), median_drift=med(table["drift"]),
             extrapolated=len(extra), median_abs_err_context=med(groups["context"]),
-            max_abs_err_context=float(groups["context"].max()) if len(groups["context"]) else float("nan"),
-            median_abs_err_context16=med(groups["context16"]),
-            max_abs_err_context16=float(groups["context16"].max()) if len(groups["context16"]) else float("nan"),
+            max_abs_err_context=worst(groups["context"]), median_abs_err_context16=med(groups["context16"]),
+            max_abs_err_context16=worst(groups["context16"]),
             median_level_ms=med(extra["level_ms"]),
             median_abs_err_batch=med(groups["batch"]), median_abs_err_both=med(groups["both"]),
             median_abs_err_extrap=med(extra["err"].abs()), max_abs_err_extrap=float(extra["err"].abs().max()),

@@ -90,9 +90,8 @@ def level_shift(rows: pd.DataFrame, step_bytes: float, reference_bytes: float, c
 
     if step_bytes <= reference_bytes or rows.empty:
         return 0.0
-    slow = 1.0 / bw.sustained(curve, step_bytes)
     own = features(rows)["bytes"].astype(float).to_numpy()
-    held = np.array([1.0 / bw.sustained(curve, max(reference_bytes, b)) for b in own])
+    slow, held = 1.0 / bw.sustained(curve, step_bytes), 1.0 / bw.sustained(curve, np.maximum(reference_bytes, own))
     return float((rows["count"].astype(float).to_numpy() * own * np.clip(slow - held, 0.0, None)).sum())
 
 

@@ -21,7 +21,7 @@ fully measured workloads' predictions (isolated costs + their modelled overhead)
 run took of them (:func:`method_error`: the machine's drift between minutes included), which holds the overhead's
 spread between workloads; with fewer than three such workloads, the overhead's 10–90% range instead. An interval
 is never narrower than the spread of the end-to-end times of its model's measured workloads of its kind (every
-model's where its own has none: :func:`reference_spread`), the timings the prediction rests on and is checked
+model's where its own has none: :func:`timing_spread`), the timings the prediction rests on and is checked
 against.
 """
 from __future__ import annotations
@@ -279,16 +279,16 @@ def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) 
     return [(ref - ops) / calls for _, ref, ops, calls in _measured_workloads(db, used, mode, statistic)]
 
 
-def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str,
-                 per_call: float) -> tuple[float, float] | None:
+def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str, per_call: float,
+                 times: dict | None = None) -> tuple[float, float] | None:
     """(5th, 95th percentile) of end-to-end time / prediction − 1 over the database's fully measured model
     workloads of ``mode`` with an end-to-end time, each predicted as :func:`predict_workload` predicts it (Σ count ×
     isolated cost + its overhead by :func:`_overhead_of`, ``per_call`` the median per call of all), against each
     end-to-end time its run took of it (:func:`_every_time`: a time taken in other minutes than the costs moves
     with the machine, and the interval is to hold such a time too), i.e. how far the method is off where nothing
-    is estimated; None with fewer than 3 such workloads."""
+    is estimated; None with fewer than 3 such workloads. ``times``: :func:`_every_time`'s, where the caller has them."""
     traced = traced_overheads(db, used, mode)
-    times = _every_time(db, used, statistic)
+    times = _every_time(db, used, statistic) if times is None else times
     rel, workloads = [], 0
     for (model, batch), ref, ops, calls in _measured_workloads(db, used, mode, statistic):
         predicted = ops + _overhead_of(traced, model, batch, calls, per_call)[0]
@@ -306,14 +306,13 @@ def _same_kind(mode: str, other: str) -> bool:
     return other == mode or (is_decode(mode) and is_decode(other)) or (_is_prefill(mode) and _is_prefill(other))
 
 
-def reference_spread(db: dict, used: pd.DataFrame, model: str, mode: str,
-                     statistic: str) -> tuple[float, float] | None:
+def timing_spread(times: dict, model: str, mode: str) -> tuple[float, float] | None:
     """(5th, 95th percentile) of how far each end-to-end time of ``model``'s measured workloads of ``mode``'s kind
-    (:func:`_same_kind`) lies from its workload's median time (:func:`_every_time`: every run that timed it), i.e.
-    the spread of the timings a prediction of that model rests on and is checked against, which no interval can
-    be narrower than; of every model's such workloads where ``model`` has none with two times; None where no
-    workload of that kind has two."""
-    times = _every_time(db, used, statistic)
+    (:func:`_same_kind`) lies from its workload's median time (``times``: :func:`_every_time`'s, every run that
+    timed it), i.e. the spread of the timings a prediction of that model rests on and is checked against, which no
+    interval can be narrower than; of every model's such workloads where ``model`` has none with two times; None
+    where no workload of that kind has two. (Not :func:`opcost.analysis.predict.reference_spread`: one workload's
+    rotations, largest over smallest.)"""
     for mine in (True, False):
         rel = [t / float(np.median(ts)) - 1 for (name, _, m), ts in times.items()
                if (name == model or not mine) and _same_kind(mode, m) and len(ts) >= 2 for t in ts]
@@ -552,14 +551,15 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     centre = ops + overhead_s
     # the method's own error (isolated costs + modelled overhead against end-to-end times), which includes the
     # overhead's spread between workloads; the overhead's range alone where too few workloads show it
-    off = method_error(db, used, mode, statistic, per_call)
+    times = _every_time(db, used, statistic)
+    off = method_error(db, used, mode, statistic, per_call, times)
     below, above = ((per_call - lo_call) * calls, (hi_call - per_call) * calls) if off is None else \
         (centre * max(0.0, -off[0]), centre * max(0.0, off[1]))
     spread = down ** 2 + up ** 2
     widest = str(spread.idxmax()[0]) if len(spread) and spread.max() > 0 else None
     low = centre - float(np.sqrt((down ** 2).sum() + below ** 2))
     high = centre + float(np.sqrt((up ** 2).sum() + above ** 2))
-    floor = reference_spread(db, used, model, mode, statistic)  # never narrower than the timings it rests on
+    floor = timing_spread(times, model, mode)  # never narrower than the timings it rests on
     if floor is not None:
         low, high = min(low, centre * (1 + floor[0])), max(high, centre * (1 + floor[1]))
     # the memory level's cost is the least certain part: the interval holds the step with it and without it

@@ -63,14 +63,15 @@ def measure(device: str = "cpu", threads: int | None = None, sizes=SIZES, budget
     return out
 
 
-def at(curve: dict, nbytes: float) -> float:
-    """Bytes per second the host reads a working set of ``nbytes`` at: the curve interpolated in log size, its
-    ends held beyond it."""
+def at(curve: dict, nbytes):
+    """Bytes per second the host reads a working set of ``nbytes`` at (a number, or an array of them: an array):
+    the curve interpolated in log size, its ends held beyond it."""
     sizes, rates = np.log(curve["bytes"]), np.asarray(curve["bytes_per_s"], dtype=float)
-    return float(np.interp(np.log(max(nbytes, 1.0)), sizes, rates))
+    got = np.interp(np.log(np.maximum(np.asarray(nbytes, dtype=float), 1.0)), sizes, rates)
+    return float(got) if got.ndim == 0 else got
 
 
-def sustained(curve: dict, nbytes: float) -> float:
+def sustained(curve: dict, nbytes):
     """Bytes per second the host sustains reading a working set of ``nbytes``: :func:`at` on the curve made
     non-increasing in size (a larger working set never reads faster; the measured curve's ripples within one cache
     level are noise)."""
