@@ -141,6 +141,41 @@ def test_no_law_answers_faster_than_the_host_ever_ran():
     assert model.estimate(row, "law")["estimate"].iloc[0] >= flops / peak
 
 
+def _elementwise(op_type, sizes, seconds, tag):
+    """``op_type`` configurations on float32 tensors of ``sizes`` elements, ``seconds(i, bytes)`` each."""
+    rows = []
+    for i, n in enumerate(sizes):
+        spec = json.dumps([_spec([int(n)])])
+        nbytes = configuration_features(op_type, {}, [_spec([int(n)])], [_spec([int(n)])])["bytes"]
+        rows.append({"config_id": f"{tag}{i}", "op_type": op_type, "mode": "inference", "phase": "forward",
+                     "params": "{}", "inputs": spec, "outputs": spec, "seconds": seconds(i, nbytes)})
+    return pd.DataFrame(rows)
+
+
+def test_no_law_answers_slower_than_its_bytes_show():
+    """Copies measured only at a few KB (index, stack, contiguous: 6-12 us, their per-call costs differing by type
+    and so growing with the bytes) leave the copy family's memory rate unmeasured, while ReLUs from 40 KB to 400 MB
+    ran at 1e10 bytes/s. A fit free to explain the small copies' differences with a slow rate would answer a 400 MB
+    `cat` at that rate; the family's memory rate is at least the typical measured one, and the ReLUs' own law keeps
+    what they measured."""
+    relu = _elementwise("ReLU", np.geomspace(1e4, 1e8, 12), lambda i, b: 2e-6 + b / 1e10, "r")
+    small = [_elementwise(t, [700, 1400, 2600], lambda i, b, k=k: (5 + 2 * k + 1.5 * i) * 1e-6, t[:2])
+             for k, t in enumerate(["index", "stack", "contiguous"])]
+    model = CostModel.fit(pd.concat([relu, *small], ignore_index=True))
+    typical = model.typical[("inference", "forward")]
+    typical = typical[1]
+    assert typical == pytest.approx(1e10, rel=0.1)
+    assert model.laws[("ReLU", "inference", "forward")].memory_known
+    family = model.family_laws[("copy", "inference", "forward")]
+    assert not family.memory_known and family.memory_rate >= typical * (1 - 1e-9)
+    big = _elementwise("cat", [1e8], lambda i, b: 0.0, "big")
+    est = model.estimate(big.drop(columns="seconds"), "law")
+    assert est["method"].iloc[0] != "global" and est["estimate"].iloc[0] <= 1.2 * (2e-6 + 8e8 / 1e10)
+    free = fit_law([0.0] * 9, [2800, 5600, 10400] * 3, [(5 + 2 * k + 1.5 * i) * 1e-6 for k in range(3)
+                                                         for i in range(3)])
+    assert free.memory_rate < typical / 2  # what the fit does without the bound: the rate the test guards against
+
+
 def _relu_workload(rng, n, mode, context, factor, tag) -> pd.DataFrame:
     """``n`` ReLU configurations measured among workload ``tag`` of context ``context`` (log10 bytes), costing
     ``factor`` times a roofline law (2% noise)."""

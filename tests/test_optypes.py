@@ -68,3 +68,36 @@ def test_the_breakdown_legend_names_the_module_and_the_functional_linear_apart()
     forward, _ = figures.breakdown_fractions(costed, measured)
     assert {"Linear", "aten::linear"} <= set(forward.columns) and "linear" not in forward.columns
     assert forward.sum(axis=1).iloc[0] == pytest.approx(1.0)
+
+
+class _StdConv2d(nn.Conv2d):
+    """A convolution that standardises its weight first, with its own constructor (timm's ``StdConv2d``)."""
+
+    def __init__(self, in_channel, out_channels, kernel_size, eps=1e-6):
+        super().__init__(in_channel, out_channels, kernel_size, bias=False)
+        self.eps = eps
+
+    def forward(self, x):
+        w = F.batch_norm(self.weight.reshape(1, self.out_channels, -1), None, None, training=True,
+                         eps=self.eps).reshape_as(self.weight)
+        return F.conv2d(x, w, None, self.stride, self.padding)
+
+
+def test_a_subclass_of_a_known_module_is_costed_as_its_base():
+    """A module class the op table does not name, built on one it names, records that base and the base's
+    constructor parameters: its work is counted as a convolution's (not as an unknown type's elementwise work, which
+    put a ResNetV2's weight-standardised convolutions at a fraction of their cost), it takes the base's family,
+    and the base is among its twins, so that a database that measured Conv2d answers for it."""
+    from opcost.analysis.features import configuration_features
+
+    model = nn.Sequential(_StdConv2d(8, 16, 3), nn.ReLU())
+    layers = extract(make_workload(LoadedModel("std", model, lambda batch, seed=0: (torch.randn(batch, 8, 12, 12),)),
+                                   2, "inference"))
+    row = layers[layers["op_type"] == "_StdConv2d"].iloc[0]
+    params = __import__("json").loads(row["params"])
+    assert params[optypes.BASE] == "Conv2d" and params["in_channels"] == 8 and params["out_channels"] == 16
+    f = configuration_features(row["op_type"], row["params"], row["inputs"], row["outputs"])
+    assert f["flops"] == 2 * (2 * 16 * 10 * 10) * 8 * 9
+    assert optypes.family("_StdConv2d", "Conv2d") == "convolution" and "Conv2d" in optypes.twins("_StdConv2d", "Conv2d")
+    assert optypes.base_class(nn.Conv2d) is None and optypes.base_class(_StdConv2d) == "Conv2d"
+    assert optypes.lookup("_StdConv2d").work == "elementwise"  # without its base: an unknown type's

@@ -80,12 +80,13 @@ FOLDS = 5
 BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
 FILE = "costmodel.pkl"  # its name in the cache folder (:func:`cache_path`), after the database's own folder
 CACHE_ENV = "OPCOST_CACHE"  # the cache folder, when set; else $XDG_CACHE_HOME/opcost, else ~/.cache/opcost
-FIT_VERSION = 21  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 22  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
 FALLBACKS = ("nearest", "twin", "family", "global")  # estimates of a type without a law of its own
 PRIOR = math.log(2.0)  # |log error| assumed where nothing was held out: a factor of 2 either way
+RATE_SPAN = 4.0  # a call measures a law's rate when it takes at least this many times the law's cheapest call
 MIN_WIDTH = 0.04  # the narrowest interval, in log ratio (about ±2%): the spread of any fit's own held-out errors
 
 
@@ -98,6 +99,8 @@ class Law:
     memory_rate: float
     configs: int
     worked: int = 0  # of them, those that do work (FLOPs or bytes): without any, the rates are not measured
+    compute_known: bool = True  # whether a configuration measured the compute rate (fit_law)
+    memory_known: bool = True  # whether a configuration measured the memory rate
 
     def answers(self, flops, nbytes) -> bool:
         """Whether the law can estimate a call of this work: a law fitted to calls without work (views) knows their
@@ -109,11 +112,16 @@ class Law:
                                          np.maximum(np.asarray(nbytes, float), 1.0) / self.memory_rate)
 
 
-def fit_law(flops, nbytes, seconds, peak: float | None = None) -> Law:
-    """The roofline law of :class:`Law` fitted to measured ``seconds`` (log-space least squares, soft-L1), its
-    compute rate at most ``peak`` FLOP/s (:func:`peak_rates`: the fastest any measured configuration of the phase
-    ran): configurations that are all bound by memory or by the per-call floor leave the compute rate free, and a
-    fit free to put it anywhere answers for a large matrix product at a rate the host never reached."""
+def fit_law(flops, nbytes, seconds, peak: float | None = None, typical: tuple | None = None) -> Law:
+    """The roofline law of :class:`Law` fitted to measured ``seconds`` (log-space least squares, soft-L1).
+
+    Its compute rate is at most ``peak`` FLOP/s (:func:`peak_rates`: the fastest any measured configuration of the
+    phase ran). A rate is measured only by a call whose time is mostly its FLOPs (bytes) at that rate and at least
+    :data:`RATE_SPAN` times the cheapest call's, past what per-call costs hide. Calls all bound by the floor, by the
+    other rate, or all of one size leave it free: a fit puts it anywhere (a compute rate the host never reached; a
+    slow memory rate that explains differences between calls, not bandwidth) and answers for a large call at it.
+    An unmeasured rate is therefore at least the phase's ``typical`` one, (compute, memory) per second: the median
+    of the laws whose rate is measured (:func:`typical_rates`)."""
     from scipy.optimize import least_squares
 
     f, b, t = (np.asarray(v, float) for v in (flops, nbytes, seconds))
@@ -129,11 +137,39 @@ def fit_law(flops, nbytes, seconds, peak: float | None = None) -> Law:
     # their size-dependent time into the floor and overstate every smaller call)
     floor_max = max(float(t.min()), 2e-10)
     top = max(float(peak), 2e3) if peak else 1e17
-    x0 = np.log([floor_max / 2, min(float(np.median(f / t)), top / 2), float(np.median(b / t))])
-    res = least_squares(lambda th: np.log(model(th)) - logt, x0, loss="soft_l1", f_scale=0.2,
-                        bounds=(np.log([1e-10, 1e3, 1e3]), np.log([floor_max, top, 1e15])))
-    floor, crate, mrate = np.exp(res.x)
-    return Law(float(floor), float(crate), float(mrate), len(t), worked)
+
+    def solve(clow: float, mlow: float):
+        x0 = np.log([floor_max / 2, np.clip(np.median(f / t), clow * 1.001, top / 1.001),
+                     np.clip(np.median(b / t), mlow * 1.001, 5e14)])
+        res = least_squares(lambda th: np.log(model(th)) - logt, x0, loss="soft_l1", f_scale=0.2,
+                            bounds=(np.log([1e-10, clow, mlow]), np.log([floor_max, top, 1e15])))
+        return np.exp(res.x)
+
+    def measured(work, rate):  # whether some call measured ``rate``
+        return bool(np.any((work / rate >= 0.5 * t) & (t >= RATE_SPAN * t.min())))
+
+    floor, crate, mrate = solve(1e3, 1e3)
+    known = (measured(f, crate), measured(b, mrate))
+    clow, mlow = typical or (None, None)
+    clow = min(clow, top / 1.01) if clow and not known[0] and clow > crate else 1e3
+    mlow = min(mlow, 1e14) if mlow and not known[1] and mlow > mrate else 1e3
+    if clow > 1e3 or mlow > 1e3:
+        floor, crate, mrate = solve(clow, mlow)
+    return Law(float(floor), float(crate), float(mrate), len(t), worked, *known)
+
+
+def typical_rates(laws: dict) -> dict:
+    """(mode, phase) -> (compute, memory): the median compute and memory rates of ``laws`` (keyed (op_type, mode,
+    phase), with work) whose rate is measured (:attr:`Law.compute_known`, :attr:`Law.memory_known`; None where
+    none is): what an operator of the phase typically reaches on this host, the lower bound of every unmeasured
+    rate (:func:`fit_law`)."""
+    rates: dict = {}
+    for (_, mode, phase), law in laws.items():
+        if law.worked:
+            c, m = rates.setdefault((mode, phase), ([], []))
+            c.extend([law.compute_rate] if law.compute_known else [])
+            m.extend([law.memory_rate] if law.memory_known else [])
+    return {k: tuple(float(np.median(v)) if v else None for v in cm) for k, cm in rates.items()}
 
 
 @dataclass
@@ -158,6 +194,7 @@ class CostModel:
     fallback: pd.DataFrame | None = None  # per configuration: held-out log ratio of its fallback, its type unmeasured
     method_quantiles: dict = field(default_factory=dict)  # fallback method -> (q05, q95) of its held-out log ratios
     peaks: dict = field(default_factory=dict)  # (mode, phase) -> the fastest FLOP rate measured: peak_rates
+    typical: dict = field(default_factory=dict)  # (mode, phase) -> (compute, memory) rates: typical_rates
 
     # -- fitting -----------------------------------------------------------------------------------------------
     @classmethod
@@ -201,12 +238,18 @@ class CostModel:
         model = cls(target=target)
         y = data[target].astype(float)
         model.peaks = peak_rates(data, y)
-        for key, g in data.groupby(["op_type", "mode", "phase"]):
-            if len(g) >= MIN_CONFIGS:
-                model.laws[key] = fit_law(g["flops"], g["bytes"], y[g.index], model.peaks.get(key[1:]))
+        groups = {key: g for key, g in data.groupby(["op_type", "mode", "phase"]) if len(g) >= MIN_CONFIGS}
+        for key, g in groups.items():
+            model.laws[key] = fit_law(g["flops"], g["bytes"], y[g.index], model.peaks.get(key[1:]))
+        model.typical = typical_rates(model.laws)
+        for key, g in groups.items():  # a rate nothing measured: at least the phase's typical
+            law = model.laws[key]
+            if not (law.compute_known and law.memory_known) and key[1:] in model.typical:
+                model.laws[key] = fit_law(g["flops"], g["bytes"], y[g.index], model.peaks.get(key[1:]),
+                                          model.typical[key[1:]])
         model._fit_shared(data, y)
         model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(
-            y=y, family=data["op_type"].map(optypes.family))
+            y=y, family=_families(data))
         if "line" in data:
             model.lines = Lines.of(data["line"], data["dims"], data["bytes"], data["flops"], y, data[CONTEXT])
         base = model._baseline(data)[0]
@@ -240,13 +283,15 @@ class CostModel:
         for key, g in data.groupby(["mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 g = _with_work(g, worked)
-                self.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index], self.peaks.get(key))
-        family = data["op_type"].map(optypes.family)
+                self.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index], self.peaks.get(key),
+                                                self.typical.get(key))
+        family = _families(data)
         keep = family.notna() if families is None else family.isin(families)
         for key, g in data[keep].groupby([family[keep], "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
                 w = _with_work(g, worked)
-                self.family_laws[key] = fit_law(w["flops"], w["bytes"], y[w.index], self.peaks.get(key[1:]))
+                self.family_laws[key] = fit_law(w["flops"], w["bytes"], y[w.index], self.peaks.get(key[1:]),
+                                                self.typical.get(key[1:]))
             idle = g[~worked[g.index]]
             if len(idle):
                 self.family_calls[key] = float(y[idle.index].median())
@@ -302,7 +347,7 @@ class CostModel:
             rest = data[data["op_type"] != op_type]
             if rest.empty:
                 continue
-            m = self._without(op_type, rest, y[rest.index])
+            m = self._without(op_type, _families(test).iloc[0], rest, y[rest.index])
             est, method = m._baseline(test)
             ok = np.isfinite(est) & (est > 0)
             if not ok.any():
@@ -314,12 +359,11 @@ class CostModel:
         cols = ["config_id", "op_type", "mode", "phase", "method", "ratio", "weight"]
         return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=cols)
 
-    def _without(self, op_type: str, rest: pd.DataFrame, y: pd.Series) -> "CostModel":
+    def _without(self, op_type: str, fam: str | None, rest: pd.DataFrame, y: pd.Series) -> "CostModel":
         """A copy of this model's laws and points as if ``op_type`` had never been measured (``rest``: the
-        training rows without it, ``y`` their target): its own laws and shape lines dropped, the shared laws of
-        its family and of each phase refitted to ``rest``."""
-        fam = optypes.family(op_type)
-        m = CostModel(target=self.target, categories=self.categories, peaks=self.peaks)
+        training rows without it, ``y`` their target; ``fam``: its family): its own laws and shape lines dropped,
+        the shared laws of its family and of each phase refitted to ``rest``."""
+        m = CostModel(target=self.target, categories=self.categories, peaks=self.peaks, typical=self.typical)
         m.laws = {k: v for k, v in self.laws.items() if k[0] != op_type}
         m.points = self.points[self.points["op_type"] != op_type]
         m.family_laws = {k: v for k, v in self.family_laws.items() if k[0] != fam}
@@ -374,12 +418,12 @@ class CostModel:
                 same &= (self.points["flops"] >= 1) | (self.points["bytes"] >= 1)
             pts = self.points[same & (self.points["op_type"] == r.op_type)]
             if pts.empty:
-                twin = next((law for t in optypes.twins(r.op_type)
+                twin = next((law for t in optypes.twins(r.op_type, r.base)
                              if answers(law := self.laws.get((t, r.mode, r.phase)))), None)
                 if twin is not None:
                     est[i], method[i] = float(twin(r.flops, r.bytes)), "twin"
                     continue
-            fam = optypes.family(r.op_type)
+            fam = optypes.family(r.op_type, r.base)
             law = self.family_laws.get((fam, r.mode, r.phase))
             law = law if answers(law) else None
             call = self.family_calls.get((fam, r.mode, r.phase))
@@ -541,6 +585,12 @@ def peak_rates(data: pd.DataFrame, y: pd.Series) -> dict:
     work = data["flops"].astype(float)
     rate = (work / y.astype(float)).where(work >= 1)
     return {k: float(v) for k, v in rate.groupby([data["mode"], data["phase"]]).max().items() if np.isfinite(v)}
+
+
+def _families(data: pd.DataFrame) -> pd.Series:
+    """The family of each row of a feature frame (``op_type``, ``base``)."""
+    base = data["base"] if "base" in data else pd.Series(None, index=data.index)
+    return pd.Series([optypes.family(t, b) for t, b in zip(data["op_type"], base)], index=data.index, dtype=object)
 
 
 def _bootstrap_se(values: pd.Series, groups: pd.Series) -> float:

@@ -127,15 +127,15 @@ def _norm_params(op_type: str, p: dict, first: list) -> int:
     if p.get("num_features") or p.get("num_channels"):
         return 2 * int(p.get("num_features") or p.get("num_channels"))
     n = int(first[1] if op_type.endswith("2d") and len(first) > 1 else first[-1])
-    return n * (1 if optypes.lookup(op_type).twin == "rms_norm_py" else 2)
+    return n * (1 if optypes.lookup(op_type, p.get(optypes.BASE)).twin == "rms_norm_py" else 2)
 
 
-def misaligned(op_type: str, outputs) -> bool:
+def misaligned(op_type: str, outputs, base: str | None = None) -> bool:
     """Whether a matrix product (family ``matmul``) writes output rows whose bytes are not a multiple of
     :data:`ALIGN_BYTES`: a Linear over 32,001 or 50,257 logits runs at 0.7 times the FLOP rate of one over 32,000 or
     32,004 (one thread, 64 rows, output beyond the last-level cache), whatever its input rows; any other op type,
     never."""
-    if optypes.family(op_type) != "matmul":
+    if optypes.family(op_type, base) != "matmul":
         return False
     outs = specs(outputs)
     shape = (outs[0].get("T") or []) if outs else []
@@ -158,7 +158,8 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
     kernel, stride, groups, channels, reduce_dim = 1, 1, 1, first[1] if len(first) > 1 else 1, 0
     param_bytes = 0
     elt = _DTYPE_BYTES.get(str((p.get("param_dtype") or ["float32"])[0]), 4)
-    work = optypes.work(op_type)
+    base = p.get(optypes.BASE)
+    work = optypes.work(op_type, base)
     backward = phase == "backward"
     io_bytes = sum(_nbytes(s) for s in ins) + sum(_nbytes(s) for s in outs)
     elementwise = max(max((_numel(s) for s in ins), default=0), out_numel)
@@ -215,8 +216,8 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
             "log_out_numel": log(out_numel), "log_in_numel": log(in_numel), "n_inputs": len(ins),
             "batch": int(first[0]) if first else 1, "kernel": kernel, "stride": stride, "groups": groups,
             "channels": int(channels), "reduce_dim": reduce_dim,
-            "contiguous": int(dense), "misaligned": int(misaligned(op_type, outs)),
-            "intensity": float(flops) / max(float(nbytes), 1.0)}
+            "contiguous": int(dense), "misaligned": int(misaligned(op_type, outs, base)),
+            "intensity": float(flops) / max(float(nbytes), 1.0), "base": base}
 
 
 def features(rows: pd.DataFrame) -> pd.DataFrame:

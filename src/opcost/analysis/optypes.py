@@ -281,30 +281,46 @@ COMPUTE_FAMILIES = frozenset({"matmul", "convolution", "attention"})  # scaled b
 SUFFIXES = (("RMSNorm", "LlamaRMSNorm"), ("RotaryEmbedding", "SweepRotaryEmbedding"))
 
 
-def lookup(op_type: str) -> OpType:
-    """The table's line of ``op_type``, else that of a :data:`SUFFIXES` rule its name matches; an op type neither
-    names: no family, no twin, elementwise work."""
+def lookup(op_type: str, base: str | None = None) -> OpType:
+    """The table's line of ``op_type``, else that of its ``base`` (:func:`base_class`: the nearest base class the
+    table names, of a module class it does not: timm's ``StdConv2d`` a ``Conv2d``), else that of a
+    :data:`SUFFIXES` rule its name matches; an op type none names: no family, no twin, elementwise work."""
     if op_type in OP_TYPES:
         return OP_TYPES[op_type]
-    for suffix, like in SUFFIXES:
-        if op_type.endswith(suffix) and op_type != suffix:
-            t = OP_TYPES[like]
-            return OpType(op_type, t.family, t.twin, t.work)
+    like = base if base in OP_TYPES else next((like for suffix, like in SUFFIXES
+                                               if op_type.endswith(suffix) and op_type != suffix), None)
+    if like is not None:
+        t = OP_TYPES[like]
+        return OpType(op_type, t.family, t.twin or like, t.work)
     return OpType(op_type, None, None, "elementwise")
 
 
-def family(op_type: str) -> str | None:
-    return lookup(op_type).family
+def family(op_type: str, base: str | None = None) -> str | None:
+    return lookup(op_type, base).family
 
 
-def twins(op_type: str) -> tuple[str, ...]:
-    """The other op types of ``op_type``'s twin group (none without one)."""
-    group = lookup(op_type).twin
-    return tuple(t for t in TWINS.get(group, ()) if t != op_type) if group else ()
+def twins(op_type: str, base: str | None = None) -> tuple[str, ...]:
+    """The other op types of ``op_type``'s twin group (none without one); a subclass's include its base."""
+    group = lookup(op_type, base).twin
+    members = TWINS.get(group, (group,) if group in OP_TYPES else ())
+    return tuple(t for t in members if t != op_type) if group else ()
 
 
-def work(op_type: str) -> str:
-    return lookup(op_type).work
+def work(op_type: str, base: str | None = None) -> str:
+    return lookup(op_type, base).work
+
+
+BASE = "base_class"  # the `params` key of a module's base_class (opcost.model.extract.module_params)
+
+
+def base_class(cls: type) -> str | None:
+    """The name of the nearest base class of module class ``cls`` that :data:`TABLE` names (a torch module), for a
+    class it does not name itself: a subclass computes what its base does, often with more (timm's ``StdConv2d``
+    standardises its weight, then convolves); None where the table names ``cls`` or no base."""
+    if cls.__name__ in OP_TYPES:
+        return None
+    return next((c.__name__ for c in cls.__mro__[1:]
+                 if c.__name__ in OP_TYPES and c.__module__.startswith("torch.")), None)
 
 
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

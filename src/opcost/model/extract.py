@@ -31,6 +31,7 @@ from torch._C._autograd import _get_sequence_nr
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from opcost.analysis import optypes
 from opcost.model import fastpath
 from opcost.model.opspec import canonical_json, config_id, describe, dtype_name, strip_replay, tensors_in
 from opcost.model.replay import tensors_of
@@ -70,9 +71,14 @@ def leaf_modules(module: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def module_params(m: torch.nn.Module) -> dict:
-    """Constructor parameters read back from a module's attributes (tensors become 'present' flags)."""
+    """Constructor parameters read back from a module's attributes (tensors become 'present' flags); of a class the
+    op table does not name, also its nearest base's that it names (:func:`opcost.analysis.optypes.base_class`, under
+    :data:`opcost.analysis.optypes.BASE`) and that base's constructor parameters (what its cost is counted from)."""
     out = {}
-    for name, p in inspect.signature(type(m).__init__).parameters.items():
+    base = optypes.base_class(type(m))
+    classes = [type(m)] + [c for c in type(m).__mro__ if base and c.__name__ == base][:1]
+    params = {k: v for cls in classes for k, v in inspect.signature(cls.__init__).parameters.items()}
+    for name, p in params.items():
         if name in ("self", "device", "dtype") or name.startswith("_"):
             continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or not hasattr(m, name):
@@ -81,6 +87,8 @@ def module_params(m: torch.nn.Module) -> dict:
         if isinstance(v, torch.Tensor) or (v is None and name == "bias"):
             v = v is not None
         out[name] = describe(v)
+    if base:
+        out[optypes.BASE] = base
     dtypes = sorted({dtype_name(p.dtype) for p in m.parameters(recurse=False)})
     if dtypes:
         out["param_dtype"] = dtypes
