@@ -176,6 +176,22 @@ def test_no_law_answers_slower_than_its_bytes_show():
     assert free.memory_rate < typical / 2  # what the fit does without the bound: the rate the test guards against
 
 
+def test_an_interval_rests_on_the_errors_of_the_calls_that_carry_the_time():
+    """Linears of eight models: the cheaper half timed with 40% noise (µs-scale calls), the costlier half with 3%.
+    A model's total is carried by its costly calls; the op type's 90% interval is read from held-out errors
+    weighted by their share of their model's time, and is far narrower than the same errors counted one each."""
+    rows = _synthetic(lambda f, b: 2e-6 + max(f / 5e10, b / 4e9), n=96, seed=3)
+    cheap = rows["seconds"] < rows["seconds"].median()
+    rows.loc[cheap, "seconds"] *= np.exp(np.random.default_rng(4).normal(0, 0.4, int(cheap.sum())))
+    rows["workload"] = [f"m{i % 8}/inference/b1" for i in range(len(rows))]
+    model = CostModel.fit(rows)
+    lo, hi = model.quantiles["Linear"]
+    errors = model.heldout[model.chosen_by_mode.get("inference", "law")]
+    assert hi - lo < 0.5 * float(errors.quantile(0.95) - errors.quantile(0.05))
+    costly = model.heldout["measured"] >= model.heldout["measured"].median()
+    assert errors[costly].between(lo, hi).mean() >= 0.8  # the range holds the costly calls' errors
+
+
 def _relu_workload(rng, n, mode, context, factor, tag) -> pd.DataFrame:
     """``n`` ReLU configurations measured among workload ``tag`` of context ``context`` (log10 bytes), costing
     ``factor`` times a roofline law (2% noise)."""

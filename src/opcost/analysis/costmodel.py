@@ -80,7 +80,7 @@ FOLDS = 5
 BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
 FILE = "costmodel.pkl"  # its name in the cache folder (:func:`cache_path`), after the database's own folder
 CACHE_ENV = "OPCOST_CACHE"  # the cache folder, when set; else $XDG_CACHE_HOME/opcost, else ~/.cache/opcost
-FIT_VERSION = 22  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 23  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
@@ -225,10 +225,11 @@ class CostModel:
             # between two measured neighbours (small at any distance: they would flatten the growth)
             apart = held["method"] != "interpolated"
             model.error_growth = _error_growth(held.loc[apart, "distance"], chosen[apart].abs())
-            model.quantiles = {None: (float(chosen.quantile(0.05)), float(chosen.quantile(0.95)))}
+            share = _time_shares(held, _model_groups(held))
+            model.quantiles = {None: _quantiles(chosen, share)}
             for op_type, g in chosen.groupby(model.heldout["op_type"]):
                 if len(g) >= MIN_INTERVAL:
-                    model.quantiles[op_type] = (float(g.quantile(0.05)), float(g.quantile(0.95)))
+                    model.quantiles[op_type] = _quantiles(g, share[g.index])
         model.fallback = model._leave_type_out(data, target)
         model.method_quantiles = _method_quantiles(model.fallback, held)
         return model
@@ -339,8 +340,10 @@ class CostModel:
         measured it (its own law, points and shape lines taken out, its family's and its phase's laws refitted
         without it), by whichever fallback then answers (``twin``, ``family``, ``nearest`` of the family,
         ``global``). One row per configuration: ``op_type``, ``mode``, ``phase``, ``method``, ``ratio`` (log
-        estimate / measured) and ``weight`` (1 / the type's configurations: every op type counts once, as a type
-        never measured is one draw of them). The trees correct only a type's own law, so none is refitted."""
+        estimate / measured) and ``weight`` (the configuration's share of the type's measured time, count x
+        target: every op type counts once, as a type never measured is one draw of them, and within it the
+        configurations that carry a workload's time weigh most). The trees correct only a type's own law, so none
+        is refitted."""
         rows = []
         y = data[target].astype(float)
         for op_type, test in data.groupby("op_type"):
@@ -352,10 +355,11 @@ class CostModel:
             ok = np.isfinite(est) & (est > 0)
             if not ok.any():
                 continue
+            time = test["count"].to_numpy(dtype=float)[ok] * y[test.index].to_numpy()[ok]
             rows.append(pd.DataFrame({"config_id": test["config_id"].to_numpy()[ok], "op_type": op_type,
                                       "mode": test["mode"].to_numpy()[ok], "phase": test["phase"].to_numpy()[ok],
                                       "method": method[ok], "ratio": np.log(est[ok] / y[test.index].to_numpy()[ok]),
-                                      "weight": 1.0 / int(ok.sum())}))
+                                      "weight": time / time.sum()}))
         cols = ["config_id", "op_type", "mode", "phase", "method", "ratio", "weight"]
         return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=cols)
 
@@ -615,10 +619,26 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
     return float(np.interp(q, cum, v))
 
 
+def _time_shares(held: pd.DataFrame, groups: pd.Series) -> pd.Series:
+    """Per held-out row (``count``, ``measured``): its share of its group's measured time (count x measured; a
+    group weighs 1). An interval is read on a model's total, which the costly configurations carry: a 10 us call
+    estimated 40% off and a 10 ms one 4% off are not one error each; weighted by time, the quantiles are those of
+    the error of a unit of the time estimated."""
+    time = held["count"].astype(float).fillna(1.0) * held["measured"].astype(float)
+    return time / time.groupby(groups.to_numpy()).transform("sum")
+
+
+def _quantiles(ratios: pd.Series, weights: pd.Series) -> tuple[float, float]:
+    """(q05, q95) of held-out log ratios under ``weights`` (:func:`_time_shares`)."""
+    r, w = ratios.to_numpy(dtype=float), weights.to_numpy(dtype=float)
+    ok = np.isfinite(r) & np.isfinite(w) & (w > 0)
+    return _weighted_quantile(r[ok], w[ok], 0.05), _weighted_quantile(r[ok], w[ok], 0.95)
+
+
 def _method_quantiles(fallback: pd.DataFrame | None, held: pd.DataFrame | None) -> dict:
     """Fallback method -> (q05, q95) of its held-out log ratios: the leave-type-out rows (each op type weighing
-    1), and the cross-validation's rows that fell back to it (weight 1 per model held out), where at least
-    :data:`MIN_INTERVAL` op types or models show it."""
+    1), and the cross-validation's rows that fell back to it (weight 1 per model held out), each weighing by its
+    share of the time (:func:`_time_shares`), where at least :data:`MIN_INTERVAL` op types or models show it."""
     parts = []
     if fallback is not None and len(fallback):
         parts.append(fallback[["method", "ratio", "weight"]].assign(group=fallback["op_type"]))
@@ -628,7 +648,7 @@ def _method_quantiles(fallback: pd.DataFrame | None, held: pd.DataFrame | None) 
         if len(fell):
             group = _model_groups(fell)
             parts.append(pd.DataFrame({"method": fell["method"], "ratio": chosen[fell.index],
-                                       "weight": 1.0 / group.map(group.value_counts()), "group": group}))
+                                       "weight": _time_shares(fell, group), "group": group}))
     if not parts:
         return {}
     pool = pd.concat(parts, ignore_index=True)
