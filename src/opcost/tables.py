@@ -127,8 +127,9 @@ LAYERS = Table(
                               "a parameter, a tensor made outside the records); profiling feeds each replayed call "
                               "its producer's output of the same round and its own copy of a carried tensor, as the "
                               "round before left it (`cache: fresh`)"),
-        _c("params", "string", "JSON: module constructor parameters read from the module, or the aten op's "
-                               "arguments with tensors as specs"),
+        _c("params", "string", "JSON: module constructor parameters read from the module (a class the op "
+                               "table does not name: also `base_class`, its nearest base the table names, and that "
+                               "base's parameters), or the aten op's arguments with tensors as specs"),
         _c("inputs", "string", "JSON list of input tensor specs `{T: shape, dtype, stride, grad}`"),
         _c("outputs", "string", "JSON list of output tensor specs"),
         _c("module_paths", "string", "JSON list of module paths (leaf module, or the module enclosing a "
