@@ -31,7 +31,6 @@ from torch._C._autograd import _get_sequence_nr
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from opcost.analysis import optypes
 from opcost.model import fastpath
 from opcost.model.opspec import canonical_json, config_id, describe, dtype_name, strip_replay, tensors_in
 from opcost.model.replay import tensors_of
@@ -74,6 +73,8 @@ def module_params(m: torch.nn.Module) -> dict:
     """Constructor parameters read back from a module's attributes (tensors become 'present' flags); of a class the
     op table does not name, also its nearest base's that it names (:func:`opcost.analysis.optypes.base_class`, under
     :data:`opcost.analysis.optypes.BASE`) and that base's constructor parameters (what its cost is counted from)."""
+    from opcost.analysis import optypes  # the op table's names: no torch, no measurement
+
     out = {}
     base = optypes.base_class(type(m))
     classes = [type(m)] + [c for c in type(m).__mro__ if base and c.__name__ == base][:1]
