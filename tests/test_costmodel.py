@@ -9,7 +9,8 @@ import yaml
 
 from opcost import database
 from opcost.analysis import estimate
-from opcost.analysis.costmodel import METHODS, CostModel, fit_law
+from opcost.analysis.costmodel import METHODS, CostModel
+from opcost.analysis.laws import fit_law
 from opcost.analysis.features import configuration_features
 from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
 from opcost.errors import OpcostError
