@@ -163,8 +163,7 @@ def test_no_law_answers_slower_than_its_bytes_show():
     small = [_elementwise(t, [700, 1400, 2600], lambda i, b, k=k: (5 + 2 * k + 1.5 * i) * 1e-6, t[:2])
              for k, t in enumerate(["index", "stack", "contiguous"])]
     model = CostModel.fit(pd.concat([relu, *small], ignore_index=True))
-    typical = model.typical[("inference", "forward")]
-    typical = typical[1]
+    typical = model.typical[("inference", "forward")][1]  # (compute, memory)
     assert typical == pytest.approx(1e10, rel=0.1)
     assert model.laws[("ReLU", "inference", "forward")].memory_known
     family = model.family_laws[("copy", "inference", "forward")]

@@ -1,5 +1,7 @@
 """Op-type labels: a reader tells a module call (`Linear`) from a functional call (`aten::linear`), while the keys
 the tables and the cost model use stay as they are."""
+import json
+
 import pandas as pd
 import pytest
 import torch
@@ -94,10 +96,10 @@ def test_a_subclass_of_a_known_module_is_costed_as_its_base():
     layers = extract(make_workload(LoadedModel("std", model, lambda batch, seed=0: (torch.randn(batch, 8, 12, 12),)),
                                    2, "inference"))
     row = layers[layers["op_type"] == "_StdConv2d"].iloc[0]
-    params = __import__("json").loads(row["params"])
+    params = json.loads(row["params"])
     assert params[optypes.BASE] == "Conv2d" and params["in_channels"] == 8 and params["out_channels"] == 16
     f = configuration_features(row["op_type"], row["params"], row["inputs"], row["outputs"])
     assert f["flops"] == 2 * (2 * 16 * 10 * 10) * 8 * 9
     assert optypes.family("_StdConv2d", "Conv2d") == "convolution" and "Conv2d" in optypes.twins("_StdConv2d", "Conv2d")
-    assert optypes.base_class(nn.Conv2d) is None and optypes.base_class(_StdConv2d) == "Conv2d"
+    assert optypes.base_class(nn.Conv2d) is None and optypes.base_class(_StdConv2d) is nn.Conv2d
     assert optypes.lookup("_StdConv2d").work == "elementwise"  # without its base: an unknown type's

@@ -313,14 +313,13 @@ def work(op_type: str, base: str | None = None) -> str:
 BASE = "base_class"  # the `params` key of a module's base_class (opcost.model.extract.module_params)
 
 
-def base_class(cls: type) -> str | None:
-    """The name of the nearest base class of module class ``cls`` that :data:`TABLE` names (a torch module), for a
-    class it does not name itself: a subclass computes what its base does, often with more (timm's ``StdConv2d``
-    standardises its weight, then convolves); None where the table names ``cls`` or no base."""
+def base_class(cls: type) -> type | None:
+    """The nearest base class of module class ``cls`` that :data:`TABLE` names (a torch module), for a class it does
+    not name itself: a subclass computes what its base does, often with more (timm's ``StdConv2d`` standardises its
+    weight, then convolves); None where the table names ``cls`` or no base."""
     if cls.__name__ in OP_TYPES:
         return None
-    return next((c.__name__ for c in cls.__mro__[1:]
-                 if c.__name__ in OP_TYPES and c.__module__.startswith("torch.")), None)
+    return next((c for c in cls.__mro__[1:] if c.__name__ in OP_TYPES and c.__module__.startswith("torch.")), None)
 
 
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

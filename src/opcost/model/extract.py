@@ -77,8 +77,7 @@ def module_params(m: torch.nn.Module) -> dict:
 
     out = {}
     base = optypes.base_class(type(m))
-    classes = [type(m)] + [c for c in type(m).__mro__ if base and c.__name__ == base][:1]
-    params = {k: v for cls in classes for k, v in inspect.signature(cls.__init__).parameters.items()}
+    params = {k: v for cls in (type(m), base) if cls for k, v in inspect.signature(cls.__init__).parameters.items()}
     for name, p in params.items():
         if name in ("self", "device", "dtype") or name.startswith("_"):
             continue
@@ -89,7 +88,7 @@ def module_params(m: torch.nn.Module) -> dict:
             v = v is not None
         out[name] = describe(v)
     if base:
-        out[optypes.BASE] = base
+        out[optypes.BASE] = base.__name__
     dtypes = sorted({dtype_name(p.dtype) for p in m.parameters(recurse=False)})
     if dtypes:
         out["param_dtype"] = dtypes
