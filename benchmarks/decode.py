@@ -17,9 +17,9 @@ the largest measured context (`context`, `context16`), at a batch between two me
 (`both`, 4x), as `opcost predict --mode decode --no-trace` does: measured costs where the step's configurations
 were measured (the Linears, shared across context lengths), the cost model's estimates for the rest (attention and
 the cache update at the new context, every operator at the new batch), the overhead between operators from the
-traced decode steps (fitted in the key/value cache bytes: `opcost.analysis.estimate.decode_overhead`), and what a
-working set beyond the measured steps' memory level costs (`level_ms`:
-`opcost.analysis.estimate.memory_level_shift`).
+traced decode steps (fitted in the key/value cache bytes: `opcost.analysis.overhead_sources.decode_overhead`), and
+what a working set beyond the measured steps' memory level costs (`level_ms`:
+`opcost.analysis.overhead_sources.memory_level_shift`).
 Each against its time in the database's minutes (`err`): the step timed alternately with a measured step of the
 same model (`ref`: at the same context where measured, else the largest, the nearest batch), in `--rounds` rounds,
 the median ratio times that step's time in the database (`then_ms`; `spread`: how far the rounds' ratios lie

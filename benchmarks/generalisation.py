@@ -82,7 +82,8 @@ def main() -> None:
 
     from opcost import database
     from opcost.analysis import estimate
-    from opcost.analysis.costmodel import CostModel, training_data
+    from opcost.analysis.costmodel import CostModel
+    from opcost.analysis.training import training_data
     from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, reference_spread
     from opcost.model.sweep_points import PREFIX
 

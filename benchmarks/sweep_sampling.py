@@ -42,7 +42,8 @@ def main() -> None:
 
     from opcost import database
     from opcost.analysis import estimate
-    from opcost.analysis.costmodel import CostModel, training_data
+    from opcost.analysis.costmodel import CostModel
+    from opcost.analysis.training import training_data
     from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
     from opcost.analysis.sampling import choose
     from opcost.model.sweep_points import PREFIX

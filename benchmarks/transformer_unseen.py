@@ -146,7 +146,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from opcost import database
-    from opcost.analysis import estimate
+    from opcost.analysis import estimate, overhead_sources
     from opcost.analysis.optypes import label
     from opcost.config import load, validate
     from opcost.errors import OpcostError
@@ -282,7 +282,7 @@ def main() -> None:
               f"{row['ref_now_ms']:.3f} ms; rounds' ratios within {row['ratio_spread']:.1%}, references' times within "
               f"{row['ref_spread']:.1%}): {row['error']:+.1%}; "
               f"{p.estimated_share:.0%} estimated, overhead {row['overhead_ms']:.3f} ms "
-              f"({estimate.OVERHEAD_FROM.get(p.overhead_from, p.overhead_from)})", flush=True)
+              f"({overhead_sources.OVERHEAD_FROM.get(p.overhead_from, p.overhead_from)})", flush=True)
         if np.isfinite(est_all):
             print(f"every configuration measured now ({covered:.0%} of the calls; drift {drift:.3f}): the estimate "
                   f"alone {est_all:+.1%}, the prediction with them measured {err_all:+.1%}; per op type, the largest "

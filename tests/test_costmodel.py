@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from opcost import database
-from opcost.analysis import estimate
+from opcost.analysis import estimate, overhead_sources
 from opcost.analysis.costmodel import METHODS, CostModel
 from opcost.analysis.laws import fit_law
 from opcost.analysis.features import configuration_features
@@ -243,7 +243,7 @@ def test_each_mode_takes_the_method_with_the_lowest_held_out_error():
     1.5x and 0.67x along the context), which the context, one number per workload, can only memorise: a held-out
     workload gets its neighbours' factor, and the trees without the context win there. The held-out workloads'
     sums, reported beside, weigh each configuration by its calls."""
-    from opcost.analysis.costmodel import workload_errors
+    from opcost.analysis.heldout import workload_errors
 
     rng = np.random.default_rng(1)
 
@@ -270,7 +270,7 @@ def test_a_more_complex_estimate_is_chosen_only_where_it_is_better_by_more_than_
     """The one-standard-error rule over held-out errors: the context trees, a few percent better than the shape
     trees on the held-out configurations of twelve models, are within the noise of which models were held out, and
     the simpler shape trees are used; halving the error takes them. The law, twice the trees' error, never."""
-    from opcost.analysis.costmodel import _bootstrap_se
+    from opcost.analysis.heldout import bootstrap_se
 
     rng = np.random.default_rng(3)
     models = np.repeat([f"m{k}/inference/b1" for k in range(12)], 30)
@@ -283,7 +283,7 @@ def test_a_more_complex_estimate_is_chosen_only_where_it_is_better_by_more_than_
                              "law": 2 * trees, "law+trees": trees, "law+trees+context": context})
 
     near = held(trees * 0.96)
-    se = _bootstrap_se(near["law+trees+context"].abs(), near["workload"])
+    se = bootstrap_se(near["law+trees+context"].abs(), near["workload"])
     gain = np.median(np.abs(trees)) - near["law+trees+context"].abs().median()
     assert gain < se < 0.5 * np.median(np.abs(trees))  # the noise of which models were held out exceeds the gain
     assert model._choose(near) == "law+trees"
@@ -309,7 +309,8 @@ def test_a_models_batch_sizes_are_held_out_together():
 def test_each_measurement_is_tied_to_the_bytes_its_workload_moves(tiny_run):
     """The context of a measured configuration is the workload it was profiled among (the `configs` table's
     `workload`): log10 of Σ count x bytes over that workload's forward operators."""
-    from opcost.analysis.costmodel import CONTEXT, context_bytes, training_data
+    from opcost.analysis.costmodel import CONTEXT
+    from opcost.analysis.training import context_bytes, training_data
     from opcost.analysis.features import features
     from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
     from opcost.model.workload import workload_key
@@ -566,7 +567,7 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
     assert {"predicted_s", "low_s", "high_s", "estimated_share"} <= set(p)
     assert 0 < p["estimated_share"] <= 1 and math.isfinite(p["predicted_s"])
     assert p["low_s"] < p["predicted_s"] < p["high_s"]  # something is estimated: never an interval of zero width
-    from opcost.analysis.costmodel import cache_path
+    from opcost.analysis.training import cache_path
 
     assert cache_path(db_dir).exists() and not (db_dir / "costmodel.pkl").exists()  # a read leaves the database be
     assert sorted(f.name for f in db_dir.iterdir()) == sorted(f.name for f in src.iterdir())
@@ -667,12 +668,12 @@ def test_the_overhead_per_call_comes_from_the_traces_in_the_database(tiny_run):
         assert r.calls == wl["count"].sum() and r.host and r.threads >= 1
     used, _ = estimate.conditions(db["measurements"])
     inference = ov[ov["mode"] == "inference"]
-    per_call, low, high = estimate.overhead_per_call(db, used, "inference", "trimmed_mean")
+    per_call, low, high = overhead_sources.overhead_per_call(db, used, "inference", "trimmed_mean")
     assert per_call == pytest.approx(np.median(np.clip(inference["overhead_s"] / inference["calls"], 0, None)))
     assert low <= per_call <= high
     # without them: the end-to-end residual per call of the fully measured workloads, (reference - sum) / calls,
     # which is what the validation's plain isolated rows hold
-    residual = estimate.overhead_per_call({**db, "overheads": ov.iloc[0:0]}, used, "inference", "trimmed_mean")
+    residual = overhead_sources.overhead_per_call({**db, "overheads": ov.iloc[0:0]}, used, "inference", "trimmed_mean")
     plain = pred[(pred["source"] == "isolated") & (pred["mode"] == "inference")]
     calls = [database.of_workload(db["layers"], r.model, r.batch, r.mode)["count"].sum() for r in plain.itertuples()]
     gaps = np.clip((plain["measured_s"] - plain["predicted_s"]).to_numpy(dtype=float) / np.array(calls), 0, None)
@@ -687,8 +688,8 @@ def test_the_interval_holds_the_methods_own_error(tiny_run):
     overhead's range alone."""
     db = database.read_db(tiny_run / "results" / "db")
     used, _ = estimate.conditions(db["measurements"])
-    per_call = estimate.overhead_per_call(db, used, "inference", DEFAULT_STATISTIC)[0]
-    assert estimate.method_error(db, used, "inference", DEFAULT_STATISTIC, per_call) is None  # two workloads
+    per_call = overhead_sources.overhead_per_call(db, used, "inference", DEFAULT_STATISTIC)[0]
+    assert overhead_sources.method_error(db, used, "inference", DEFAULT_STATISTIC, per_call) is None  # two workloads
     # two more workloads: the mlp's layers under other names, their end-to-end times 1.3 times and 1/1.4 of their
     # prediction (isolated + the median overhead per call: they are untraced), whatever the tiny run measured
     mlp = database.of_workload(db["layers"], "mlp", 2, "inference")
@@ -717,7 +718,7 @@ def test_the_interval_holds_the_methods_own_error(tiny_run):
         if r.model == "mlp":
             rel += [scale * t / (r.predicted_s + per_call * calls) - 1 for scale in scales for t in every]
     assert len(rel) >= 8  # four workloads, each timed by its rotations and its dedicated run at least
-    off = estimate.method_error(db4, used, "inference", DEFAULT_STATISTIC, per_call)
+    off = overhead_sources.method_error(db4, used, "inference", DEFAULT_STATISTIC, per_call)
     assert off == pytest.approx((np.quantile(rel, 0.05), np.quantile(rel, 0.95)))
     full = estimate.predict_workload(db4, mlp)
     assert full.estimated_share == 0

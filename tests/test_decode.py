@@ -305,7 +305,7 @@ def test_a_step_at_a_context_never_traced_takes_its_overhead_from_the_traced_ste
     overheads in the key/value cache bytes a step reads (one slope for all models, an intercept per model), here
     the run's one model traced at contexts 16 and 64 (batch 2): the line through those two, floored at 0; a traced
     step keeps its own."""
-    from opcost.analysis import estimate
+    from opcost.analysis import estimate, overhead_sources
     from opcost.analysis.decode import cache_bytes
     from opcost.database import of_workload, read_db
     from opcost.model.modes import decode_context
@@ -338,7 +338,7 @@ def test_a_step_at_a_context_never_traced_takes_its_overhead_from_the_traced_ste
     used, _ = estimate.conditions(db["measurements"])
     slope, mid = 1.5 * rise, (x0 + x1) / 2
     for name, scale in (("tiny_llama", 1), ("twin", 2)):
-        got = estimate.decode_overhead(twin, used, target.assign(model=name), "decode256")
+        got = overhead_sources.decode_overhead(twin, used, target.assign(model=name), "decode256")
         assert got == pytest.approx(max(scale * (y0 + y1) / 2 + slope * (x - mid), 0.0), rel=1e-6, abs=1e-12)
 
 
@@ -389,15 +389,15 @@ def test_the_decode_overheads_slope_is_held_at_zero_or_above_in_the_fit_itself()
     """Two noisy traced steps whose overhead fell as the cache grew: an unconstrained least-squares line would fall
     further at a longer context (and be floored at 0 only after); the constrained fit is flat at each model's mean,
     so a longer context never costs less. A rising pair keeps its own line."""
-    from opcost.analysis.estimate import _cache_line
+    from opcost.analysis.overhead_sources import cache_line
 
     falling = [("m", 1e6, 3e-4), ("m", 4e6, 2e-4), ("n", 1e6, 5e-4), ("n", 4e6, 4.5e-4)]
     names = ["m", "n"]
     for model, mean in (("m", 2.5e-4), ("n", 4.75e-4)):
-        line = _cache_line(falling, names, model)
+        line = cache_line(falling, names, model)
         assert [line(x) for x in (1e6, 4e6, 64e6)] == pytest.approx([mean] * 3, rel=1e-6)
     rising = [("m", 1e6, 2e-4), ("m", 3e6, 4e-4)]
-    line = _cache_line(rising, ["m"], "m")
+    line = cache_line(rising, ["m"], "m")
     assert line(5e6) == pytest.approx(6e-4, rel=1e-6) and line(1e6) < line(3e6) < line(5e6)
 
 

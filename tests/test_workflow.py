@@ -67,7 +67,7 @@ def test_a_model_never_profiled_is_predicted_and_checked(tiny_run):
     layers = pd.read_parquet(tiny_run / "results" / "db" / "layers.parquet")
     meas = pd.read_parquet(tiny_run / "results" / "db" / "measurements.parquet")
     assert "mlp_wide" not in set(layers["model"]) and "mlp_wide" not in set(meas.get("workload", []))
-    from opcost.analysis.costmodel import cache_path
+    from opcost.analysis.training import cache_path
 
     assert cache_path(tiny_run / "results" / "db").exists()  # the fitted model, in the cache, not in the database
 

@@ -310,7 +310,7 @@ def _suggest_sweeps(args) -> None:
 
     from opcost import config, database
     from opcost.analysis import estimate
-    from opcost.analysis.costmodel import load_or_fit
+    from opcost.analysis.training import load_or_fit
     from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
     from opcost.analysis.sampling import candidate_layers, choose
     from opcost.errors import OpcostError
@@ -339,7 +339,7 @@ def _print_prediction(args) -> None:
     import json
 
     from opcost import database
-    from opcost.analysis import estimate
+    from opcost.analysis import estimate, overhead_sources
     from opcost.analysis.optypes import label
     from opcost.measure.plain import PROCESS
 
@@ -390,7 +390,7 @@ def _print_prediction(args) -> None:
     print(f"  costs hold in opcost's measuring process ({process})" + (
         f"; a plain process took {p.plain_gap * 100:+.1f}% ({p.plain_gap_of})" if p.plain_gap is not None else ""))
     print(f"  {'overhead between operators':<32} {p.overhead_s * 1e3:10.3f} ms "
-          f"({estimate.OVERHEAD_FROM[p.overhead_from]})")
+          f"({overhead_sources.OVERHEAD_FROM[p.overhead_from]})")
     for op_type, t in p.by_op_type().head(12).items():
         print(f"  {label(op_type):<32} {t * 1e3:10.3f} ms")
     methods = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in sorted(p.methods().items()))

@@ -56,18 +56,16 @@ distance to the nearest measured configuration).
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
-import pickle
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from opcost.analysis import optypes
+from opcost.analysis import heldout, optypes
 from opcost.analysis.features import NUMERIC, features
+from opcost.analysis.heldout import MIN_INTERVAL
 from opcost.analysis.laws import fit_law, peak_rates, typical_rates
 from opcost.analysis.shape_lines import Lines, lines
 from opcost.model.modes import op_mode
@@ -75,12 +73,8 @@ from opcost.model.modes import op_mode
 log = logging.getLogger(__name__)
 
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
-MIN_INTERVAL = 8  # held-out errors of a type needed for an interval of its own
 MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to be reported
 FOLDS = 5
-BOOTSTRAP = 200  # resamples of the held-out models for the standard error of a method's held-out error
-FILE = "costmodel.pkl"  # its name in the cache folder (:func:`cache_path`), after the database's own folder
-CACHE_ENV = "OPCOST_CACHE"  # the cache folder, when set; else $XDG_CACHE_HOME/opcost, else ~/.cache/opcost
 FIT_VERSION = 24  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
@@ -130,6 +124,7 @@ class CostModel:
             **{CONTEXT: data[CONTEXT] if CONTEXT in data else np.nan,
                "workload": data["workload"] if "workload" in data else None,
                "count": data["count"].fillna(1) if "count" in data else 1})
+        data["family"] = _families(data)  # once: every fit and fold reads it
         model = cls._fit_once(data, target)
         model.heldout = held = cls._cross_validate(data, target, folds)
         if len(held):
@@ -142,14 +137,14 @@ class CostModel:
             # what to expect where nothing is measured nearby: the estimates of the laws, not those interpolated
             # between two measured neighbours (small at any distance: they would flatten the growth)
             apart = held["method"] != "interpolated"
-            model.error_growth = _error_growth(held.loc[apart, "distance"], chosen[apart].abs())
-            share = _time_shares(held, _model_groups(held))
-            model.quantiles = {None: _quantiles(chosen, share)}
+            model.error_growth = heldout.error_growth(held.loc[apart, "distance"], chosen[apart].abs())
+            share = heldout.time_shares(held, heldout.model_groups(held))
+            model.quantiles = {None: heldout.quantiles(chosen, share)}
             for op_type, g in chosen.groupby(model.heldout["op_type"]):
                 if len(g) >= MIN_INTERVAL:
-                    model.quantiles[op_type] = _quantiles(g, share[g.index])
+                    model.quantiles[op_type] = heldout.quantiles(g, share[g.index])
         model.fallback = model._leave_type_out(data, target)
-        model.method_quantiles = _method_quantiles(model.fallback, held)
+        model.method_quantiles = heldout.method_quantiles(model.fallback, held, FALLBACKS)
         return model
 
     @classmethod
@@ -168,7 +163,7 @@ class CostModel:
                                           model.typical[key[1:]])
         model._fit_shared(data, y)
         model.points = data[["op_type", "mode", "phase", "flops", "bytes", "log_flops", "log_bytes"]].assign(
-            y=y, family=_families(data))
+            y=y, family=data["family"])
         if "line" in data:
             model.lines = Lines.of(data["line"], data["dims"], data["bytes"], data["flops"], y, data[CONTEXT])
         base = model._baseline(data)[0]
@@ -205,7 +200,7 @@ class CostModel:
                 g = _with_work(g, worked)
                 self.global_laws[key] = fit_law(g["flops"], g["bytes"], y[g.index], self.peaks.get(key),
                                                 self.typical.get(key))
-        family = _families(data)
+        family = data["family"]
         keep = family.notna() if families is None else family.isin(families)
         for key, g in data[keep].groupby([family[keep], "mode", "phase"]):
             if len(g) >= MIN_CONFIGS:
@@ -228,7 +223,7 @@ class CostModel:
 
         from opcost.model.sweep_points import PREFIX
 
-        group = _model_groups(data)
+        group = heldout.model_groups(data)
         if data["config_id"].nunique() < 2 * folds or group.nunique() < folds:
             return pd.DataFrame(columns=["config_id", "op_type", "mode", "phase", "workload", "count", "measured",
                                          "method", *METHODS, "distance"])
@@ -269,7 +264,7 @@ class CostModel:
             rest = data[data["op_type"] != op_type]
             if rest.empty:
                 continue
-            m = self._without(op_type, _families(test).iloc[0], rest, y[rest.index])
+            m = self._without(op_type, test["family"].iloc[0], rest, y[rest.index])
             est, method = m._baseline(test)
             ok = np.isfinite(est) & (est > 0)
             if not ok.any():
@@ -310,7 +305,7 @@ class CostModel:
         if per_config.isna().all():
             return None
         best = str(per_config.idxmin())
-        margin = _bootstrap_se(err[best], _model_groups(held))
+        margin = heldout.bootstrap_se(err[best], heldout.model_groups(held))
         return next(m for m in self.methods() if per_config[m] <= per_config[best] + margin)
 
     # -- estimating --------------------------------------------------------------------------------------------
@@ -482,7 +477,7 @@ class CostModel:
         many)."""
         if self.heldout is None or self.heldout.empty:
             return {}
-        sums = workload_errors(self.heldout, self.methods())
+        sums = heldout.workload_errors(self.heldout, self.methods())
         sums = sums[sums["configs"] >= MIN_WORKLOAD]
         out = {"configurations": int(self.heldout["config_id"].nunique()), "workloads": len(sums),
                "chosen": self.chosen()}
@@ -519,204 +514,7 @@ def _families(data: pd.DataFrame) -> pd.Series:
     return pd.Series([optypes.family(t, b) for t, b in zip(data["op_type"], base)], index=data.index, dtype=object)
 
 
-def _bootstrap_se(values: pd.Series, groups: pd.Series) -> float:
-    """The standard error of the median of ``values`` over resamples of its ``groups`` with replacement (the
-    held-out models: a model's configurations err together); 0 with fewer than two groups."""
-    v = values.to_numpy(dtype=float)
-    ok = np.isfinite(v)
-    by = pd.Series(v[ok]).groupby(groups.to_numpy()[ok]).apply(lambda s: s.to_numpy()).tolist()
-    if len(by) < 2:
-        return 0.0
-    rng = np.random.default_rng(0)
-    meds = [np.median(np.concatenate([by[i] for i in rng.integers(0, len(by), len(by))]))
-            for _ in range(BOOTSTRAP)]
-    return float(np.std(meds, ddof=1))
-
-
-def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    """The ``q`` quantile of ``values`` under ``weights`` (the midpoints of the weighted steps)."""
-    order = np.argsort(values)
-    v, w = values[order], weights[order]
-    cum = (np.cumsum(w) - w / 2) / w.sum()
-    return float(np.interp(q, cum, v))
-
-
-def _time_shares(held: pd.DataFrame, groups: pd.Series) -> pd.Series:
-    """Per held-out row (``count``, ``measured``): its share of its group's measured time (count x measured; a
-    group weighs 1). An interval is read on a model's total, which the costly configurations carry: a 10 us call
-    estimated 40% off and a 10 ms one 4% off are not one error each; weighted by time, the quantiles are those of
-    the error of a unit of the time estimated."""
-    time = held["count"].astype(float).fillna(1.0) * held["measured"].astype(float)
-    return time / time.groupby(groups.to_numpy()).transform("sum")
-
-
-def _quantiles(ratios: pd.Series, weights: pd.Series) -> tuple[float, float]:
-    """(q05, q95) of held-out log ratios under ``weights`` (:func:`_time_shares`)."""
-    r, w = ratios.to_numpy(dtype=float), weights.to_numpy(dtype=float)
-    ok = np.isfinite(r) & np.isfinite(w) & (w > 0)
-    return _weighted_quantile(r[ok], w[ok], 0.05), _weighted_quantile(r[ok], w[ok], 0.95)
-
-
-def _method_quantiles(fallback: pd.DataFrame | None, held: pd.DataFrame | None) -> dict:
-    """Fallback method -> (q05, q95) of its held-out log ratios: the leave-type-out rows (each op type weighing
-    1), and the cross-validation's rows that fell back to it (weight 1 per model held out), each weighing by its
-    share of the time (:func:`_time_shares`), where at least :data:`MIN_INTERVAL` op types or models show it."""
-    parts = []
-    if fallback is not None and len(fallback):
-        parts.append(fallback[["method", "ratio", "weight"]].assign(group=fallback["op_type"]))
-    if held is not None and len(held):
-        chosen = held["law"].astype(float)
-        fell = held[held["method"].isin(FALLBACKS) & np.isfinite(chosen)]
-        if len(fell):
-            group = _model_groups(fell)
-            parts.append(pd.DataFrame({"method": fell["method"], "ratio": chosen[fell.index],
-                                       "weight": _time_shares(fell, group), "group": group}))
-    if not parts:
-        return {}
-    pool = pd.concat(parts, ignore_index=True)
-    out = {}
-    for method, g in pool.groupby("method"):
-        if g["group"].nunique() >= MIN_INTERVAL:
-            r, w = g["ratio"].to_numpy(dtype=float), g["weight"].to_numpy(dtype=float)
-            out[method] = (_weighted_quantile(r, w, 0.05), _weighted_quantile(r, w, 0.95))
-    return out
-
-
-def _model_groups(rows: pd.DataFrame) -> pd.Series:
-    """Per row, the model of the workload it was profiled among (column ``workload``): a model's workloads, its
-    batch sizes, together, as for a model never profiled; a row without a workload is a group of its own."""
-    return rows["workload"].map(_model_of, na_action="ignore").fillna(rows["config_id"])
-
-
-def _model_of(workload: str) -> str:
-    """The model of a workload key (``model/mode/bN``; anything else: itself)."""
-    return workload.rsplit("/", 2)[0] if workload.count("/") >= 2 else workload
-
-
 def _with_work(group: pd.DataFrame, worked: pd.Series) -> pd.DataFrame:
     """The rows of ``group`` that do work (FLOPs or bytes), where at least :data:`MIN_CONFIGS` do; else all."""
     w = group[worked[group.index]]
     return w if len(w) >= MIN_CONFIGS else group
-
-
-def workload_errors(held: pd.DataFrame, methods) -> pd.DataFrame:
-    """Per held-out workload (and mode) of a cross-validation's rows: ``configs`` and, per method, log(Σ count x
-    estimate / Σ count x measured) over its configurations and phases that have an estimate, as its prediction sums
-    them (``count``: calls per iteration)."""
-    held = held[np.isfinite(held[list(methods)].astype(float)).all(axis=1)]
-    if held.empty:
-        return pd.DataFrame(columns=["workload", "mode", "configs", *methods])
-    weight = held["count"].astype(float) * held["measured"]
-    est = pd.DataFrame({m: weight * np.exp(held[m]) for m in methods}).assign(
-        measured=weight, workload=held["workload"], mode=held["mode"])
-    g = est.groupby(["workload", "mode"])
-    out = np.log(g[list(methods)].sum().div(g["measured"].sum(), axis=0))
-    return out.assign(configs=held.groupby(["workload", "mode"])["config_id"].nunique()).reset_index()
-
-
-def _error_growth(distance: pd.Series, abs_error: pd.Series) -> tuple[float, float]:
-    """(a, b) of the least-squares line ``|log error| = a + b x distance``, both at least 0 (a flat line at the
-    mean without a rise)."""
-    ok = distance.notna() & abs_error.notna()
-    d, e = distance[ok].to_numpy(dtype=float), abs_error[ok].to_numpy(dtype=float)
-    if len(d) < 2 or np.ptp(d) == 0:
-        return (float(e.mean()) if len(e) else 0.0, 0.0)
-    b, a = np.polyfit(d, e, 1)
-    return (float(max(a, 0.0)), float(b)) if b > 0 else (float(e.mean()), 0.0)
-
-
-def context_bytes(layers: pd.DataFrame) -> dict[str, float]:
-    """Per workload of ``layers`` (its key, ``model/mode/bN``): log10 of the bytes its operators move in one
-    forward pass (Σ count x bytes). An operator's measured cost depends on what the operators around it leave in the
-    caches: an inference Dropout, a call that does nothing, measured 6-16 µs among tiny_bert's operators, 8-15 µs
-    among convnext_atto's at batch 1 and 10-46 µs at batch 4 (docs/methodology.md, section 11)."""
-    from opcost.model.workload import workload_keys
-
-    if layers.empty:
-        return {}
-    moved = layers["count"].astype(float) * features(layers.assign(phase="forward"))["bytes"].astype(float)
-    total = moved.groupby(workload_keys(layers)).sum()
-    return {key: math.log10(max(float(v), 1.0)) for key, v in total.items()}
-
-
-def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
-                  configs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per measured (configuration, phase) of ``used`` (baseline-placement isolated `measurements` of one
-    set of conditions): its `layers` description, ``column`` as ``seconds``, the ``workload`` it was profiled among
-    and that workload's :func:`context_bytes` (the `configs` table's ``workload``; without ``configs``, the catalogue of
-    ``layers``; missing where that workload is not in ``layers``) and its ``count`` of calls per iteration there."""
-    from opcost.database import catalog
-    from opcost.model.workload import workload_keys
-
-    desc = layers.drop_duplicates("config_id")[["config_id", "op_type", "mode", "params", "inputs", "outputs"]]
-    val = used.groupby(["config_id", "phase"], as_index=False)[column].median().rename(columns={column: "seconds"})
-    where = configs if configs is not None and len(configs) else catalog(layers)
-    val["workload"] = val["config_id"].map(where.drop_duplicates("config_id").set_index("config_id")["workload"])
-    calls = layers.groupby([workload_keys(layers), layers["config_id"]])["count"].sum()
-    val["count"] = calls.reindex(pd.MultiIndex.from_arrays([val["workload"], val["config_id"]])).to_numpy()
-    val[CONTEXT] = val["workload"].map(context_bytes(layers)).astype(float)
-    return val.merge(desc, on="config_id").dropna(subset=["seconds"])
-
-
-def fingerprint(used: pd.DataFrame, configs: pd.DataFrame | None = None) -> str:
-    """A digest of the measurement rows a model is fitted to (configuration ids, phases, timestamps; a
-    configuration's description is fixed by its id) and of the workloads they were profiled among (``configs``)."""
-    h = hashlib.sha256()
-    for col in ("config_id", "phase", "timestamp"):
-        h.update("\x00".join(sorted(map(str, used[col]))).encode() if col in used else b"")
-    if configs is not None and len(configs) and "config_id" in used:
-        among = configs[configs["config_id"].isin(set(used["config_id"]))]
-        h.update("\x00".join(sorted(f"{c}={w}" for c, w in zip(among["config_id"], among["workload"]))).encode())
-    return h.hexdigest()[:16]
-
-
-_FITTED: dict[str, CostModel] = {}  # this process's fits by fingerprint (a database without a directory)
-
-
-def cache_path(db_dir) -> Path:
-    """Where the fitted cost models of the database folder ``db_dir`` are kept: a file of the user's cache folder
-    (``$OPCOST_CACHE``, else ``$XDG_CACHE_HOME/opcost``, else ``~/.cache/opcost``) named after the database's
-    absolute path, never inside the database, which commands that read it leave as it was. A stale or unreadable
-    file is refitted (each model carries the fingerprint of the rows it was fitted on)."""
-    import hashlib
-    import os
-
-    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "opcost"
-    where = str(Path(db_dir).resolve())
-    return Path(root) / f"{Path(where).name}-{hashlib.sha1(where.encode()).hexdigest()[:12]}-{FILE}"
-
-
-def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, column: str,
-                configs: pd.DataFrame | None = None) -> CostModel | None:
-    """The cost model of ``used`` kept for the database at ``db_dir`` under ``key`` (the conditions) in the cache
-    (:func:`cache_path`), refitted and saved again when the rows changed since (or on a load failure); None when
-    fewer than :data:`MIN_CONFIGS` rows. ``layers`` and ``configs``: as for :func:`training_data`."""
-    fp = fingerprint(used, configs) + column + f"/v{FIT_VERSION}"
-    path = cache_path(db_dir) if db_dir is not None else None
-    saved = {}
-    if path is not None and path.exists():
-        try:
-            with open(path, "rb") as fh:
-                saved = pickle.load(fh)
-        except Exception as e:  # an unreadable or incompatible pickle is refitted, not trusted
-            log.warning("%s: %s; refitting the cost model", path, e)
-            saved = {}
-    model = saved.get((key, column)) or _FITTED.get(fp)
-    if model is not None and model.fingerprint == fp:
-        return model
-    data = training_data(layers, used, column, configs)
-    if len(data) < MIN_CONFIGS:
-        return None
-    model = CostModel.fit(data)
-    model.fingerprint = fp
-    _FITTED[fp] = model
-    if path is not None:
-        saved[(key, column)] = model
-        try:
-            from opcost.io import atomic
-
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic(path, lambda tmp: Path(tmp).write_bytes(pickle.dumps(saved)))
-        except OSError as e:  # a cache that cannot be written: the model is fitted again next time
-            log.warning("%s: cannot save the cost model (%s)", path, e)
-    return model

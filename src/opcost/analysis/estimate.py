@@ -2,14 +2,9 @@
 model's estimates (:mod:`opcost.analysis.costmodel`) for the rest, plus the overhead between operators.
 
 The measurements used are one set of conditions (host, device, threads: :func:`conditions`); costs from different
-machines or thread counts are never mixed. The overhead between operators of a workload the database traced is the
-one its own trace models (the `overheads` table, as in its validation's `+overhead` row); of a decode step whose
-model's steps were traced at other contexts or batches, a fit in the key/value cache bytes over every model's traced
-steps (:func:`decode_overhead`); of a model traced at other batch sizes (a prefill: or prompt lengths), the median
-per call of those traces; of a model never traced, a short trace of its own taken at predict time where asked; of
-any other, it is modelled per call from the database's workloads: the overhead their traces model per call (without
-traces, (end-to-end time − Σ measured isolated costs) / calls of the workloads with an end-to-end time), the median
-over the models' workloads of the same mode (their 10–90% range is its interval), floored at 0.
+machines or thread counts are never mixed. The overhead between operators comes from the nearest evidence the
+database holds (:mod:`opcost.analysis.overhead_sources`: the workload's own trace, its model's traces, every
+model's traced decode steps, a short trace taken now, the median per call over the database's workloads).
 
 Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
 contributes count × its interval (the 5–95% range of the held-out errors of the rule that estimated it:
@@ -33,15 +28,34 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from opcost.analysis.costmodel import CONTEXT, context_bytes, load_or_fit
-from opcost.analysis.predict import (DEFAULT_STATISTIC, REFERENCES, STATISTICS, baseline, one_run, references,
-                                     rotation_first)
-from opcost.database import latest, of_workload, runs
+from opcost.analysis.costmodel import CONTEXT
+from opcost.analysis.overhead_sources import (
+    decode_overhead,
+    every_time,
+    is_prefill,
+    memory_level_shift,
+    method_error,
+    on_conditions,
+    overhead_now,
+    overhead_of,
+    overhead_per_call,
+    timing_spread,
+    traced_kind,
+    traced_overheads,
+)
+from opcost.analysis.predict import (
+    DEFAULT_STATISTIC,
+    STATISTICS,
+    baseline,
+    one_run,
+    references,
+    rotation_first,
+)
+from opcost.analysis.training import context_bytes, load_or_fit
+from opcost.database import of_workload, runs
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
 from opcost.measure.plain import PROCESS  # the process the costs hold in
-from opcost.model.modes import decode_context, is_decode, prefill_length
-from opcost.model.sweep_points import PREFIX as SWEEP_PREFIX
 
 CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
 
@@ -176,251 +190,6 @@ def _phases(layers: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([fwd, bwd], ignore_index=True)
 
 
-def _on_conditions(table: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``table`` on the device, host and thread count of ``used`` (one set of conditions)."""
-    for key in ("device", "host", "threads"):
-        if key in table and key in used and len(used):
-            table = table[table[key].astype(str) == str(used[key].iloc[0])]
-    return table
-
-
-def traced_overheads(db: dict, used: pd.DataFrame, mode: str,
-                     run: str | None = None) -> dict[tuple[str, int], tuple[float, float]]:
-    """(model, batch) -> (overhead seconds per iteration its trace models, its calls) for the database's model
-    workloads of ``mode`` on the conditions of ``used`` (the `overheads` table, the newest row of each, a row of
-    ``run`` before any other; not the sweep chains, whose few calls are not a model's glue)."""
-    traced = _on_conditions(db.get("overheads", pd.DataFrame()), used)
-    if len(traced):
-        traced = traced[(traced["mode"] == mode) & ~traced["model"].str.startswith(SWEEP_PREFIX)
-                        & (traced["calls"] > 0)]
-    if not len(traced):
-        return {}
-    own = None if run is None else (runs(traced) == run)
-    traced = latest(traced, ("model", "batch", "mode"), preferred=own)
-    return {(r.model, int(r.batch)): (float(r.overhead_s), float(r.calls)) for r in traced.itertuples()}
-
-
-def _traced_decode_steps(db: dict, used: pd.DataFrame, run: str | None = None) -> dict[tuple, tuple[float, float]]:
-    """(model, batch, mode) -> (overhead seconds per step its trace models, its calls) of every decode step the
-    database traced, at any context length (:func:`traced_overheads` of each ``decode<L>`` mode)."""
-    return _traced_kind(db, used, is_decode, run)
-
-
-def _traced_kind(db: dict, used: pd.DataFrame, kind, run: str | None = None) -> dict[tuple, tuple[float, float]]:
-    """(model, batch, mode) -> (overhead seconds per iteration its trace models, its calls) of every workload the
-    database traced in a mode for which ``kind(mode)`` holds (:func:`traced_overheads` of each)."""
-    held = set(db.get("overheads", pd.DataFrame(columns=["mode"]))["mode"])
-    return {(m, b, mode): v for mode in sorted(filter(kind, held))
-            for (m, b), v in traced_overheads(db, used, mode, run).items()}
-
-
-def _is_prefill(mode: str) -> bool:
-    return prefill_length(mode) is not None
-
-
-def overhead_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> tuple[float, float, float]:
-    """(median, 10th, 90th percentile) seconds of overhead per operator call on the conditions of ``used``, over
-    the database's model workloads of ``mode``: the overhead their traces model (:func:`traced_overheads`) where the
-    database holds it; else (end-to-end time − Σ measured isolated costs) / calls of its fully measured workloads
-    with an end-to-end time; 0 when neither. A decode step at a context length never traced: the decode steps traced
-    at the others; a prefill at a prompt length never traced: the prefills traced at the others."""
-    traced = list(traced_overheads(db, used, mode).values())
-    if not traced and (is_decode(mode) or _is_prefill(mode)):
-        traced = list(_traced_kind(db, used, is_decode if is_decode(mode) else _is_prefill).values())
-    if traced:
-        gaps = np.array([overhead / calls for overhead, calls in traced])
-    else:
-        gaps = _residual_per_call(db, used, mode, statistic)
-    if not len(gaps):
-        return 0.0, 0.0, 0.0
-    g = np.clip(gaps, 0, None)
-    return float(np.median(g)), float(np.quantile(g, 0.1)), float(np.quantile(g, 0.9))
-
-
-def _measured_workloads(db: dict, used: pd.DataFrame, mode: str,
-                        statistic: str) -> list[tuple[tuple[str, int], float, float, float]]:
-    """((model, batch), end-to-end time, Σ count × isolated cost + the autograd engine's call, calls) of each fully
-    measured model workload of ``mode`` with an end-to-end time on the conditions of ``used`` (not the sweep
-    chains); the end-to-end time is its reference (:func:`~opcost.analysis.predict.references`)."""
-    col = STATISTICS[statistic]
-    e2e = _on_conditions(db["e2e"], used)
-    refs = references(e2e, str(used["device"].iloc[0]), "isolated", statistic) if len(used) else {}
-    cost = used.groupby("config_id")[col].sum()
-    # training: the one autograd engine call per iteration is a row of its own, not overhead
-    engine = (engine_cost(used) or 0.0) if mode == "training" else 0.0
-    out = []
-    layers = db["layers"]
-    for (model, batch, mo), (ref, _) in refs.items():
-        if mo != mode or model.startswith(SWEEP_PREFIX):
-            continue
-        wl = of_workload(layers, model, batch, mo)
-        c = cost.reindex(wl["config_id"])
-        if wl.empty or c.isna().any():
-            continue
-        out.append(((model, int(batch)), ref, engine + float((wl["count"].to_numpy() * c.to_numpy()).sum()),
-                    float(wl["count"].sum())))
-    return out
-
-
-def _every_time(db: dict, used: pd.DataFrame, statistic: str) -> dict[tuple, list[float]]:
-    """(model, batch, mode) -> every end-to-end time its run took of the workload on the conditions of ``used``,
-    seconds per iteration: each rotation's, each dedicated and interleaved run's (the reference methods of
-    isolated costs; not the plain process, whose allocator differs), taken in other minutes than one another."""
-    col = STATISTICS[statistic]
-    e2e = one_run(_on_conditions(db["e2e"], used))
-    e2e = e2e[e2e["method"].isin(REFERENCES["isolated"]) & e2e[col].notna()]
-    return {(m, int(b), mo): g[col].astype(float).tolist()
-            for (m, b, mo), g in e2e.groupby(["model", "batch", "mode"])}
-
-
-def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) -> list[float]:
-    """Per fully measured model workload of ``mode`` with an end-to-end time on the conditions of ``used``:
-    (end-to-end time − Σ count × isolated cost − the autograd engine's call) / calls."""
-    return [(ref - ops) / calls for _, ref, ops, calls in _measured_workloads(db, used, mode, statistic)]
-
-
-def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str, per_call: float,
-                 times: dict | None = None) -> tuple[float, float] | None:
-    """(5th, 95th percentile) of end-to-end time / prediction − 1 over the database's fully measured model
-    workloads of ``mode`` with an end-to-end time, each predicted as :func:`predict_workload` predicts it (Σ count ×
-    isolated cost + its overhead by :func:`_overhead_of`, ``per_call`` the median per call of all), against each
-    end-to-end time its run took of it (:func:`_every_time`: a time taken in other minutes than the costs moves
-    with the machine, and the interval is to hold such a time too), i.e. how far the method is off where nothing
-    is estimated; None with fewer than 3 such workloads. ``times``: :func:`_every_time`'s, where the caller has them."""
-    traced = traced_overheads(db, used, mode)
-    times = _every_time(db, used, statistic) if times is None else times
-    rel, workloads = [], 0
-    for (model, batch), ref, ops, calls in _measured_workloads(db, used, mode, statistic):
-        predicted = ops + _overhead_of(traced, model, batch, calls, per_call)[0]
-        if predicted > 0:
-            rel += [t / predicted - 1 for t in times.get((model, batch, mode), [ref])]
-            workloads += 1
-    if workloads < 3:
-        return None
-    return float(np.quantile(rel, 0.05)), float(np.quantile(rel, 0.95))
-
-
-def _same_kind(mode: str, other: str) -> bool:
-    """Whether workloads of ``other`` mode rest on the same evidence as ``mode``'s: the same mode, or both decode
-    steps (at any context), or both prefills (of any prompt)."""
-    return other == mode or (is_decode(mode) and is_decode(other)) or (_is_prefill(mode) and _is_prefill(other))
-
-
-def timing_spread(times: dict, model: str, mode: str) -> tuple[float, float] | None:
-    """(5th, 95th percentile) of how far each end-to-end time of ``model``'s measured workloads of ``mode``'s kind
-    (:func:`_same_kind`) lies from its workload's median time (``times``: :func:`_every_time`'s, every run that
-    timed it), i.e. the spread of the timings a prediction of that model rests on and is checked against, which no
-    interval can be narrower than; of every model's such workloads where ``model`` has none with two times; None
-    where no workload of that kind has two. (Not :func:`opcost.analysis.predict.reference_spread`: one workload's
-    rotations, largest over smallest.)"""
-    for mine in (True, False):
-        rel = [t / float(np.median(ts)) - 1 for (name, _, m), ts in times.items()
-               if (name == model or not mine) and _same_kind(mode, m) and len(ts) >= 2 for t in ts]
-        if rel:
-            return float(np.quantile(rel, 0.05)), float(np.quantile(rel, 0.95))
-    return None
-
-
-OVERHEAD_FROM = {"own trace": "its trace", "trace now": "a short trace of its own, taken now",
-                 "decode steps": "the traced decode steps, linear in the key/value cache bytes (its model's intercept)",
-                 "same model": "per call, its model's traces at other batch sizes (a prefill: and prompt lengths)",
-                 "all models": "median per call of the traced workloads"}  # Prediction.overhead_from -> its meaning
-
-
-def decode_overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, mode: str,
-                    run: str | None = None) -> float | None:
-    """Seconds per step of overhead of the decode step ``layers`` (one workload's rows) at the context of ``mode``
-    (``decode<L>``), from the database's traced decode steps: a least-squares fit of their overheads in the bytes
-    of key/value cache a step reads (:func:`opcost.analysis.decode.cache_bytes`), one slope shared by every model
-    (what a byte of cache costs a step around its operators: the operators finding their weights and code evicted
-    by the cache's traffic, the update's bookkeeping) and an intercept per model (its glue without a cache), floored
-    at 0. A median per call cannot follow that growth to a longer context; one slope from every model's steps moves
-    less with one trace's noise than a line through one model's two or three. None where ``mode`` is no decode
-    step, the model has no traced decode step, or no model's traced steps hold two cache sizes. The slope is held
-    at 0 or above in the fit itself (:func:`_cache_line`)."""
-    from opcost.analysis.decode import cache_bytes
-
-    context = decode_context(mode)
-    if context is None or layers.empty:
-        return None
-    model = str(layers["model"].iloc[0])
-    points = []  # (model, cache bytes, overhead seconds) of each traced decode step
-    for (name, b, m), (overhead, _) in _traced_decode_steps(db, used, run).items():
-        wl = of_workload(db["layers"], name, b, m)
-        if len(wl):
-            points.append((name, cache_bytes(wl, decode_context(m)), overhead))
-    names = sorted({n for n, _, _ in points})
-    sizes = {n: {c for m, c, _ in points if m == n} for n in names}
-    if model not in names or max(len(v) for v in sizes.values()) < 2:
-        return None
-    return max(float(_cache_line(points, names, model)(cache_bytes(layers, context))), 0.0)
-
-
-def memory_level_shift(db: dict, e2e: pd.DataFrame, rows: pd.DataFrame, layers: pd.DataFrame,
-                       picked: dict) -> float:
-    """Seconds per step a decode step (``layers``; ``rows``: its per-configuration costs) loses to a slower memory
-    level than its model's measured steps ran in (:func:`opcost.analysis.decode.level_shift`): its working set
-    against the largest of its model's decode steps with an end-to-end time in ``e2e`` (the conditions'), on this
-    host's read-bandwidth curve (:func:`opcost.analysis.decode.bandwidth_curve`). The measured costs and the
-    overhead fitted to those steps hold the rates of their own memory level; a step at a longer context or larger
-    batch whose cache no longer fits that level reads every byte at the next one's. 0 where ``layers`` is no
-    decode step, its model has no measured decode step, or the database is of another host (whose bandwidth this
-    one's cannot stand for)."""
-    from opcost.analysis.decode import bandwidth_curve, footprint, level_shift
-
-    context = decode_context(layers["mode"].iloc[0])
-    model = layers["model"].iloc[0]
-    if context is None:
-        return 0.0
-    steps = e2e.loc[e2e["model"] == model, ["batch", "mode"]].drop_duplicates()
-    held = [footprint(of_workload(db["layers"], model, int(b), m), decode_context(m))
-            for b, m in zip(steps["batch"], steps["mode"]) if decode_context(m) is not None]
-    held = [f for f in held if f > 0]
-    step = footprint(layers, context)
-    if not held or step <= max(held):
-        return 0.0
-    curve = bandwidth_curve(picked)
-    return level_shift(rows, step, max(held), curve) if curve else 0.0
-
-
-def _cache_line(points: list, names: list, model: str):
-    """The decode overhead's line in cache bytes for ``model``, fitted to ``points`` (model, cache bytes, overhead
-    seconds) by least squares with the shared slope held at 0 or above *in the fit* (``scipy.optimize.lsq_linear``):
-    a step never gets cheaper as its cache grows, and the intercepts are fitted under that constraint, not floored
-    after an unconstrained fit that two noisy points tilted downwards."""
-    from scipy.optimize import lsq_linear
-
-    x = np.array([[c / 1e6] + [float(n == k) for k in names] for n, c, _ in points])
-    lower = np.r_[0.0, np.full(len(names), -np.inf)]
-    coef = lsq_linear(x, np.array([o for _, _, o in points]), bounds=(lower, np.inf), method="bvls").x
-    return lambda nbytes: coef[0] * nbytes / 1e6 + coef[1 + names.index(model)]
-
-
-def _overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: float,
-                 now: float | None = None, steps: float | None = None, kin: dict | None = None) -> tuple[float, str]:
-    """(overhead seconds per iteration, where from: a key of :data:`OVERHEAD_FROM`) of a workload of ``calls``
-    calls, the nearest evidence first, as for operator costs: the workload's own trace (:func:`traced_overheads`,
-    as its validation's `+overhead` row); else the median per call of its model's traced workloads at other batch
-    sizes (the same Python glue between the same calls); else, for a model never traced, ``now``, the overhead of a
-    short trace of its own taken at predict time (:func:`overhead_now`); else ``per_call``, the median per call of
-    all. A decode step whose model was traced at other context lengths or batches: ``steps``
-    (:func:`decode_overhead`), after its own trace. ``kin``: (model, batch, mode) -> (overhead, calls) of traced
-    workloads of the same kind in other modes (a prefill's at other prompt lengths), which count as its model's
-    traces at other batch sizes do."""
-    own = traced.get((model, batch))
-    if own is not None:
-        return own[0], "own trace"
-    if steps is not None:
-        return steps, "decode steps"
-    sibling = [max(o / c, 0.0) for (m, _), (o, c) in traced.items() if m == model]
-    sibling += [max(o / c, 0.0) for (m, _, _), (o, c) in (kin or {}).items() if m == model]
-    if sibling:
-        return float(np.median(sibling)) * calls, "same model"
-    if now is not None:
-        return now, "trace now"
-    return per_call * calls, "all models"
-
-
 def _on_tier(db: dict, rows: pd.DataFrame, used: pd.DataFrame, tier: str, scenario: str | None,
              statistic: str) -> tuple[str, float, float | None]:
     """Scale the operator costs of ``rows`` (in place: cost_s, low_s, high_s) by their slowdowns in ``scenario``
@@ -428,9 +197,15 @@ def _on_tier(db: dict, rows: pd.DataFrame, used: pd.DataFrame, tier: str, scenar
     of ``used``; None: the scenario those measurements answer best, :func:`opcost.analysis.tiers.default_scenario`);
     (the scenario, the share of the fast-tier operator time whose slowdown was measured, the workload's end-to-end
     time in that scenario where the database holds a `tier` run)."""
-    from opcost.analysis.tiers import default_scenario, scenarios, slowdown_factors, tier_runs, unmoved
+    from opcost.analysis.tiers import (
+        default_scenario,
+        scenarios,
+        slowdown_factors,
+        tier_runs,
+        unmoved,
+    )
 
-    slow = scenarios(_on_conditions(db["measurements"], used))
+    slow = scenarios(on_conditions(db["measurements"], used))
     on_t = slow[slow["tier"] == tier]
     if on_t.empty:
         held = ", ".join(sorted(set(slow["tier"]))) or "none"
@@ -480,94 +255,30 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     operators from a short trace of its own, taken now (:func:`overhead_now`)."""
     statistic = statistic or DEFAULT_STATISTIC
     tier, scenario = (on_tier.tier, on_tier.scenario) if on_tier is not None else (None, None)
-    col = STATISTICS[statistic]
     pool, picked = _isolated(db["measurements"], **chosen)
     used = rotation_first(pool, ("config_id", "phase"))
     model, batch, mode = layers["model"].iloc[0], int(layers["batch"].iloc[0]), layers["mode"].iloc[0]
-    e2e = _on_conditions(db["e2e"], used)
+    e2e = on_conditions(db["e2e"], used)
     run = reference_run(pool, of_workload(e2e, model, batch, mode), run)
     costs = rotation_first(pool, ("config_id", "phase"), run=run) if run is not None else used
-    rows = _phases(layers)
-    measured = costs.set_index(["config_id", "phase"])
-    key = pd.MultiIndex.from_arrays([rows["config_id"], rows["phase"]])
-    rows["cost_s"] = measured[col].reindex(key).to_numpy(dtype=float)
-    rows["energy_j"] = measured["energy_j"].reindex(key).to_numpy(dtype=float)
-    rows["run"] = runs(measured).reindex(key).to_numpy()
-    rows["method"] = np.where(np.isfinite(rows["cost_s"]), "measured", "")
-    rows["low_s"] = rows["high_s"] = rows["cost_s"]
-    missing = ~np.isfinite(rows["cost_s"])
-    cond_key = condition_key(picked)
-    if missing.any():
-        rows[CONTEXT] = next(iter(context_bytes(layers).values()))  # the estimated operators' surroundings
-        # fitted to the database alone (the workload asked for is not part of it): a fit is saved and reused by the
-        # fingerprint of the database's rows, whatever workload is predicted
-        cm = load_or_fit(db_dir, cond_key, db["layers"], used, col, db.get("configs"))
-        if cm is None:
-            raise OpcostError("database", f"too few measured configurations to estimate the {int(missing.sum())} "
-                                          f"unmeasured ones of {model}")
-        est = cm.estimate(rows[missing], method)
-        rows.loc[missing, "cost_s"] = est["estimate"].to_numpy()
-        rows.loc[missing, "low_s"] = est["low"].to_numpy()
-        rows.loc[missing, "high_s"] = est["high"].to_numpy()
-        rows.loc[missing, "method"] = est["method"].to_numpy()
-        if used["energy_j"].notna().sum() >= 3:
-            em = load_or_fit(db_dir, cond_key, db["layers"], used.dropna(subset=["energy_j"]), "energy_j",
-                             db.get("configs"))
-            if em is not None:
-                rows.loc[missing, "energy_j"] = em.estimate(rows[missing], method)["estimate"].to_numpy()
-    unknown = rows["cost_s"].isna()
-    if unknown.any():
-        what = ", ".join(sorted({f"{t} ({p})"
-                                 for t, p in zip(rows.loc[unknown, "op_type"], rows.loc[unknown, "phase"])}))
-        raise OpcostError(f"model {model}", f"the database holds nothing to estimate {what} from: profile a {mode} "
-                                            "workload first")
-    e = engine_cost(costs) if mode == "training" else None  # one autograd engine call per iteration
-    if e is not None:
-        rows = pd.concat([rows, pd.DataFrame([{"config_id": ENGINE_ID, "op_type": ENGINE_OP_TYPE, "phase": "backward",
-                                               "count": 1, "cost_s": e, "low_s": e, "high_s": e,
-                                               "method": "measured"}])], ignore_index=True)
+    rows = _costed(db, layers, costs, used, CostSource(db_dir, condition_key(picked), STATISTICS[statistic], method))
     fast_ops = float((rows["count"].astype(float) * rows["cost_s"]).sum())
     tier_share = tier_measured = None
     if tier is not None:
         scenario, tier_share, tier_measured = _on_tier({**db, "e2e": one_run(e2e, run)}, rows, used, tier, scenario,
                                                        statistic)
     rows["total_s"] = rows["count"].astype(float) * rows["cost_s"]
-    per_call, lo_call, hi_call = overhead_per_call(db, used, mode, statistic)
-    calls = float(layers["count"].sum())
-    ops = float(rows["total_s"].sum())
-    traced = traced_overheads(db, used, mode, run)
-    steps = decode_overhead(db, used, layers, mode, run) if (model, batch) not in traced else None
-    now = None
-    kin = _traced_kind(db, used, _is_prefill, run) if _is_prefill(mode) else {}  # prefills at other prompts
-    if (trace_now is not None and steps is None and not any(m == model for m, _ in traced)
-            and not any(m == model for m, _, _ in kin)):  # its own glue
-        now = overhead_now(trace_now, batch, mode, picked)
-    overhead_s, overhead_from = _overhead_of(traced, model, batch, calls, per_call, now, steps, kin)
+    per_call = overhead_per_call(db, used, mode, statistic)
+    overhead_s, overhead_from = _overhead(db, used, layers, per_call[0], run, picked, trace_now)
     level = memory_level_shift(db, e2e, rows, layers, picked)
-    est_rows = ~rows["method"].isin(["measured"])
-    n = rows["count"].astype(float)
-    down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
-    up = (n * (rows["high_s"] - rows["cost_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
-    centre = ops + overhead_s
-    # the method's own error (isolated costs + modelled overhead against end-to-end times), which includes the
-    # overhead's spread between workloads; the overhead's range alone where too few workloads show it
-    times = _every_time(db, used, statistic)
-    off = method_error(db, used, mode, statistic, per_call, times)
-    below, above = ((per_call - lo_call) * calls, (hi_call - per_call) * calls) if off is None else \
-        (centre * max(0.0, -off[0]), centre * max(0.0, off[1]))
-    spread = down ** 2 + up ** 2
-    widest = str(spread.idxmax()[0]) if len(spread) and spread.max() > 0 else None
-    low = centre - float(np.sqrt((down ** 2).sum() + below ** 2))
-    high = centre + float(np.sqrt((up ** 2).sum() + above ** 2))
-    floor = timing_spread(times, model, mode)  # never narrower than the timings it rests on
-    if floor is not None:
-        low, high = min(low, centre * (1 + floor[0])), max(high, centre * (1 + floor[1]))
+    centre, low, high, widest = _interval(db, used, rows, overhead_s, per_call, statistic, model, mode)
     # the memory level's cost is the least certain part: the interval holds the step with it and without it
     centre, high = centre + level, high + level
     ref = references(of_workload(e2e, model, batch, mode), picked["device"], "isolated", statistic, run)
     energy = rows["count"].astype(float) * rows["energy_j"]
     gap, gap_of = plain_gap(one_run(e2e, run), model, batch, mode)
     by_run = rows[rows["method"] == "measured"].dropna(subset=["run"]).groupby("run")["total_s"].sum()
+    est_rows = ~rows["method"].isin(["measured"])
     return Prediction(model=model, batch=batch, mode=mode, conditions=picked,
                       predicted_s=centre, low_s=max(low, 0.0), high_s=high,
                       estimated_s=float(rows.loc[est_rows, "total_s"].sum()) + level, overhead_s=overhead_s,
@@ -582,17 +293,107 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                       plain_gap=gap, plain_gap_of=gap_of, widest=widest)
 
 
-def overhead_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32") -> float:
-    """Seconds per iteration of overhead between operators of the workload (``model``: its name and config entry)
-    at ``batch`` in ``mode``, modelled from a short trace of its own taken now, as the trace stage models a
-    profiled workload's (:func:`opcost.analysis.predict.trace_overhead`: each gap before a call, less the gap its
-    isolated replay already includes), in a process of its own set up as the measuring ones were (``conditions``:
-    the database's device and threads; glibc keeping freed memory): :func:`opcost.analysis.overhead.trace_now`."""
-    from opcost.analysis.overhead import trace_now
-    from opcost.analysis.predict import trace_overhead
+@dataclass(frozen=True)
+class CostSource:
+    """Where the unmeasured configurations' costs come from: the cost model of the database at ``db_dir`` on the
+    conditions ``key`` (:func:`condition_key`), fitted to the measurement column ``column``; ``method``: as for
+    :func:`predict_workload`."""
 
-    parts = trace_now(model, batch, mode, conditions, dtype)
-    return float(trace_overhead(parts["trace_overheads"], parts["trace_op_types"])[(model[0], int(batch), mode)])
+    db_dir: object
+    key: str
+    column: str
+    method: str | None = None
+
+
+def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFrame,
+            source: CostSource) -> pd.DataFrame:
+    """One row per configuration and phase of ``layers`` with its cost per call (``cost_s``, ``low_s``,
+    ``high_s``), ``energy_j``, the ``run`` a measured cost comes from and its ``method`` (``measured`` or the cost
+    model's): measured where ``costs`` holds it, estimated by the cost model of ``used`` for the rest; in training
+    with the autograd engine's one call per iteration as a row of its own."""
+    model, mode = layers["model"].iloc[0], layers["mode"].iloc[0]
+    rows = _phases(layers)
+    measured = costs.set_index(["config_id", "phase"])
+    key = pd.MultiIndex.from_arrays([rows["config_id"], rows["phase"]])
+    rows["cost_s"] = measured[source.column].reindex(key).to_numpy(dtype=float)
+    rows["energy_j"] = measured["energy_j"].reindex(key).to_numpy(dtype=float)
+    rows["run"] = runs(measured).reindex(key).to_numpy()
+    rows["method"] = np.where(np.isfinite(rows["cost_s"]), "measured", "")
+    rows["low_s"] = rows["high_s"] = rows["cost_s"]
+    missing = ~np.isfinite(rows["cost_s"])
+    if missing.any():
+        rows[CONTEXT] = next(iter(context_bytes(layers).values()))  # the estimated operators' surroundings
+        # fitted to the database alone (the workload asked for is not part of it): a fit is saved and reused by the
+        # fingerprint of the database's rows, whatever workload is predicted
+        cm = load_or_fit(source.db_dir, source.key, db["layers"], used, source.column, db.get("configs"))
+        if cm is None:
+            raise OpcostError("database", f"too few measured configurations to estimate the {int(missing.sum())} "
+                                          f"unmeasured ones of {model}")
+        est = cm.estimate(rows[missing], source.method)
+        for col, what in (("cost_s", "estimate"), ("low_s", "low"), ("high_s", "high"), ("method", "method")):
+            rows.loc[missing, col] = est[what].to_numpy()
+        if used["energy_j"].notna().sum() >= 3:
+            em = load_or_fit(source.db_dir, source.key, db["layers"], used.dropna(subset=["energy_j"]), "energy_j",
+                             db.get("configs"))
+            if em is not None:
+                rows.loc[missing, "energy_j"] = em.estimate(rows[missing], source.method)["estimate"].to_numpy()
+    unknown = rows["cost_s"].isna()
+    if unknown.any():
+        what = ", ".join(sorted({f"{t} ({p})"
+                                 for t, p in zip(rows.loc[unknown, "op_type"], rows.loc[unknown, "phase"])}))
+        raise OpcostError(f"model {model}", f"the database holds nothing to estimate {what} from: profile a {mode} "
+                                            "workload first")
+    e = engine_cost(costs) if mode == "training" else None  # one autograd engine call per iteration
+    if e is not None:
+        rows = pd.concat([rows, pd.DataFrame([{"config_id": ENGINE_ID, "op_type": ENGINE_OP_TYPE, "phase": "backward",
+                                               "count": 1, "cost_s": e, "low_s": e, "high_s": e,
+                                               "method": "measured"}])], ignore_index=True)
+    return rows
+
+
+def _overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, per_call: float, run: str | None,
+              picked: dict | None, trace_now: tuple | None) -> tuple[float, str]:
+    """(seconds per iteration between the operators of the workload ``layers``, where from: a key of
+    :data:`~opcost.analysis.overhead_sources.OVERHEAD_FROM`) by :func:`~opcost.analysis.overhead_sources.overhead_of`,
+    with a short trace taken now on the conditions ``picked`` where ``trace_now`` asks for one and nothing of its
+    model was traced."""
+    model, batch, mode = layers["model"].iloc[0], int(layers["batch"].iloc[0]), layers["mode"].iloc[0]
+    traced = traced_overheads(db, used, mode, run)
+    steps = decode_overhead(db, used, layers, mode, run) if (model, batch) not in traced else None
+    kin = traced_kind(db, used, is_prefill, run) if is_prefill(mode) else {}  # prefills at other prompts
+    now = None
+    if (trace_now is not None and steps is None and not any(m == model for m, _ in traced)
+            and not any(m == model for m, _, _ in kin)):  # its own glue
+        now = overhead_now(trace_now, batch, mode, picked)
+    return overhead_of(traced, model, batch, float(layers["count"].sum()), per_call, now, steps, kin)
+
+
+def _interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead_s: float, per_call: tuple,
+              statistic: str, model: str, mode: str) -> tuple[float, float, float, str | None]:
+    """(centre, low, high, widest op type) of a prediction whose operator rows are ``rows`` (``total_s``, each
+    estimate's ``low_s``/``high_s``) and whose overhead is ``overhead_s``; ``per_call``: the (median, 10th, 90th
+    percentile) overhead per call (:func:`~opcost.analysis.overhead_sources.overhead_per_call`). The estimates' ends
+    add up within an op type and phase and combine in quadrature across them and with the method's own error; the
+    result is never narrower than the timings it rests on (module docstring)."""
+    calls = float(rows.loc[rows["phase"] == "forward", "count"].sum())  # the workload's calls, each once
+    n = rows["count"].astype(float)
+    down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
+    up = (n * (rows["high_s"] - rows["cost_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
+    centre = float(rows["total_s"].sum()) + overhead_s
+    # the method's own error (isolated costs + modelled overhead against end-to-end times), which includes the
+    # overhead's spread between workloads; the overhead's range alone where too few workloads show it
+    times = every_time(db, used, statistic)
+    off = method_error(db, used, mode, statistic, per_call[0], times)
+    below, above = ((per_call[0] - per_call[1]) * calls, (per_call[2] - per_call[0]) * calls) if off is None else \
+        (centre * max(0.0, -off[0]), centre * max(0.0, off[1]))
+    spread = down ** 2 + up ** 2
+    widest = str(spread.idxmax()[0]) if len(spread) and spread.max() > 0 else None
+    low = centre - float(np.sqrt((down ** 2).sum() + below ** 2))
+    high = centre + float(np.sqrt((up ** 2).sum() + above ** 2))
+    floor = timing_spread(times, model, mode)  # never narrower than the timings it rests on
+    if floor is not None:
+        low, high = min(low, centre * (1 + floor[0])), max(high, centre * (1 + floor[1]))
+    return centre, low, high, widest
 
 
 def reference_run(pool: pd.DataFrame, e2e: pd.DataFrame, run: str | None = None) -> str | None:

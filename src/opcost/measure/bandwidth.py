@@ -8,7 +8,7 @@ thread count of the measurements, repeated until :data:`MIN_SECONDS`; the fastes
 of the same reduction over 16 elements (the per-call floor, which a bound on bytes leaves out), gives the bytes per
 second (a bound is the best the host does). One measurement takes a few seconds. :func:`curve` keeps it per host,
 device and thread count in the user's cache folder (beside the cost models:
-:func:`opcost.analysis.costmodel.cache_path`'s folder), measured again when older than :data:`MAX_AGE_S` or absent.
+:func:`opcost.analysis.training.cache_path`'s folder), measured again when older than :data:`MAX_AGE_S` or absent.
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def sustained(curve: dict, nbytes):
 
 
 def kept_path(host: str, device: str, threads) -> Path:
-    from opcost.analysis.costmodel import cache_path
+    from opcost.analysis.training import cache_path
 
     return cache_path(".").parent / f"bandwidth-{host}-{device}-t{threads}.json"
 
