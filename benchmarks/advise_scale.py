@@ -1,12 +1,12 @@
 """How large a placement problem does `opcost advise` solve exactly within seconds?
 
-The advisor's integer program (opcost.analysis.advise.optimise: scipy.optimize.milp, HiGHS) has one variable per
-class of interchangeable parameter groups, one for the activations, and one product variable with three McCormick
-rows per class whose cost depends on the activations' tier. Synthetic problems of G distinct groups (nothing to
-merge: the worst case) are solved at three budgets (25, 50, 75% of the placeable footprint), side by side with the
-greedy and first-touch plans: bytes log-uniform from 1 KiB to 64 MiB, extra seconds per byte spread 10x between
-groups, half of the groups interacting with the activations (sub- or super-additive). A second series models deep
-models of repeated layers: G groups of 12 kinds (a transformer block's), which merging solves as 12 integers.
+The advisor's integer program (opcost.analysis.placement_problem.optimise: scipy.optimize.milp, HiGHS) has one variable
+per class of interchangeable parameter groups, one for the activations, and one product variable with three McCormick
+rows per class whose cost depends on the activations' tier. Synthetic problems of G distinct groups (nothing to merge:
+the worst case) are solved at three budgets (25, 50, 75% of the placeable footprint), side by side with the greedy and
+first-touch plans: bytes log-uniform from 1 KiB to 64 MiB, extra seconds per byte spread 10x between groups, half of the
+groups interacting with the activations (sub- or super-additive). A second series models deep models of repeated layers:
+G groups of 12 kinds (a transformer block's), which merging solves as 12 integers.
 
     python benchmarks/advise_scale.py [--sizes 100 1000 10000 30000] [--limit 5]
     python benchmarks/advise_scale.py --smoke   # 100 groups only: a check
@@ -21,14 +21,13 @@ import argparse
 import time
 
 import numpy as np
-
 from _common import summary
 
 
 def synthetic(n_groups: int, kinds: int | None = None, seed: int = 0):
     """A Problem of ``n_groups`` parameter groups (of ``kinds`` distinct ones, repeated, when given) and the
     activations (30% of the footprint; moving them costs half the iteration)."""
-    from opcost.analysis.advise import ACTIVATIONS, Group, Problem
+    from opcost.analysis.placement_problem import ACTIVATIONS, Group, Problem
 
     rng = np.random.default_rng(seed)
     distinct = kinds or n_groups
@@ -49,7 +48,13 @@ def synthetic(n_groups: int, kinds: int | None = None, seed: int = 0):
 
 
 def run(n_groups: int, kinds: int | None, limit: float) -> dict:
-    from opcost.analysis.advise import AdviseSettings, budget_bytes, first_touch, greedy, optimise
+    from opcost.analysis.placement_problem import (
+        AdviseSettings,
+        budget_bytes,
+        first_touch,
+        greedy,
+        optimise,
+    )
 
     problem = synthetic(n_groups, kinds)
     settings = AdviseSettings(time_limit_s=max(limit * 4, 10.0))

@@ -39,9 +39,9 @@ from __future__ import annotations
 import argparse
 import time
 
+import _smoke
 import pandas as pd
 from _common import p90, prepare, summary, workload_configs
-import _smoke
 
 
 def main() -> None:
@@ -63,7 +63,8 @@ def main() -> None:
 
     from opcost.config import validate
     from opcost.measure.e2e import measure_e2e
-    from opcost.measure.profile import ProfileSettings, measurement_order, profile_configs
+    from opcost.measure.profile import ProfileSettings, profile_configs
+    from opcost.measure.profiling import measurement_order
     from opcost.measure.rotation import Member, model_order, with_iterations
     from opcost.measure.timing import TimingSettings
     from opcost.model.replay import ModelCache, build, refresher

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from opcost import io, tables
-from opcost.analysis import advise
+from opcost.analysis import advise, placement_problem
 from opcost.database import DB_TABLES, read_db
 from opcost.errors import OpcostError
 from opcost.model.extract import extract
@@ -80,32 +80,34 @@ def synthetic_db(path: Path, device: str = "cpu", slow_tier: bool = True, seed: 
 def chain(tmp_path_factory):
     path = tmp_path_factory.mktemp("chain_db")
     truth = synthetic_db(path)
-    problem = advise.for_workload(read_db(path), ("chain", 4, "inference"), CHAIN, settings=advise.AdviseSettings())
+    problem = advise.for_workload(read_db(path), ("chain", 4, "inference"), CHAIN,
+                                  settings=placement_problem.AdviseSettings())
     return problem, truth, path
 
 
-def brute_force(problem: advise.Problem, budget: int) -> float:
+def brute_force(problem: placement_problem.Problem, budget: int) -> float:
     best = np.inf
     for bits in itertools.product([False, True], repeat=len(problem.groups)):
         x = np.array(bits)
         if problem.bytes[~x].sum() <= budget:
-            best = min(best, advise.evaluate(problem, x).predicted_s)
+            best = min(best, placement_problem.evaluate(problem, x).predicted_s)
     return best
 
 
 def test_the_groups_and_costs_are_the_models_and_the_databases(chain):
     problem, truth, _ = chain
     names = [g.name for g in problem.groups]
-    assert names == [advise.ACTIVATIONS, "a", "b", "c", "d", "norm", "e"]  # in call order
+    assert names == [placement_problem.ACTIVATIONS, "a", "b", "c", "d", "norm", "e"]  # in call order
     a = problem.groups[1]
     assert a.tensors == ("a.weight", "a.bias") and a.bytes == (8 * 32 + 32) * 4
-    fast = advise.evaluate(problem, np.zeros(7, dtype=bool))
+    fast = placement_problem.evaluate(problem, np.zeros(7, dtype=bool))
     assert fast.slowdown == (1.0, 1.0, 1.0) and fast.estimated_share == 0  # every cost measured
     # each scenario adds, per configuration, count x time x (its measured slowdown - 1)
     for slow, key in ((np.array([1, 0, 0, 0, 0, 0, 0]), "sa"), (np.array([0, 1, 1, 1, 1, 1, 1]), "sw"),
                       (np.ones(7), "all")):
         extra = sum(v["count"] * v["t"] * (v[key] - 1) for v in truth.values())
-        assert advise.evaluate(problem, slow.astype(bool)).predicted_s - fast.predicted_s == pytest.approx(extra)
+        got = placement_problem.evaluate(problem, slow.astype(bool)).predicted_s
+        assert got - fast.predicted_s == pytest.approx(extra)
     assert problem.inter[0].any()  # the measured `all` placements are not the sum of the other two
     assert (problem.lin[:, 3] == problem.lin[:, 4]).all() and problem.bytes[3] == problem.bytes[4]  # c, d: one class
 
@@ -113,34 +115,35 @@ def test_the_groups_and_costs_are_the_models_and_the_databases(chain):
 def test_the_integer_program_finds_the_brute_force_optimum(chain):
     problem, _, _ = chain
     for share in np.linspace(0, 1, 21):
-        budget = advise.budget_bytes(float(share), problem)
+        budget = placement_problem.budget_bytes(float(share), problem)
         best = brute_force(problem, budget)
         for merge in (True, False):
-            plan = advise.optimise(problem, budget, advise.AdviseSettings(merge=merge, gap=0.0))
+            plan = placement_problem.optimise(problem, budget, placement_problem.AdviseSettings(merge=merge, gap=0.0))
             assert plan.fast_bytes <= budget
             assert plan.predicted_s == pytest.approx(best, rel=1e-9), (share, merge)
-        for other in (advise.greedy(problem, budget), advise.first_touch(problem, budget)):
+        for other in (placement_problem.greedy(problem, budget), placement_problem.first_touch(problem, budget)):
             assert other.fast_bytes <= budget and other.predicted_s >= best * (1 - 1e-12)
 
 
 def test_a_full_budget_is_all_fast_and_none_all_slow(chain):
     problem, _, _ = chain
-    full = advise.optimise(problem, advise.budget_bytes("100%", problem))
+    full = placement_problem.optimise(problem, placement_problem.budget_bytes("100%", problem))
     assert not full.slow.any() and full.slowdown[0] == 1.0 and full.slow_bytes == 0
-    assert not advise.optimise(problem, problem.footprint * 2).slow.any()
-    zero = advise.optimise(problem, advise.budget_bytes("0", problem))
+    assert not placement_problem.optimise(problem, problem.footprint * 2).slow.any()
+    zero = placement_problem.optimise(problem, placement_problem.budget_bytes("0", problem))
     assert zero.slow.all() and zero.fast_bytes == 0
     assert set(zero.as_dict(problem)["plan"].values()) == {"slow"}
-    assert zero.predicted_s == pytest.approx(advise.evaluate(problem, np.ones(7, dtype=bool)).predicted_s)
+    assert zero.predicted_s == pytest.approx(placement_problem.evaluate(problem, np.ones(7, dtype=bool)).predicted_s)
 
 
 @pytest.mark.parametrize("text, expected", [("2KiB", 2048), ("1.5kB", 1500), ("4096", 4096), ("1e3", 1000)])
 def test_budgets_are_sizes_or_shares(chain, text, expected):
     problem, _, _ = chain
-    assert advise.budget_bytes(text, problem) == expected
-    assert advise.budget_bytes("50%", problem) == advise.budget_bytes(0.5, problem) == round(problem.footprint / 2)
+    assert placement_problem.budget_bytes(text, problem) == expected
+    half = round(problem.footprint / 2)
+    assert placement_problem.budget_bytes("50%", problem) == placement_problem.budget_bytes(0.5, problem) == half
     with pytest.raises(OpcostError, match=r"^--budget 2 apples: expected a size"):
-        advise.budget_bytes("2 apples", problem)
+        placement_problem.budget_bytes("2 apples", problem)
 
 
 def test_the_plan_file_round_trips_and_reapplies(chain, tmp_path):
@@ -150,10 +153,10 @@ def test_the_plan_file_round_trips_and_reapplies(chain, tmp_path):
     back = advise.read_advice(tmp_path / "plan.yaml")
     assert back == doc
     for entry in back["budgets"]:
-        for method in advise.METHODS:
+        for method in placement_problem.METHODS:
             got = entry[method]
-            mask = advise.slow_mask(problem, got["plan"])  # what a later run applies: tensor -> tier
-            assert advise.evaluate(problem, mask).predicted_s == pytest.approx(got["predicted_s"], rel=1e-12)
+            mask = placement_problem.slow_mask(problem, got["plan"])  # what a later run applies: tensor -> tier
+            assert placement_problem.evaluate(problem, mask).predicted_s == pytest.approx(got["predicted_s"], rel=1e-12)
             assert sum(got["bytes"].values()) == problem.footprint and got["bytes"]["fast"] <= entry["budget_bytes"]
     assert [p["share"] for p in back["curve"]] == pytest.approx(np.linspace(0, 1, 11))
 
@@ -164,10 +167,11 @@ def test_an_unreachable_budget_is_one_line(tmp_path, capsys):
     problem = advise.for_workload(read_db(tmp_path / "db"), ("chain", 4, "inference"), CHAIN)
     assert problem.groups[0].pinned and problem.must_stay_fast == problem.groups[0].bytes > 0
     with pytest.raises(OpcostError) as err:
-        advise.budget_bytes("0", problem)
+        placement_problem.budget_bytes("0", problem)
     assert "\n" not in str(err.value) and str(err.value).startswith("--budget 0: 0 B is below the ")
     assert "must stay on the fast tier fast" in str(err.value)
-    assert advise.optimise(problem, problem.must_stay_fast).slow[1:].all()  # 0%: every parameter on the slow tier
+    # 0%: every parameter on the slow tier
+    assert placement_problem.optimise(problem, problem.must_stay_fast).slow[1:].all()
     from opcost.cli import main
 
     capsys.readouterr()
@@ -201,14 +205,15 @@ def h200_db(tmp_path_factory):
 def test_resnet18_on_the_h200_between_device_and_host_memory(h200_db):
     """Parameters placed per module, activations in device memory; the predicted slowdown falls as the budget
     grows, and the integer program is never worse than greedy or first touch."""
-    settings = advise.AdviseSettings(tiers=("hbm", "host"), db_dir=h200_db)
+    settings = placement_problem.AdviseSettings(tiers=("hbm", "host"), db_dir=h200_db)
     problem = advise.for_workload(read_db(h200_db), ("resnet18", 8, "inference"), {}, settings=settings)
     assert problem.groups[0].pinned and len(problem.groups) == 42  # 20 convolutions, 20 batch norms, fc
     assert problem.footprint - problem.must_stay_fast == sum(
         p.numel() * 4 for p in load_model("resnet18", {}).module.state_dict().values() if p.dtype == torch.float32) \
         + 20 * 8  # the batch norms' int64 counters
     doc = advise.advise(problem, [0.25, 0.5, 0.75], settings, curve_points=21)
-    curve = pd.DataFrame([{m: p[m]["predicted_slowdown"] for m in advise.METHODS} | {"budget": p["budget_bytes"]}
+    methods = placement_problem.METHODS
+    curve = pd.DataFrame([{m: p[m]["predicted_slowdown"] for m in methods} | {"budget": p["budget_bytes"]}
                           for p in doc["curve"]])
     assert curve["budget"].is_monotonic_increasing
     assert (np.diff(curve["optimiser"]) <= 1e-12).all()  # more fast memory never predicts a slower iteration
@@ -220,7 +225,7 @@ def test_resnet18_on_the_h200_between_device_and_host_memory(h200_db):
         opt = entry["optimiser"]
         assert opt["low_slowdown"] <= opt["predicted_slowdown"] <= opt["high_slowdown"]
         assert 0 < opt["estimated_share"] < 1  # parameters on the host: priced per byte, estimated
-        assert opt["plan"][advise.ACTIVATIONS] == "hbm"
+        assert opt["plan"][placement_problem.ACTIVATIONS] == "hbm"
 
 
 def test_opcost_advise_json_on_the_h200(h200_db, capsys):
@@ -232,7 +237,7 @@ def test_opcost_advise_json_on_the_h200(h200_db, capsys):
     assert out["budget_bytes"] == 60 * 2 ** 20 and out["bytes"]["hbm"] <= out["budget_bytes"]
     assert out["low_slowdown"] <= out["predicted_slowdown"] <= out["high_slowdown"]
     assert {"predicted_s", "estimated_share", "greedy", "first_touch"} <= set(out)
-    assert out["plan"]["fc.weight"] in ("hbm", "host") and out["plan"][advise.ACTIVATIONS] == "hbm"
+    assert out["plan"]["fc.weight"] in ("hbm", "host") and out["plan"][placement_problem.ACTIVATIONS] == "hbm"
     assert main(["advise", "resnet18", "--batch", "8", "--budget", "60MiB", "--db", str(h200_db)]) == 1
     assert "choose one with --tiers hbm,host" in capsys.readouterr().err
 
@@ -265,7 +270,7 @@ def test_the_stage_writes_a_plan_file_per_workload_and_the_figure(tmp_path):
 
 def test_a_training_workload_on_the_h200_prices_its_backward_too(h200_db):
     """tiny_dlrm training: embedding tables read a few rows forward but get a dense gradient backward."""
-    settings = advise.AdviseSettings(tiers=("hbm", "host"), db_dir=h200_db)
+    settings = placement_problem.AdviseSettings(tiers=("hbm", "host"), db_dir=h200_db)
     problem = advise.for_workload(read_db(h200_db), ("tiny_dlrm", 8, "training"), {}, settings=settings)
     table = next(g for g in problem.groups if g.name == "embeddings.0")
     assert table.bytes == 2 * 10000 * 32 * 4  # the table and its gradient, together

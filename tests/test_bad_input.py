@@ -19,6 +19,7 @@ from opcost import io, preflight, rerun, stages, tables
 from opcost.config import validate
 from opcost.errors import OpcostError, from_os_error
 from opcost.measure import numa
+from opcost.measure.job import prepare_process
 from opcost.model.sources import load_model
 from opcost.model.workload import make_workload
 from tests.helpers import TINY, snakemake
@@ -75,7 +76,7 @@ def test_an_integer_output_in_training_names_the_model():
 def test_more_threads_than_cpus_measure_with_the_cpus_there_are(caplog):
     cfg = validate({"models": {"mlp": MLP}, "threads": 1000, "affinity": "none"})
     with caplog.at_level(logging.WARNING, logger="opcost"):
-        stages.prepare_process(cfg)
+        prepare_process(cfg)
     cpus = len(os.sched_getaffinity(0))
     assert torch.get_num_threads() == cpus  # what the rows record (host_facts) is what ran
     assert f"config: threads: 1000 requested but this process may run on {cpus} CPU(s)" in caplog.text

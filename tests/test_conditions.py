@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from opcost.measure import rotation
-from opcost.measure.hostinfo import cpus, driver_version_of, llc_bytes
 from opcost.measure.cache import MAX_POOL, pool_size
+from opcost.measure.hostinfo import cpus, driver_version_of, llc_bytes
 from opcost.model.replay import ModelCache, build, input_bytes
 
 SELECT = {"config_id": "x", "op": "aten.select.int", "op_type": "select", "scope": "functional",
@@ -114,7 +114,7 @@ def test_rotation_context_configurations_rotate_but_are_not_recorded(monkeypatch
 def test_configurations_rotate_with_their_own_workload_and_its_context():
     import pandas as pd
 
-    from opcost.measure.profile import rotation_groups
+    from opcost.measure.rotation_engine import rotation_groups
 
     def cfg(cid, workload, mode="inference"):
         return {"config_id": cid, "mode": mode, "workload": workload}
@@ -186,7 +186,7 @@ def test_a_workload_whose_configurations_all_rotate_elsewhere_is_timed_in_their_
     the owner's, so that its prediction is checked against its time in the same minutes, weighted by its own calls
     (`timed_s`); without that, only a dedicated run minutes apart was its reference."""
     from opcost.database import catalog
-    from opcost.measure.profile import guest_workloads
+    from opcost.measure.rotation_engine import guest_workloads
     from opcost.model.extract import extract
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload

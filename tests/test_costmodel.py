@@ -741,7 +741,7 @@ def test_predict_refuses_to_mix_hosts(tiny_run, tmp_path):
 def test_a_never_profiled_workload_is_predicted_from_one_host_of_a_cluster_run():
     """A cluster run's profiling jobs may land on several nodes: the `predict_only` workload takes the costs of the
     node its end-to-end run ran on, else of the node with the most measurements; never a mix."""
-    from opcost.stages import prediction_host
+    from opcost.analysis.hosts import prediction_host
 
     meas = pd.DataFrame({"source": "isolated", "status": "ok", "device": "cpu",
                          "host": ["n1", "n2", "n2", "n3"]})

@@ -6,10 +6,17 @@ import torch
 
 from opcost.config import validate
 from opcost.database import catalog
-from opcost.measure.profile import ProfileSettings, chunk_of, profile_configs
+from opcost.measure.profile import ProfileSettings, profile_configs
+from opcost.measure.profiling import chunk_of
 from opcost.measure.timing import TimingSettings
 from opcost.model.extract import extract
-from opcost.model.replay import ModelCache, build, op_overload, python_binding, refresher
+from opcost.model.replay import (
+    ModelCache,
+    build,
+    op_overload,
+    python_binding,
+    refresher,
+)
 from opcost.model.sources import load_model
 from opcost.model.workload import make_workload
 

@@ -5,6 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from opcost.measure.rotation import Rotation, measure_rotation
 from opcost.measure.timing import (
     FUTILITY_ROUNDS,
     Measurement,
@@ -14,7 +15,6 @@ from opcost.measure.timing import (
     median_ci,
     trimmed_mean,
 )
-from opcost.measure.rotation import Rotation, measure_rotation
 
 
 def test_median_ci_order_statistics():
@@ -317,6 +317,7 @@ def test_real_clock_times_a_real_callable():
 def test_noisy_configurations_are_remeasured_and_the_least_noisy_attempt_kept(monkeypatch):
     import pandas as pd
 
+    from opcost.measure import back_to_back
     from opcost.measure import profile as prof
     from opcost.measure.energy import NoMeter, missing
 
@@ -328,7 +329,7 @@ def test_noisy_configurations_are_remeasured_and_the_least_noisy_attempt_kept(mo
         samples = np.array([1.0, 3.0] * 10) if noisy else np.full(20, 2.0)
         return [("default", None, "forward", Measurement(samples * 1e-3, 1, 0.0, settings), missing(NoMeter()))]
 
-    monkeypatch.setattr(prof, "_measure_config", fake_measure)
+    monkeypatch.setattr(back_to_back, "measure_config", fake_measure)
     configs = pd.DataFrame([{"config_id": f"c{i}", "op_type": "x", "mode": "inference", "scope": "functional",
                              "op": "aten.x.default", "params": "{}", "inputs": "[]", "replay": "{}", "models": "[]"}
                             for i in range(3)])
@@ -358,6 +359,7 @@ def _scripted_visits(monkeypatch, script: dict):
     tight samples): returns (measurements, visits made per configuration)."""
     import pandas as pd
 
+    from opcost.measure import back_to_back
     from opcost.measure import profile as prof
     from opcost.measure.energy import NoMeter, missing
 
@@ -370,7 +372,7 @@ def _scripted_visits(monkeypatch, script: dict):
         samples = ms * 1e-3 * (1 + 0.001 * np.sin(np.arange(20)))
         return [("default", None, "forward", Measurement(samples, 1, 0.0, settings), missing(NoMeter()))]
 
-    monkeypatch.setattr(prof, "_measure_config", fake_measure)
+    monkeypatch.setattr(back_to_back, "measure_config", fake_measure)
     configs = pd.DataFrame([{"config_id": cid, "op_type": "x", "mode": "inference", "scope": "functional",
                              "op": "aten.x.default", "params": "{}", "inputs": "[]", "replay": "{}", "models": "[]"}
                             for cid in script])

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from opcost import io, tables
+from opcost import io, trace_tables
 from opcost.analysis import overhead, trace_parse
 from opcost.analysis import trace_analysis as ta
 from opcost.errors import OpcostError
@@ -357,12 +357,13 @@ def test_dims_of_other_ops_are_missing():
 
 
 def test_summaries_fit_their_tables_and_draw(gpu_trace, cpu_trace, tmp_path):
-    assert set(tables.ALL) >= {tables.TRACE_EVENTS, tables.TRACE_OVERHEADS, tables.TRACE_OP_TYPES}
+    tt = trace_tables
+    assert set(tt.ALL) >= {tt.TRACE_EVENTS, tt.TRACE_OVERHEADS, tt.TRACE_OP_TYPES}
     gpu = overhead.summarize(gpu_trace, "synthetic", "inference", 4, "cuda:0")
     cpu = overhead.summarize(cpu_trace[1], "mlp", "inference", 4)
     assert set(cpu["trace_op_types"]["device"]) == {"cpu"}
-    for t in (tables.TRACE_OP_TYPES, tables.TRACE_ITERATIONS, tables.TRACE_OP_KERNELS, tables.TRACE_OVERHEADS,
-              tables.TRACE_OVERHEAD_SAMPLES):
+    for t in (tt.TRACE_OP_TYPES, tt.TRACE_ITERATIONS, tt.TRACE_OP_KERNELS, tt.TRACE_OVERHEADS,
+              tt.TRACE_OVERHEAD_SAMPLES):
         io.write_parquet(pd.concat([gpu[t.name], cpu[t.name]]), tmp_path / f"{t.name}.parquet", t)
         assert len(io.read_parquet(tmp_path / f"{t.name}.parquet", t)) == len(gpu[t.name]) + len(cpu[t.name])
     model = overhead.OverheadModel.from_tables(gpu["trace_overheads"], gpu["trace_op_types"])
@@ -507,8 +508,8 @@ def test_the_glue_is_timed_against_one_rotation_round_of_the_workloads_operators
     iteration, in call order, with the model's reference iteration between rounds as the profile stage has it; a
     configuration that cannot be built is left out and named."""
     from opcost.database import catalog
-    from opcost.measure import profile
-    from opcost.measure.profile import operator_round
+    from opcost.measure import rotation_engine
+    from opcost.measure.operator_round import operator_round
     from opcost.model.extract import extract
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
@@ -517,13 +518,13 @@ def test_the_glue_is_timed_against_one_rotation_round_of_the_workloads_operators
     layers = extract(make_workload(load_model("mlp", models["mlp"]), 2, "inference"))
     configs = catalog(layers)
     steps = []
-    real = profile._iteration
+    real = rotation_engine._iteration
 
     def counted(key, cache):
         step = real(key, cache)
         return lambda: steps.append(step())
 
-    monkeypatch.setattr(profile, "_iteration", counted)
+    monkeypatch.setattr(rotation_engine, "_iteration", counted)
     run, failed = operator_round(configs, models, e2e_every=2)
     times = run()
     assert not failed and len(times) == int(layers["count"].sum()) and all(t > 0 for t in times)
@@ -614,7 +615,7 @@ def test_a_configuration_that_cannot_replay_leaves_the_trace_without_it(tmp_path
     replay_ops = ta.op_calls(tt.with_marker(rec.REPLAY_MARKER))["op_type"].tolist()
     assert model_ops.count("aten::mul") == 2 and tt.n_iterations == 2  # Picky's checks and x * 2 run in the model
     assert replay_ops == ["aten::linear", "aten::abs", "aten::add", "aten::sum"] * 2  # the rest, without Picky
-    assert "T1r" in set(io.read_parquet(outs["overheads"], tables.TRACE_OVERHEADS)["kind"])
+    assert "T1r" in set(io.read_parquet(outs["overheads"], trace_tables.TRACE_OVERHEADS)["kind"])
 
 
 # A real CUDA trace: tiny_dlrm inference at batch 8 on an NVIDIA H200 (torch 2.11, tests/data/gpu.yaml), five

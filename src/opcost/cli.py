@@ -63,7 +63,21 @@ def _mode(args) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="opcost", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
+    for add in (_add_extract, _add_db, _add_predict, _add_advise, _add_sweep, _add_checks):
+        add(sub)
+    args = p.parse_args(argv)
+    try:
+        return args.handler(args) or 0
+    except OpcostError as e:
+        print("\n".join(f"opcost: {line}" for line in str(e).splitlines()), file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"opcost: {from_os_error(e)}", file=sys.stderr)
+        return 1
 
+
+def _add_extract(sub) -> None:
+    """`opcost extract`: a model workload's operator configurations to Parquet."""
     ex = sub.add_parser("extract", help="operator configurations of one model workload -> Parquet")
     ex.add_argument("model", help="config model name, torchvision name, built-in name or module:callable")
     ex.add_argument("--batch", type=_positive, default=1)
@@ -73,7 +87,11 @@ def main(argv=None) -> int:
     ex.add_argument("--out", required=True, help="output .parquet (columns: docs/data.md, table `layers`)")
     ex.add_argument("--config", help="config file whose `models` entry describes MODEL (inputs, kwargs)")
     ex.add_argument("--device")
+    ex.set_defaults(handler=_extract)
 
+
+def _add_db(sub) -> None:
+    """`opcost db merge` and `opcost db show`."""
     db = sub.add_parser("db", help="the Parquet database: merge, show").add_subparsers(dest="dbcmd", required=True)
     mg = db.add_parser("merge", help="merge databases from several machines or runs (idempotent)")
     mg.add_argument("inputs", nargs="+", help="database directories (e.g. results/db)")
@@ -94,7 +112,12 @@ def main(argv=None) -> int:
     sh.add_argument("--statistic", choices=["trimmed_mean", "median"],
                     help="the per-call cost shown as cost_s (default: the one predictions use)")
     sh.add_argument("--csv", action="store_true", help="CSV on stdout instead of a table")
+    mg.set_defaults(handler=_db_merge)
+    sh.set_defaults(handler=_db_show)
 
+
+def _add_predict(sub) -> None:
+    """`opcost predict`."""
     pr = sub.add_parser("predict", help="predict any model's iteration from the database: measured costs where it "
                                         "holds the configuration, the cost model's estimates for the rest")
     pr.add_argument("model", help="a config model name (with --config), torchvision or built-in name, "
@@ -127,7 +150,11 @@ def main(argv=None) -> int:
                     help="for a workload the database never traced, take the overhead between operators from the "
                          "database's traces instead of a short trace of its own (seconds)")
     pr.add_argument("--json", action="store_true", help="print one JSON object")
+    pr.set_defaults(handler=_print_prediction)
 
+
+def _add_advise(sub) -> None:
+    """`opcost advise`."""
     ad = sub.add_parser("advise", help="where each tensor should live under a fast-memory budget: the placement of "
                                        "least predicted time (an integer program), beside greedy and first-touch")
     ad.add_argument("model", help="as for predict: a config model name (with --config), torchvision name, ...")
@@ -144,7 +171,11 @@ def main(argv=None) -> int:
     ad.add_argument("--statistic", choices=["trimmed_mean", "median"], default="trimmed_mean")
     ad.add_argument("--out", help="also write the plan file (YAML, as the advise stage writes it) here")
     ad.add_argument("--json", action="store_true", help="print one JSON object")
+    ad.set_defaults(handler=_advise)
 
+
+def _add_sweep(sub) -> None:
+    """`opcost sweep suggest`."""
     sw = sub.add_parser("sweep", help="operator sweeps").add_subparsers(dest="sweepcmd", required=True)
     sg = sw.add_parser("suggest", help="the sweep points where the database's cost model is least certain, as a "
                                        "`sweeps:` config fragment")
@@ -156,75 +187,70 @@ def main(argv=None) -> int:
     sg.add_argument("--host", help="only measurements of this host (a merged database may hold several)")
     sg.add_argument("--device", help="only measurements on this device (cpu, cuda)")
     sg.add_argument("--threads", type=_positive, help="only measurements taken with this many threads")
+    sg.set_defaults(handler=_suggest_sweeps)
 
-    sub.add_parser("schema", help="print the data-contract document (docs/data.md)")
-    sub.add_parser("check-config", help="validate a config file, build each model and run it once at its smallest "
-                                        "batch").add_argument("config")
+
+def _add_checks(sub) -> None:
+    """`opcost schema`, `opcost check-config` and `opcost check-models`."""
+    sub.add_parser("schema", help="print the data-contract document (docs/data.md)").set_defaults(handler=_schema)
+    cc = sub.add_parser("check-config", help="validate a config file, build each model and run it once at its "
+                                             "smallest batch")
+    cc.add_argument("config")
+    cc.set_defaults(handler=_check_config)
     cm = sub.add_parser("check-models", help="before a long run: build each workload of a config, run and extract "
                                             "one iteration, replay every operator configuration once")
     cm.add_argument("config")
     cm.add_argument("--models", nargs="+", help="only these config model names")
+    cm.set_defaults(handler=_check_models)
 
-    args = p.parse_args(argv)
-    try:
-        if args.cmd == "extract":
-            from opcost import io, stages, tables
-            from opcost.rule import setup_logging
 
-            setup_logging()
-            stages.extract(_config(args), args.model, _mode(args), args.batch, args.out)
-            df = io.read_parquet(args.out, tables.LAYERS)
-            summary = df.groupby(["scope", "op_type"])["count"].sum()
-            print(summary.to_string())
-        elif args.cmd == "db":
-            from opcost import database
+def _extract(args) -> None:
+    from opcost import io, stages, tables
+    from opcost.rule import setup_logging
 
-            if args.dbcmd == "merge":
-                from opcost.analysis.estimate import refit
+    setup_logging()
+    stages.extract(_config(args), args.model, _mode(args), args.batch, args.out)
+    df = io.read_parquet(args.out, tables.LAYERS)
+    summary = df.groupby(["scope", "op_type"])["count"].sum()
+    print(summary.to_string())
 
-                merged = database.merge(args.inputs, args.out)
-                print(", ".join(f"{k}: {len(v)} rows" for k, v in merged.items()))
-                for key, held in refit(args.out).items():  # the cost model beside the database, refitted
-                    errs = ", ".join(f"{m} {v['median_abs_error']:.1%}" for m, v in held.items() if isinstance(v, dict))
-                    print(f"cost model {key}: " + (f"{held['chosen']}; held-out median |error| per configuration "
-                                                   f"{errs} over {held['configurations']} configurations" if errs
-                                                   else "fitted (too few configurations to cross-validate)"))
-            else:
-                params = {}
-                for item in args.param:
-                    if "=" not in item:
-                        raise OpcostError(f"--param {item}", "expected NAME=VALUE, e.g. kernel_size=[3,3]")
-                    k, v = item.split("=", 1)
-                    params[k] = v
-                where = database.Filter(op=args.op, device=args.device, placement=args.placement,
-                                        source=args.source, host=args.host, mode=args.mode, phase=args.phase,
-                                        params=params, shape=args.shape)
-                table = database.show(database.read_db(args.db), where, statistic=args.statistic)
-                if args.csv:
-                    sys.stdout.write(table.to_csv(index=False))
-                else:
-                    print(table.to_string(index=False) if len(table) else "no measurement matches")
-        elif args.cmd == "predict":
-            _print_prediction(args)
-        elif args.cmd == "advise":
-            _advise(args)
-        elif args.cmd == "sweep":
-            _suggest_sweeps(args)
-        elif args.cmd == "schema":
-            from opcost.tables import markdown
 
-            sys.stdout.write(markdown())
-        elif args.cmd == "check-config":
-            return _check_config(args)
-        elif args.cmd == "check-models":
-            return _check_models(args)
-    except OpcostError as e:
-        print("\n".join(f"opcost: {line}" for line in str(e).splitlines()), file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"opcost: {from_os_error(e)}", file=sys.stderr)
-        return 1
-    return 0
+def _db_merge(args) -> None:
+    from opcost import database
+    from opcost.analysis.estimate import refit
+
+    merged = database.merge(args.inputs, args.out)
+    print(", ".join(f"{k}: {len(v)} rows" for k, v in merged.items()))
+    for key, held in refit(args.out).items():  # the cost model beside the database, refitted
+        errs = ", ".join(f"{m} {v['median_abs_error']:.1%}" for m, v in held.items() if isinstance(v, dict))
+        print(f"cost model {key}: " + (f"{held['chosen']}; held-out median |error| per configuration "
+                                       f"{errs} over {held['configurations']} configurations" if errs
+                                       else "fitted (too few configurations to cross-validate)"))
+
+
+def _db_show(args) -> None:
+    from opcost import database
+
+    params = {}
+    for item in args.param:
+        if "=" not in item:
+            raise OpcostError(f"--param {item}", "expected NAME=VALUE, e.g. kernel_size=[3,3]")
+        k, v = item.split("=", 1)
+        params[k] = v
+    where = database.Filter(op=args.op, device=args.device, placement=args.placement,
+                            source=args.source, host=args.host, mode=args.mode, phase=args.phase,
+                            params=params, shape=args.shape)
+    table = database.show(database.read_db(args.db), where, statistic=args.statistic)
+    if args.csv:
+        sys.stdout.write(table.to_csv(index=False))
+    else:
+        print(table.to_string(index=False) if len(table) else "no measurement matches")
+
+
+def _schema(args) -> None:
+    from opcost.tables import markdown
+
+    sys.stdout.write(markdown())
 
 
 CHECK_BATCH_S = 10.0  # check-config runs a model at a batch size when its smallest batch says it takes no longer
@@ -310,9 +336,9 @@ def _suggest_sweeps(args) -> None:
 
     from opcost import config, database
     from opcost.analysis import estimate
-    from opcost.analysis.training import load_or_fit
     from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
     from opcost.analysis.sampling import candidate_layers, choose
+    from opcost.analysis.training import load_or_fit
     from opcost.errors import OpcostError
 
     cfg = config.load(args.config)
@@ -413,13 +439,12 @@ def _runs_line(p) -> str:
             f"time from other runs ({shares}), which it lacks")
 
 
-
 def _advise(args) -> None:
     """`opcost advise`: the plans of one budget (opcost.analysis.advise), as text or one JSON object."""
     import json
 
     from opcost import database
-    from opcost.analysis import advise
+    from opcost.analysis import advise, placement_problem
     from opcost.report.advice import describe, summary
 
     tiers = tuple(t.strip() for t in args.tiers.split(",")) if args.tiers else None
@@ -427,11 +452,11 @@ def _advise(args) -> None:
         raise OpcostError(f"--tiers {args.tiers}", "expected two tier names, FAST,SLOW (e.g. dram,cxl)")
     cfg = _config(args) if args.config else None
     conds = {k: getattr(args, k) for k in ("host", "device", "threads") if getattr(args, k) is not None}
-    settings = advise.AdviseSettings(tiers=tiers, statistic=args.statistic, conditions=conds, db_dir=args.db)
+    settings = placement_problem.AdviseSettings(tiers=tiers, statistic=args.statistic, conditions=conds, db_dir=args.db)
     problem = advise.for_workload(database.read_db(args.db), (args.model, args.batch, args.mode),
                                   cfg["models"].get(args.model) if cfg else {}, cfg["dtype"] if cfg else "float32",
                                   settings)
-    made = advise.plans(problem, advise.budget_bytes(args.budget, problem), settings)
+    made = placement_problem.plans(problem, placement_problem.budget_bytes(args.budget, problem), settings)
     if args.out:
         advise.write_advice(advise.advise(problem, [args.budget], settings), args.out)
     print(json.dumps(summary(problem, made)) if args.json else describe(problem, made))

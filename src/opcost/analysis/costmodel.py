@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from opcost.analysis import heldout, optypes
+from opcost.analysis import fallbacks, heldout, optypes
 from opcost.analysis.features import NUMERIC, features
 from opcost.analysis.heldout import MIN_INTERVAL
 from opcost.analysis.laws import fit_law, peak_rates, typical_rates
@@ -166,7 +166,7 @@ class CostModel:
             y=y, family=data["family"])
         if "line" in data:
             model.lines = Lines.of(data["line"], data["dims"], data["bytes"], data["flops"], y, data[CONTEXT])
-        base = model._baseline(data)[0]
+        base = fallbacks.baseline(model, data)[0]
         ok = np.isfinite(base)
         if ok.sum() >= 20:
             from sklearn.ensemble import HistGradientBoostingRegressor
@@ -239,7 +239,7 @@ class CostModel:
             train, test = data.iloc[train_at], data.iloc[heldable[test_at]]
             m = cls._fit_once(train, target)
             meas = test[target].astype(float).to_numpy()
-            baseline = m._baseline(test)  # once per fold: each method corrects the same laws
+            baseline = fallbacks.baseline(m, test)  # once per fold: each method corrects the same laws
             row = {"config_id": test["config_id"], "op_type": test["op_type"], "mode": test["mode"],
                    "phase": test["phase"], "workload": test["workload"].fillna(test["config_id"]),
                    "count": test["count"].to_numpy(dtype=float), "measured": meas,
@@ -265,7 +265,7 @@ class CostModel:
             if rest.empty:
                 continue
             m = self._without(op_type, test["family"].iloc[0], rest, y[rest.index])
-            est, method = m._baseline(test)
+            est, method = fallbacks.baseline(m, test)
             ok = np.isfinite(est) & (est > 0)
             if not ok.any():
                 continue
@@ -316,65 +316,11 @@ class CostModel:
         cols = [code, phase, mode, data[list(NUMERIC)].astype(float).to_numpy()]
         return np.column_stack(cols + [data[CONTEXT].astype(float).to_numpy()] if context else cols)
 
-    def _baseline(self, data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """(estimate, method) per row, without the trees."""
-        est = np.full(len(data), np.nan)
-        method = np.array(["none"] * len(data), dtype=object)
-        for i, r in enumerate(data.itertuples(index=False)):
-            answers = lambda law: law is not None and law.answers(r.flops, r.bytes)  # noqa: E731
-            if self.lines is not None and getattr(r, "line", ""):
-                between = self.lines.estimate(r.line, r.dims, r.bytes, r.flops)
-                if np.isfinite(between):
-                    est[i], method[i] = between, "interpolated"
-                    continue
-            law = self.laws.get((r.op_type, r.mode, r.phase))
-            if answers(law):
-                est[i], method[i] = float(law(r.flops, r.bytes)), "law"
-                continue
-            same = (self.points["mode"] == r.mode) & (self.points["phase"] == r.phase)
-            if r.flops >= 1 or r.bytes >= 1:  # calls without work (views) say nothing of the cost of a call that has
-                same &= (self.points["flops"] >= 1) | (self.points["bytes"] >= 1)
-            pts = self.points[same & (self.points["op_type"] == r.op_type)]
-            if pts.empty:
-                twin = next((law for t in optypes.twins(r.op_type, r.base)
-                             if answers(law := self.laws.get((t, r.mode, r.phase)))), None)
-                if twin is not None:
-                    est[i], method[i] = float(twin(r.flops, r.bytes)), "twin"
-                    continue
-            fam = optypes.family(r.op_type, r.base)
-            law = self.family_laws.get((fam, r.mode, r.phase))
-            law = law if answers(law) else None
-            call = self.family_calls.get((fam, r.mode, r.phase))
-            if pts.empty and call is not None and r.flops < 1 and r.bytes < 1:
-                est[i], method[i] = call, "family"
-                continue
-            if pts.empty and law is not None:
-                est[i], method[i] = float(law(r.flops, r.bytes)), "family"
-                continue
-            if pts.empty and fam is not None:  # a family with one or two measured configurations: its nearest
-                pts = self.points[same & (self.points["family"] == fam)]
-            if len(pts):
-                d = (pts["log_flops"] - r.log_flops) ** 2 + (pts["log_bytes"] - r.log_bytes) ** 2
-                near = pts.loc[d.idxmin()]
-                g = law or self.global_laws.get((r.mode, r.phase))
-                if answers(g):  # scaled along the family's or the phase's law: its floor keeps small calls from 0
-                    scale = float(g(r.flops, r.bytes)) / float(g(near["flops"], near["bytes"]))
-                else:
-                    by = "flops" if fam in optypes.COMPUTE_FAMILIES else "bytes"
-                    scale = max(float(getattr(r, by)), 1.0) / max(float(near[by]), 1.0)
-                est[i] = float(near["y"]) * scale
-                method[i] = "nearest" if near["op_type"] == r.op_type else "family"
-                continue
-            law = self.global_laws.get((r.mode, r.phase))
-            if answers(law):
-                est[i], method[i] = float(law(r.flops, r.bytes)), "global"
-        return est, method
-
     def _estimated(self, data: pd.DataFrame, how, baseline=None) -> tuple[np.ndarray, np.ndarray]:
         """(estimate, method) per row of a feature frame: the laws and fallbacks, and the law rows corrected by the
         trees of ``how``: a method of :data:`METHODS`, or one per row (a method that was not fitted: the law).
-        ``baseline``: :meth:`_baseline` of ``data`` when already computed."""
-        base, method = baseline if baseline is not None else self._baseline(data)
+        ``baseline``: :func:`~opcost.analysis.fallbacks.baseline` of ``data`` when already computed."""
+        base, method = baseline if baseline is not None else fallbacks.baseline(self, data)
         est = base.copy()
         how = np.broadcast_to(np.asarray(how, dtype=object), len(data))
         for name in self.trees:

@@ -52,13 +52,13 @@ from opcost.analysis.trace_analysis import (
 from opcost.analysis.trace_parse import TraceTables, parse
 from opcost.errors import OpcostError
 from opcost.measure.trace import REPLAY_MARKER, record, replay_runner
-from opcost.tables import (
+from opcost.tables import frame
+from opcost.trace_tables import (
     TRACE_ITERATIONS,
     TRACE_OP_KERNELS,
     TRACE_OP_TYPES,
     TRACE_OVERHEAD_SAMPLES,
     TRACE_OVERHEADS,
-    frame,
 )
 
 log = logging.getLogger("opcost")
@@ -308,12 +308,12 @@ def trace_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "fl
     (:func:`opcost.measure.trace.record`), the trace parsed and summarized with the replay's gaps as its ``T1r``
     rows; on a CPU, outside training (whose replay holds no backward), the model's step then timed without the
     profiler against its operators as isolated profiling times them (:func:`opcost.measure.glue.time_glue` with
-    :func:`opcost.measure.profile.operator_round`: the model's reference iteration closing every ``e2e_every``-th
+    :func:`opcost.measure.operator_round.operator_round`: the model's reference iteration closing every ``e2e_every``-th
     round, the config's ``profile.e2e_every``), their difference the ``G`` row. In the calling process, as it is:
     the caller sets it up as a measuring process."""
     from opcost.database import catalog
     from opcost.measure.glue import time_glue
-    from opcost.measure.profile import operator_round
+    from opcost.measure.operator_round import operator_round
     from opcost.model.extract import extract
 
     paired, left_out = replay_runner(wl, models, device, dtype)

@@ -185,7 +185,7 @@ def tier_runs(e2e: pd.DataFrame, device: str, statistic: str = DEFAULT_STATISTIC
     answers both) on ``device``: ``measured_s`` (its ``statistic``), ``measured_slowdown`` (over the workload's
     newest `dedicated` run on the fast tier) and ``placement_ok``."""
     from opcost.database import latest
-    from opcost.measure.profile import matches_all
+    from opcost.measure.profiling import matches_all
 
     col = STATISTICS[statistic]
     e2e = e2e[(e2e["device"] == device) & e2e[col].notna()]

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.analysis.trace_parse import TraceTables
-from opcost.tables import TRACE_ITERATIONS
+from opcost.trace_tables import TRACE_ITERATIONS
 
 END = "<end>"  # pseudo op type: the gap from an iteration's last op (or kernel) to its end
 ALL_TYPES = "<all>"  # pooled statistics over every op type (T1: without <end>)

@@ -30,7 +30,8 @@ import pandas as pd
 
 from opcost.errors import OpcostError
 from opcost.measure.trace import MARKER
-from opcost.tables import TRACE_EVENTS, TRACE_KERNELS, frame
+from opcost.tables import frame
+from opcost.trace_tables import TRACE_EVENTS, TRACE_KERNELS
 
 HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")

@@ -49,9 +49,18 @@ import torch
 from opcost.errors import OpcostError
 from opcost.measure.energy import NoMeter, missing
 from opcost.measure.hostinfo import host_facts, now
-from opcost.measure.placement import Placement, Placer, aliased_input, mbind, output_tier, plan, storages, usable_tiers
+from opcost.measure.placement import (
+    Placement,
+    Placer,
+    aliased_input,
+    mbind,
+    output_tier,
+    plan,
+    storages,
+    usable_tiers,
+)
 from opcost.measure.placement import Settings as PlacementSettings
-from opcost.measure.profile import matches_all
+from opcost.measure.profiling import matches_all
 from opcost.measure.timing import Measurement, TimingSettings, clock_for
 from opcost.model import fastpath
 from opcost.model.extract import Capture, leaf_modules, record_calls

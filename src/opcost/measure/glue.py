@@ -9,7 +9,7 @@ bookkeeping between two calls is several microseconds and touches memory too, so
 cold as the model, and the difference of the two traces misses what the glue does to the operators.
 
 :func:`time_glue` times the model's step against its operators as isolated profiling times them: one rotation round
-of the workload's configurations per iteration (:func:`opcost.measure.profile.operator_round`: model order, each
+of the workload's configurations per iteration (:func:`opcost.measure.operator_round.operator_round`: model order, each
 call timed alone, inputs as their producers leave them, outputs held as long as the model holds them, the model's
 reference iteration between rounds as often as profiling runs it), the sum of the round's per-call medians. The glue
 is then exactly what the isolated costs leave out: in decode steps a plain replay of the same calls, back to back
@@ -79,7 +79,7 @@ def time_glue(step: Callable[[], object], operators: Callable[[], list[float]],
               sync: Callable[[], None] = lambda: None, rounds: int = ROUNDS, min_block_s: float = MIN_BLOCK_S,
               max_s: float = MAX_S) -> GlueTiming:
     """The model's ``step`` (zero-argument; ``sync`` waits for a device) against its ``operators`` (one round of
-    them per call, returning each call's seconds, as :func:`opcost.measure.profile.operator_round` builds it),
+    them per call, returning each call's seconds, as :func:`opcost.measure.operator_round.operator_round` builds it),
     timed as the module docstring says."""
     once = max(_block(step, sync, 1), 1e-9)
     n = max(1, math.ceil(min_block_s / once))

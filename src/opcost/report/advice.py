@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from opcost.analysis.advise import METHODS, Plan, Problem, human
+from opcost.analysis.placement_problem import METHODS, Plan, Problem, human
 from opcost.report.plot import message as _message, plt, save as _save
 
 STYLE = {"optimiser": ("C0", "-", "o"), "greedy": ("C1", "--", "s"), "first_touch": ("C2", ":", "^")}

@@ -46,6 +46,51 @@ def run_facts(measurements: pd.DataFrame, e2e: pd.DataFrame, config: dict) -> di
             "process": f"{PROCESS.format(threads=config.get('threads'))} {pinned}"}
 
 
+def _unseen_lines(unseen: pd.DataFrame | None) -> list[str]:
+    """The summary's section on the `predict_only` predictions."""
+    if unseen is None or unseen.empty:
+        return []
+    rows = [["workload", "predicted ms", "interval ms", "measured ms", "error", "estimated"]]
+    for r in unseen.itertuples():
+        rows.append([f"{r.model}/{r.mode}/b{int(r.batch)}", _ms(r.predicted_s),
+                     f"{_ms(r.low_s)}..{_ms(r.high_s)}", _ms(r.measured_s), _pct(r.error),
+                     "-" if pd.isna(r.estimated_share) else f"{float(r.estimated_share) * 100:.0f}%"])
+    return ["", "Never profiled (predict_only), predicted from the database:", *_table(rows)]
+
+
+def _generate_lines(generate: pd.DataFrame | None) -> list[str]:
+    """The summary's section on generate() (config `generate`)."""
+    if generate is None or generate.empty:
+        return []
+    rows = [["generate()", "predicted ms", "interval ms", "measured ms", "error", "first token ms",
+             "measured", "tokens/s", "estimated", "memory bound ms"]]
+    for r in generate.itertuples():
+        rows.append([f"{r.model} b{int(r.batch)} {int(r.prompt)}+{int(r.new)}", _ms(r.predicted_s),
+                     f"{_ms(r.low_s)}..{_ms(r.high_s)}", _ms(r.measured_s), _pct(r.error), _ms(r.ttft_s),
+                     _ms(r.measured_ttft_s), f"{float(r.tokens_per_s):.1f}",
+                     f"{float(r.estimated_share) * 100:.0f}%", _ms(r.bound_s)])
+    return ["", "Hugging Face generate() (prompt + new tokens), predicted from the database against generate() "
+                "timed in turn with the model's measured decode step:", *_table(rows)]
+
+
+def _tier_lines(tier_costs: pd.DataFrame | None) -> list[str]:
+    """The summary's section on the whole model on each slower memory tier."""
+    if tier_costs is None or tier_costs.empty:
+        return []
+    rows = [["workload", "tier", "on the tier", "fast tier ms", "predicted ms", "slowdown", "slowdowns measured",
+             "timed end to end", "error"]]
+    for r in tier_costs.itertuples():
+        timed = "-" if pd.isna(r.measured_slowdown) else (
+            f"{float(r.measured_slowdown):.2f}x" + ("" if pd.notna(r.placement_ok) and r.placement_ok
+                                                    else " (placement mismatch)"))
+        rows.append([f"{r.model}/{r.mode}/b{int(r.batch)}", r.tier, r.scenario, _ms(r.baseline_s),
+                     _ms(r.predicted_s), f"{float(r.slowdown):.2f}x", f"{float(r.measured_share) * 100:.0f}%",
+                     timed, _pct(r.error)])
+    return ["", "The whole model on each slower memory tier, predicted (Σ count x cost x the configuration's "
+                "slowdown there) and, on NUMA tiers, timed end to end with the job's memory on the tier:",
+            *_table(rows)]
+
+
 def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFrame,
                 unseen: pd.DataFrame | None = None, figures_dir: str = "results/figures",
                 tier_costs: pd.DataFrame | None = None, facts: dict | None = None,
@@ -84,36 +129,7 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
         for key, what in (("below_target", "below target"), ("above_target", "sum overshoots")):
             if last.get(key):
                 lines.append(f"  {what}: {', '.join(last[key])}")
-    if unseen is not None and not unseen.empty:
-        rows = [["workload", "predicted ms", "interval ms", "measured ms", "error", "estimated"]]
-        for r in unseen.itertuples():
-            rows.append([f"{r.model}/{r.mode}/b{int(r.batch)}", _ms(r.predicted_s),
-                         f"{_ms(r.low_s)}..{_ms(r.high_s)}", _ms(r.measured_s), _pct(r.error),
-                         "-" if pd.isna(r.estimated_share) else f"{float(r.estimated_share) * 100:.0f}%"])
-        lines += ["", "Never profiled (predict_only), predicted from the database:", *_table(rows)]
-    if generate is not None and not generate.empty:
-        rows = [["generate()", "predicted ms", "interval ms", "measured ms", "error", "first token ms",
-                 "measured", "tokens/s", "estimated", "memory bound ms"]]
-        for r in generate.itertuples():
-            rows.append([f"{r.model} b{int(r.batch)} {int(r.prompt)}+{int(r.new)}", _ms(r.predicted_s),
-                         f"{_ms(r.low_s)}..{_ms(r.high_s)}", _ms(r.measured_s), _pct(r.error), _ms(r.ttft_s),
-                         _ms(r.measured_ttft_s), f"{float(r.tokens_per_s):.1f}",
-                         f"{float(r.estimated_share) * 100:.0f}%", _ms(r.bound_s)])
-        lines += ["", "Hugging Face generate() (prompt + new tokens), predicted from the database against generate() "
-                      "timed in turn with the model's measured decode step:", *_table(rows)]
-    if tier_costs is not None and not tier_costs.empty:
-        rows = [["workload", "tier", "on the tier", "fast tier ms", "predicted ms", "slowdown", "slowdowns measured",
-                 "timed end to end", "error"]]
-        for r in tier_costs.itertuples():
-            timed = "-" if pd.isna(r.measured_slowdown) else (
-                f"{float(r.measured_slowdown):.2f}x" + ("" if pd.notna(r.placement_ok) and r.placement_ok
-                                                        else " (placement mismatch)"))
-            rows.append([f"{r.model}/{r.mode}/b{int(r.batch)}", r.tier, r.scenario, _ms(r.baseline_s),
-                         _ms(r.predicted_s), f"{float(r.slowdown):.2f}x", f"{float(r.measured_share) * 100:.0f}%",
-                         timed, _pct(r.error)])
-        lines += ["", "The whole model on each slower memory tier, predicted (Σ count x cost x the configuration's "
-                      "slowdown there) and, on NUMA tiers, timed end to end with the job's memory on the tier:",
-                  *_table(rows)]
+    lines += _unseen_lines(unseen) + _generate_lines(generate) + _tier_lines(tier_costs)
     facts = facts or {}
     if facts.get("measured"):
         lines += ["", "Measured (UTC): " + "; ".join(f"{what} {a} to {b}" for what, (a, b) in

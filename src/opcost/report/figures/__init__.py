@@ -64,7 +64,7 @@ class FigureFiles:
 
     def read(self, device: str, statistic: str) -> FigureInputs:
         """The tables the files hold, costed on ``device`` with ``statistic``."""
-        from opcost import io, tables
+        from opcost import io, tables, trace_tables
         from opcost.analysis.predict import costed_layers
 
         layers = io.read_many(self.layers, tables.LAYERS)
@@ -75,7 +75,7 @@ class FigureFiles:
             e2e=io.read_parquet(self.e2e, tables.E2E),
             consistency=io.read_parquet(self.consistency, tables.CONSISTENCY),
             evaluations=io.read_json(self.loop), tiers=io.read_json(self.tiers) if self.tiers else None,
-            traces={part: io.read_many(paths, getattr(tables, f"TRACE_{part.upper()}"))
+            traces={part: io.read_many(paths, getattr(trace_tables, f"TRACE_{part.upper()}"))
                     for part, paths in self.traces.items()},
             coplace=[io.read_json(p) for p in self.coplace],
             unseen=io.read_many(self.unseen, tables.PREDICTIONS) if self.unseen else None,

@@ -1,0 +1,328 @@
+"""The rotation profiling engine: a workload's configurations timed in rotation, one call at a time, in the model's
+call order (the ``fresh`` and ``rotation`` cache states), with the model's reference iteration in the same rounds."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Callable
+
+import pandas as pd
+
+from opcost.measure.back_to_back import measure_config
+from opcost.measure.cache import cold_pool
+from opcost.measure.e2e import e2e_frames
+from opcost.measure.energy import NoMeter, missing
+from opcost.measure.engine import engine_intercept, engine_probes
+from opcost.measure.hostinfo import host_facts, llc_bytes
+from opcost.measure.placement import (
+    DEFAULT,
+)
+from opcost.measure.profiling import (
+    MAX_ROTATION,
+    Placing,
+    ProfileSettings,
+    failure_status,
+    measurement_order,
+    placement_tiers,
+    result_rows,
+)
+from opcost.measure.rotation import (
+    ITERATION_CALLS,
+    Member,
+    both,
+    call_positions,
+    first_call,
+    lead_in,
+    model_order,
+    shuffled,
+    with_engine_probes,
+    with_iterations,
+)
+from opcost.measure.timing import Measurement, RotationError
+from opcost.model.replay import ModelCache, build, mode_context, refresher
+from opcost.model.workload import make_workload, parse_workload_key
+from opcost.tables import MEASUREMENTS, SAMPLES, frame
+
+log = logging.getLogger(__name__)
+
+
+def rotation_groups(configs: pd.DataFrame, context: pd.DataFrame | None = None,
+                     size: int = MAX_ROTATION) -> list[tuple[list[dict], list[dict]]]:
+    """(configurations, context configurations) per rotation. Configurations rotate with the others of their
+    workload (column `workload`: the state an operator finds depends on its neighbours, and a batch-1 operator
+    among batch-8 ones would find caches far colder than in its model), in measurement order, in groups of at most
+    ``size``; each group gets the context configurations of its workload (not among the configurations) up to
+    ``size`` members in all. Without a `workload` column (older catalogues), by mode."""
+    def key(r):
+        w = r.get("workload")
+        return (r["mode"], w if isinstance(w, str) else "")
+
+    rows = measurement_order(configs).to_dict("records")
+    ctx = [] if context is None or context.empty else measurement_order(context).to_dict("records")
+    ids = {r["config_id"] for r in rows}
+    groups = []
+    for k in sorted({key(r) for r in rows}):
+        same = [r for r in rows if key(r) == k]
+        extra = [r for r in ctx if key(r) == k and r["config_id"] not in ids]
+        for i in range(0, len(same), size):
+            part = same[i:i + size]
+            groups.append((part, extra[:size - len(part)]))
+    return groups
+
+
+def replays(rows, models: ModelCache, device: str, failed: dict, reps: list | None = None) -> list[tuple]:
+    """``reps`` (default: a new list) with (row, Replay) appended for each of ``rows`` that builds, in their order
+    (built outside the autograd context: a model loaded in inference mode cannot train; each appended as it is
+    built, so that a caller interrupted midway can close those built); one that does not is recorded in ``failed``
+    and said in the log."""
+    reps = [] if reps is None else reps
+    for row in rows:
+        try:
+            reps.append((row, build(row, models, device)))
+        except Exception as e:
+            failed[row["config_id"]] = failure_status(e)
+            log.warning("%s %s %s", row["config_id"], row["op_type"], failed[row["config_id"]])
+    return reps
+
+
+def lead_ins(iterations: dict[str, Callable[[], object]], device: str) -> dict[str, Callable[[], object]]:
+    """Workload -> the lead-in of its reference iteration (:func:`opcost.measure.rotation.lead_in`), in the order of
+    ``iterations``; an iteration that fails here is said in the log and removed from ``iterations``."""
+    leads = {}
+    for key in list(iterations):
+        try:
+            leads[key] = lead_in(iterations[key], device)
+        except Exception as e:
+            log.warning("the model iteration of %s failed before the rotation (%s); rotating without it", key,
+                        failure_status(e))
+            del iterations[key]
+    return leads
+
+
+def member_calls(reps: list, fresh: bool, failed: dict) -> list[tuple]:
+    """(config_id, phase, callable, prepare) per phase of each replay (call inside its autograd context); each
+    callable is called once here, so that a failing configuration fails here (recorded in ``failed``), not inside
+    the rotation."""
+    members = []
+    for row, rep in reps:
+        try:
+            refresh = refresher(rep.inputs) if fresh else None
+            mine = []
+            for phase, fn in rep.callables():
+                fn()
+                mine.append(Member(row["config_id"], phase, fn, both(refresh, rep.prepare.get(phase))))
+            members += mine
+        except Exception as e:
+            failed[row["config_id"]] = failure_status(e)
+            log.warning("%s %s %s", row["config_id"], row["op_type"], failed[row["config_id"]])
+    return members
+
+
+def _rotate(rows: list[dict], models: ModelCache, device: str, settings: ProfileSettings, energy, seed: int,
+            context: list[dict] = (), iterations: dict[str, Callable[[], object]] | None = None
+            ) -> tuple[dict, dict, dict, dict[str, Measurement], dict]:
+    """Time one group of same-mode configurations in rotation (with ``context`` configurations rotating untimed).
+    Returns ({config_id: {(DEFAULT, phase): (None, Measurement, energy columns)}}, {config_id: failure},
+    {config_id: attempts}, {workload: its iteration's Measurement}, {config_id: the autograd engine's cost per call
+    measured in the rotation its backward measurement was kept from}). A rotation with backward calls measures the
+    engine among them (:func:`opcost.measure.rotation.with_engine_probes`). A configuration whose replay fails (when
+    built, on a first call, or inside the rotation) is reported failed and the rotation goes on without it; a failing
+    context configuration is left out. ``iterations`` (workload -> its whole model iteration: the group's own and
+    those of the workloads whose configurations all rotate in others' groups) with ``settings.e2e_every`` > 0:
+    timed at the end of every ``e2e_every``-th round of the first rotation, the end-to-end references measured in
+    the same minutes, under the same machine state, as the operators; one that fails is left out."""
+    fresh, shuffle, every = settings.cache == "fresh", settings.order != "model", settings.e2e_every
+    failed: dict[str, str] = {}
+    timed = {r["config_id"] for r in rows}
+    iterations = dict(iterations or {})
+    whole: dict[str, Measurement] = {}  # workload -> its iteration's Measurement
+    engine_of: dict[str, float] = {}  # config_id -> the engine's cost per call in its backward's rotation
+    reps: list = []  # (row, Replay), closed at the end
+    try:
+        members_rows = list(rows) + list(context)
+        replays(members_rows if shuffle else sorted(members_rows, key=first_call), models, device, failed, reps)
+        by_id = {row["config_id"]: rep for row, rep in reps}
+        with mode_context(rows[0]["mode"]):
+            members = member_calls(reps, fresh, failed)
+            probes = engine_probes(device) if any(m.phase == "backward" for m in members) else None
+            leads = lead_ins(iterations, device) if every > 0 and not shuffle else {}
+            results: dict[str, dict] = {}
+            attempts: dict[str, int] = {}
+            noisy: set = set()  # (config_id, phase) still to re-measure; empty on the first attempt
+            for attempt in range(1 + max(0, settings.remeasure)):
+                if not any(m[0] in timed for m in members):
+                    break
+                while True:
+                    targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy or (
+                        not attempt and m[0] in timed)]
+                    rotation = shuffled(members) if shuffle else in_model_order(members, members_rows, by_id, fresh)
+                    if probes is not None:
+                        rotation = with_engine_probes(rotation, *probes)
+                    paired = bool(iterations) and every > 0 and not attempt
+                    if paired:
+                        rotation = with_iterations(rotation, list(iterations.values()), every,
+                                                   [leads[k] for k in iterations] if leads else None)
+                    try:
+                        ms = rotation.measure(settings.timing, device, seed=seed + attempt, targets=targets)
+                        extra = ms[len(members):]
+                        if probes is not None:
+                            engine_s = engine_intercept(extra[0].median, extra[1].median)
+                            log.info("autograd engine in the rotation: %.1f us per backward call", engine_s * 1e6)
+                            extra = extra[2:]
+                        if paired:
+                            per = ITERATION_CALLS[rotation.shuffle]
+                            for i, key in enumerate(iterations):
+                                mine = extra[i * per:(i + 1) * per]
+                                if len(mine) == 2:
+                                    log.info("%s lead-in after a round: trimmed mean %.3g ms; the reference after "
+                                             "it: %.3g ms", key, mine[0].trimmed_mean * 1e3,
+                                             mine[1].trimmed_mean * 1e3)
+                                whole[key] = mine[-1]
+                        ms = ms[:len(members)]
+                        break
+                    except RotationError as e:
+                        first = len(members) + (2 if probes is not None else 0)
+                        if e.index >= first:
+                            key = list(iterations)[(e.index - first) // ITERATION_CALLS[rotation.shuffle]]
+                            log.warning("the model iteration of %s failed inside the rotation (%s); rotating without "
+                                        "it", key, failure_status(e.error))
+                            del iterations[key]
+                            continue
+                        if e.index >= len(members):
+                            log.warning("the autograd engine's probe failed inside the rotation (%s); rotating "
+                                        "without it", failure_status(e.error))
+                            probes = None
+                            continue
+                        cid = members[e.index][0]
+                        why = failure_status(e.error)
+                        log.warning("%s failed inside the rotation (%s); rotating again without it", cid, why)
+                        if cid not in results:  # a re-measurement that fails keeps the first attempt
+                            failed[cid] = why
+                        members = [m for m in members if m[0] != cid]
+                        noisy = {k for k in noisy if k[0] != cid}
+                for (cid, phase, _, _), m in zip(members, ms):
+                    if cid not in timed or (attempt and (cid, phase) not in noisy):
+                        continue
+                    attempts[cid] = attempt + 1
+                    prev = results.get(cid, {}).get((DEFAULT, phase))
+                    if prev is None or m.rel_ci < prev[1].rel_ci:
+                        results.setdefault(cid, {})[(DEFAULT, phase)] = (None, m, missing(NoMeter()))
+                        if phase == "backward" and probes is not None:
+                            engine_of[cid] = engine_s
+                noisy = {(cid, ph) for cid, r in results.items() for (_, ph), (_, m, _) in r.items() if m.noisy}
+                if not noisy or attempt == settings.remeasure:
+                    break
+                log.info("re-measuring %d noisy configuration phases in another rotation of the group", len(noisy))
+            for cid, phase, fn, _ in members:  # energy: back-to-back trials, where a meter exists
+                if cid not in timed or (DEFAULT, phase) not in results.get(cid, {}):
+                    continue
+                ver, m, _ = results[cid][(DEFAULT, phase)]
+                results[cid][(DEFAULT, phase)] = (ver, m, energy(fn))
+    finally:
+        for _, rep in reversed(reps):  # parameters shared between configurations are restored in reverse
+            rep.close()
+    return results, failed, attempts, whole, engine_of
+
+
+def in_model_order(members: list, rows: list[dict], by_id: dict, fresh: bool):
+    """The model-order rotation of ``members`` (``rows``: their configurations; ``by_id``: their replays), fed its
+    producers' outputs in inference under the ``fresh`` cache state."""
+    return model_order(members, rows, by_id, feed=fresh and rows[0]["mode"] == "inference")
+
+
+def _iteration(key: str, models: ModelCache) -> Callable[[], object] | None:
+    """The whole model iteration of a workload, or None (a model that cannot run: said in the log)."""
+    try:
+        model, mode, batch = parse_workload_key(key)
+        return make_workload(models.get(model), batch, mode).step
+    except Exception as e:
+        log.warning("%s: no end-to-end time in the rotation: %s", key, failure_status(e))
+        return None
+
+
+def guest_workloads(configs: pd.DataFrame) -> set[str]:
+    """The workloads that call configurations of ``configs`` (column `workloads`) but are no configuration's
+    `workload`: each of their configurations rotates in another workload's group (resnet34's among resnet18's,
+    which has them all), so that their end-to-end reference is timed in those groups' rotations; none in older
+    catalogues."""
+    if "workloads" not in configs:
+        return set()
+    called = {w for s in configs["workloads"].dropna() for w in json.loads(s)}
+    return called - set(configs["workload"].dropna())
+
+
+def calls_in(row: dict, key: str) -> int:
+    """A configuration's calls per iteration of workload ``key``: its own workload's from `positions`, another's
+    from `workloads` (0 where it does not call it)."""
+    if key == row.get("workload"):
+        return len(call_positions(row))
+    w = row.get("workloads")
+    return int(json.loads(w).get(key, 0)) if isinstance(w, str) else 0
+
+
+def references(group: list[dict], guests: set[str], models: ModelCache) -> dict[str, Callable[[], object]]:
+    """The model iterations timed in a rotation group's rounds: its workload's, then each guest workload's
+    (:func:`guest_workloads`) that calls a configuration of the group."""
+    own = group[0].get("workload")
+    if not isinstance(own, str):
+        return {}
+    keys = [own] + sorted({w for r in group if isinstance(r.get("workloads"), str)
+                           for w in json.loads(r["workloads"]) if w in guests})
+    return {k: it for k in keys if (it := _iteration(k, models)) is not None}
+
+
+def profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSettings, on_result, energy,
+                      context=None, on_e2e=None):
+    """:func:`opcost.measure.profile.profile_configs` for the rotation cache states (placements only where two tiers are
+    usable: the rotation row is the default placement's measurement)."""
+    timing, placement, cache, e2e_every = settings.timing, settings.placement, settings.cache, settings.e2e_every
+    tiers, placer = placement_tiers(placement, device, needed=2)
+    models = ModelCache(models_cfg, device, dtype)
+    facts = host_facts(device)
+    llc = llc_bytes()
+    fast = tiers[0].name if tiers else None
+    rows, samples = [], []
+    groups = rotation_groups(configs, context, settings.rotation_size)
+    guests = guest_workloads(configs if context is None else pd.concat([configs, context], ignore_index=True))
+    t0, done = time.perf_counter(), 0
+    for g, (group, ctx) in enumerate(groups):
+        if ctx:
+            log.info("rotation group %d: %d configurations, %d more rotating untimed as context", g + 1, len(group),
+                     len(ctx))
+        iterations = references(group, guests, models) if e2e_every > 0 and on_e2e is not None else {}
+        results, failed, attempts, whole, engine_of = _rotate(group, models, device, settings, energy, seed=g,
+                                                              context=ctx, iterations=iterations)
+        for key, it in whole.items():
+            if not it.n:
+                continue
+            log.info("%s: model iteration in the rotation: median %.3g ms n=%d", key, it.median * 1e3, it.n)
+            model, mode, batch = parse_workload_key(key)
+            # the part of the workload's prediction this rotation measured: its reference's weight among rotations
+            timed = sum(calls_in(row, key) * m.median for row in group
+                        for (plc, _), (_, m, _) in results.get(row["config_id"], {}).items() if plc == DEFAULT)
+            on_e2e(*e2e_frames((model, batch, mode), it, "rotation", device, timed_s=timed))
+        for row in group:
+            cid = row["config_id"]
+            result = {k: (ver, m, e, cache) for k, (ver, m, e) in results.get(cid, {}).items()}
+            for (_, phase), (_, m, _, _) in result.items():
+                log.info("%s %-14s %-8s median %.3g ms n=%d rel_ci=%.3f%s", cid, row["op_type"], phase,
+                         m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "")
+            if placer is not None and cid not in failed:
+                pool, label = cold_pool(row, "cold", llc)
+                try:
+                    for plc, ver, ph, m, e in measure_config(row, models, device, timing, energy,
+                                                              Placing(placer, tiers, placement), pool):
+                        result[(plc, ph)] = (ver, m, e, label)
+                except Exception as e:
+                    log.warning("%s %s placements failed: %s", cid, row["op_type"], e)
+            out = result_rows(row, result or None, failed.get(cid), attempts.get(cid, 1), facts, fast,
+                              engine_of.get(cid))
+            rows += out[0]
+            samples += out[1]
+            if on_result is not None:
+                on_result(*out)
+        done += len(group)
+        log.info("rotation group %d/%d: %d configurations in %.1f s (ETA %.0f s)", g + 1, len(groups), len(group),
+                 time.perf_counter() - t0, (time.perf_counter() - t0) / done * (len(configs) - done))
+    return frame(MEASUREMENTS, rows), frame(SAMPLES, samples)
