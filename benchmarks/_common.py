@@ -18,6 +18,10 @@ _ARGV = [a for a in sys.argv if a != "--record"]
 RECORD = len(_ARGV) < len(sys.argv) or os.environ.get("OPCOST_RECORD") == "1"
 sys.argv[:] = _ARGV
 DEFAULT_MODELS = ["resnet18", "mobilenet_v3_small", "tiny_bert", "tiny_dlrm"]
+# the timing caps of a benchmark's --smoke run (a functional check, not a measurement), per config section
+SMOKE_TIMING = {"profile": {"max_seconds": 0.02, "warmup_s": 0.001, "min_samples": 3, "min_sample_s": 0.0002},
+                "e2e": {"max_seconds": 0.05, "warmup_s": 0.005, "min_samples": 5, "min_sample_s": 0.0002},
+                "insitu": {"max_seconds": 0.1, "min_samples": 3}}
 
 
 def prepare(threads: int) -> None:

@@ -23,7 +23,8 @@ import time
 import numpy as np
 import pandas as pd
 from _common import model_entries, prepare, summary, workload_configs
-from decode import CONFIG, SMOKE_MODELS, SMOKE_TIMING
+from _common import SMOKE_TIMING
+from decode import CONFIG, SMOKE_MODELS
 
 ATEN = {"cat": "aten::cat", "scaled_dot_product_attention": "aten::_scaled_dot_product_flash_attention_for_cpu"}
 STEPS = 50  # profiled steps of the model per round

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from _common import model_entries, prepare, summary, workload_configs
+from _common import SMOKE_TIMING, model_entries, prepare, summary, workload_configs
 from prediction_accuracy import measure_workload
 from transformer_accuracy import glue_columns
 
@@ -57,9 +57,6 @@ SMOKE_MODELS = {  # --smoke: one layer, 32 wide
 SMOKE_SWEEPS = [{"op": "decode_attention", "grid": {"context": [32], "heads": [4], "heads_kv": [2], "head_dim": [8],
                                                   "batch": [1]},
                  "depth": 1}]
-SMOKE_TIMING = {"profile": {"max_seconds": 0.02, "warmup_s": 0.001, "min_samples": 3, "min_sample_s": 0.0002},
-                "e2e": {"max_seconds": 0.05, "warmup_s": 0.005, "min_samples": 5, "min_sample_s": 0.0002},
-                "insitu": {"max_seconds": 0.1, "min_samples": 3}}
 
 
 def configs(models: list[str], config_file: str, smoke: bool) -> tuple[dict, dict]:

@@ -136,7 +136,7 @@ def main() -> None:
     prepare(args.threads)
     cfg = model_entries(args.models or (list(SMOKE_MODELS) if args.smoke else []), args.config)
     if args.smoke:
-        from decode import SMOKE_TIMING
+        from _common import SMOKE_TIMING
 
         for name, entry in cfg["models"].items():
             entry.update(SMOKE_MODELS.get(name, {}))

@@ -17,7 +17,7 @@ import yaml
 
 from opcost import io, preflight, rerun, stages, tables
 from opcost.config import validate
-from opcost.errors import OpcostError, from_os_error
+from opcost.errors import OpcostError, Problems, from_os_error
 from opcost.measure import numa
 from opcost.measure.job import prepare_process
 from opcost.model.sources import load_model
@@ -313,7 +313,7 @@ def test_config_mistakes_are_named_each_in_one_line():
     assert validate(cfg) == cfg  # a validated config validates again unchanged
     with pytest.raises(OpcostError, match=r"^config: sweeps\[0\].grid: \{\} should be non-empty"):
         validate({"models": {"mlp": MLP}, "sweeps": [{"op": "Linear", "grid": {}}]})
-    with pytest.raises(preflight.Problems) as e:  # every bad key at once, one line each
+    with pytest.raises(Problems) as e:  # every bad key at once, one line each
         validate({"models": {"mlp": {**MLP, "batch_sizes": [0]}}, "threads": "two", "colour": "red"})
     assert str(e.value).splitlines() == ["config: colour: unknown key",
                                          "config: threads: 'two' is not of type 'integer'",
@@ -321,7 +321,7 @@ def test_config_mistakes_are_named_each_in_one_line():
 
 
 def test_a_value_of_either_kind_says_what_is_wrong_and_what_is_expected():
-    with pytest.raises(preflight.Problems) as e:
+    with pytest.raises(Problems) as e:
         validate({"models": {"mlp": MLP}, "advise": {"budgets": [1.5, "abc", 0.5, "2GiB"]}})
     expected = "(expected: fast-tier budgets: a share of the placeable footprint (0 to 1) or a size ('2GiB', '512MB'))"
     assert str(e.value).splitlines() == [f"config: advise.budgets[0]: 1.5 is greater than the maximum of 1 {expected}",

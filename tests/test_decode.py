@@ -370,7 +370,7 @@ def test_the_figures_show_decode_steps_across_context_lengths(decode_run):
     """figures/decode.png: the measured contexts and 2x, 4x the largest, predicted with their intervals; the run's
     measured steps; beyond them, attention's share of the operator time grows with the context (its estimate grows,
     the Linears keep their measured costs)."""
-    from opcost.analysis.decode import curves
+    from opcost.analysis.decode_curves import curves
     from opcost.database import read_db
 
     assert (decode_run / "results" / "figures" / "decode.png").stat().st_size > 10_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from opcost.errors import OpcostError, from_os_error
+from opcost.errors import OpcostError, Problems, from_os_error
 
 
 def _config(args) -> dict:
@@ -272,7 +272,7 @@ def _check_config(args) -> int:
         print(f"opcost: warning: {line}", file=sys.stderr)
     problems = preflight.problems(cfg)
     if any(line.startswith("config: device") for line in problems):  # no model can be built there
-        raise preflight.Problems(problems)
+        raise Problems(problems)
 
     def named(model):  # a problem already found for this model: not built again
         return any(line.startswith((f"model {model}:", f"config: models.{model}.")) for line in problems)
@@ -300,7 +300,7 @@ def _check_config(args) -> int:
                 problems.append(f"{e} (at batch {batch})" if batch != sizes[0] else str(e))
                 break
     if problems:
-        raise preflight.Problems(problems)
+        raise Problems(problems)
     but = (f" but {', '.join(skipped)} (over {CHECK_BATCH_S:.0f} s each: their memory checked, not run)" if skipped
            else "")
     print(f"{args.config}: ok, {len(config.workloads(cfg))} workloads; every model builds and runs at each batch "

@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from opcost.errors import OpcostError
+from opcost.errors import OpcostError, Problems
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 SCHEMA_PATH = Path(str(resources.files("opcost") / "schemas" / "config.schema.yaml"))
@@ -121,8 +121,7 @@ _MERGED: dict[int, tuple[dict, set[str]]] = {}
 
 def validate(config: dict) -> dict:
     """Validate ``config`` in place, filling defaults; raise :class:`OpcostError` naming every bad key (one line
-    each: :class:`opcost.preflight.Problems` when there are several)."""
-    from opcost.preflight import Problems
+    each: :class:`opcost.errors.Problems` when there are several)."""
 
     while True:
         errors = sorted(_Validator(schema()).iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
@@ -202,8 +201,6 @@ def load(path) -> dict:
         text = Path(path).read_text(encoding="utf-8")
         twice = duplicate_keys(text, str(path))
         if twice:
-            from opcost.preflight import Problems
-
             raise Problems(twice)
         cfg = yaml.safe_load(text) or {}
     except UnicodeDecodeError as e:

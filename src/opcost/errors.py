@@ -26,3 +26,12 @@ def from_os_error(e: OSError) -> OpcostError:
     path = e.filename or "a file"
     remedy = _REMEDY.get(e.errno)
     return OpcostError(str(path), f"{e.strerror or e}" + (f": {remedy}" if remedy else ""))
+
+
+class Problems(OpcostError):
+    """Several problems, one line each (``str``: the lines); ``lines`` without the ``opcost:`` prefix."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = list(lines)
+        self.culprit, self.cause = "config", "; ".join(self.lines)
+        Exception.__init__(self, "\n".join(self.lines))

@@ -28,21 +28,12 @@ from importlib import metadata
 from pathlib import Path
 
 from opcost.config import generate_questions
-from opcost.errors import OpcostError
+from opcost.errors import OpcostError, Problems
 
 # bytes per element of the input dtypes a model entry may name
 _ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
              "int8": 1, "uint8": 1, "bool": 1}
 DEFAULT_SHAPES = [[3, 224, 224]]  # as opcost.model.sources.load_model
-
-
-class Problems(OpcostError):
-    """Several problems, one line each (``str``: the lines); ``lines`` without the ``opcost:`` prefix."""
-
-    def __init__(self, lines: list[str]):
-        self.lines = list(lines)
-        self.culprit, self.cause = "config", "; ".join(self.lines)
-        Exception.__init__(self, "\n".join(self.lines))
 
 
 def name_max(where=".") -> int:

@@ -258,8 +258,8 @@ def make_figures(config, files: FigureFiles, outdir, failures=None, summary=None
 
 def decode_curves(config, db_dir) -> pd.DataFrame:
     """The run's decode steps predicted from its database at ``db_dir`` at the measured context lengths and beyond
-    them, beside their measured steps (:func:`opcost.analysis.decode.curves`): the decode figure's input."""
-    from opcost.analysis.decode import curves
+    them, beside their measured steps (:func:`opcost.analysis.decode_curves.curves`): the decode figure's input."""
+    from opcost.analysis.decode_curves import curves
     from opcost.database import read_db
 
     db = read_db(db_dir)

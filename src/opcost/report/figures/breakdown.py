@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.analysis.optypes import labels
-from opcost.report.figures import FigureInputs, figure
+from opcost.report.figures.registry import FigureInputs, figure
 from opcost.report.plot import TOP_TYPES, plt, save, top_or_other
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from opcost.report.figures import FigureInputs, figure
+from opcost.report.figures.registry import FigureInputs, figure
 from opcost.report.plot import plt, save
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from opcost.analysis.optypes import label
-from opcost.report.figures import FigureInputs, figure
+from opcost.report.figures.registry import FigureInputs, figure
 from opcost.report.plot import message, plt, save
 
 

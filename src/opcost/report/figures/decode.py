@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from opcost.report.figures import FigureInputs, figure
+from opcost.report.figures.registry import FigureInputs, figure
 from opcost.report.plot import message, plt, save
 
 
@@ -17,7 +17,7 @@ def draw(f: FigureInputs, path: Path) -> None:
 
 
 def decode_steps(curves: pd.DataFrame, path: Path) -> None:
-    """Decode steps (:func:`opcost.analysis.decode.curves`): left, time per step against context length per model
+    """Decode steps (:func:`opcost.analysis.decode_curves.curves`): left, time per step against context length per model
     and batch, the predicted line with its interval (shaded) through the measured context lengths and beyond them
     (open markers), the measured steps as filled points, the memory bound dotted (``bound_s``); right, the share of
     the operator time in attention and the cache update (the rest: Linears, norms, activations)."""

@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.colors import LogNorm
 
 from opcost.analysis.optypes import label
-from opcost.report.figures import FigureInputs, figure
+from opcost.report.figures.registry import FigureInputs, figure
 from opcost.report.plot import message, plt, save
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from opcost.report.figures import FigureInputs, figure
+from opcost.report.figures.registry import FigureInputs, figure
 from opcost.report.plot import message, plt, save, workload_label
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from opcost.report.figures import FigureInputs, figure
+from opcost.report.figures.registry import FigureInputs, figure
 from opcost.report.plot import log_axes, message, plt, save
 
 
