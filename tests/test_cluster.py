@@ -29,3 +29,14 @@ def test_cluster_generic_executor_runs_the_tiny_config(tmp_path):
     e2e = pd.read_parquet(tmp_path / "results" / "e2e" / "mlp" / "inference_b2.parquet")
     assert set(configs["op_type"]) >= {"Linear"} and (e2e["median_s"] > 0).all() and list(e2e["model"]) == ["mlp"] * 2
     assert list(e2e["method"]) == ["dedicated", "plain"]  # the plain process started from the submitted job too
+
+
+def test_the_conda_environment_of_the_slurm_recipe_holds_every_dependency_and_nvml():
+    """envs/opcost.yaml (`--sdm conda` on a cluster) installs every dependency of pyproject.toml, and NVML's
+    binding, which config/gpu.yaml's energy meter needs on the GPU nodes."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    env = yaml.safe_load((ROOT / "envs" / "opcost.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    assert set(project["dependencies"]) | set(project["optional-dependencies"]["nvml"]) <= set(pip)
