@@ -13,16 +13,21 @@ def _layer(module: str) -> str:
     return parts[1] if len(parts) > 1 and parts[1] in ORDER else "base"
 
 
+def _imports(nodes):
+    """(line, module, name) of each import among the AST ``nodes``: ``from m import a`` gives (line, m, a), ``import
+    m`` gives (line, m, None)."""
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            yield from ((node.lineno, node.module, a.name) for a in node.names)
+        elif isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name, None) for a in node.names)
+
+
 def _module_level_imports(path: Path):
     """(line, imported module) of the opcost imports at the top level of ``path`` (not inside functions)."""
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "opcost":
-            if node.module == "opcost":  # from opcost import io, tables
-                yield from ((node.lineno, f"opcost.{a.name}") for a in node.names)
-            else:
-                yield node.lineno, node.module
-        elif isinstance(node, ast.Import):
-            yield from ((node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "opcost")
+    for line, module, name in _imports(ast.parse(path.read_text()).body):
+        if module.split(".")[0] == "opcost":
+            yield line, f"opcost.{name}" if module == "opcost" and name else module  # from opcost import io, tables
 
 
 def test_no_module_imports_from_a_layer_below_it():
@@ -44,56 +49,32 @@ def test_the_layers_are_the_documented_ones():
         "a new package: add it to the layers"
 
 
-def _imports_anywhere(path: Path, modules: set[str], package: str) -> set[str]:
+def _imports_anywhere(path: Path, modules: set[str]) -> set[str]:
     """The modules of ``modules`` that ``path`` imports, at any depth (inside functions too)."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            for a in node.names:
-                name = f"{node.module}.{a.name}"
-                out.add(name if name in modules else node.module)
-        elif isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-    return out & modules
+    found = {f"{m}.{n}" if f"{m}.{n}" in modules else m for _, m, n in _imports(ast.walk(ast.parse(path.read_text())))}
+    return found & modules
 
 
 def _cycles(root: Path, package: str) -> list[list[str]]:
-    """The import cycles among the modules under ``root`` (named ``package``.…): strongly connected components of
-    two or more modules, a package's own ``__init__`` importing its submodules not counted as the submodules
-    importing it."""
+    """The import cycles among the modules under ``root`` (named ``package``.…): the strongly connected components
+    of two or more modules (scipy's), a package's own ``__init__`` importing its submodules not counted as the
+    submodules importing it."""
+    from scipy.sparse import lil_array
+    from scipy.sparse.csgraph import connected_components
+
     paths = {}
     for p in root.rglob("*.py"):
         parts = p.relative_to(root).with_suffix("").parts
         parts = parts[:-1] if parts[-1] == "__init__" else parts
         paths[".".join(filter(None, (package, *parts)))] = p
-    graph = {m: _imports_anywhere(p, set(paths), package) - {m} for m, p in paths.items()}
-    index, low, stack, on, found = {}, {}, [], set(), []
-
-    def visit(v):  # Tarjan's strongly connected components
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                found.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
+    names = sorted(paths)
+    graph = lil_array((len(names), len(names)))
+    for i, m in enumerate(names):
+        for target in _imports_anywhere(paths[m], set(names)) - {m}:
+            graph[i, names.index(target)] = 1
+    _, label = connected_components(graph.tocsr(), directed=True, connection="strong")
+    groups = [[n for n, k in zip(names, label) if k == c] for c in sorted(set(label))]
+    return [g for g in groups if len(g) > 1]
 
 
 def test_no_import_cycles_not_even_inside_functions():

@@ -39,10 +39,11 @@ MODEL_KEY = (
     column("model", "string", "model name (config key under `models`)"),
     column("batch", "Int64", "batch size"),
     column("mode", "string", "`inference` (forward under inference_mode), `training` (forward + loss + backward), "
-                         "`decode<L>` (one token per sequence over a key/value cache of L tokens) or `prefill<P>` "
-                         "(generate()'s first call: a prompt of P tokens into an empty cache); the operators' "
-                         "configurations and measurements of the last two: `inference`"),
+                             "`decode<L>` (one token per sequence over a key/value cache of L tokens) or `prefill<P>` "
+                             "(generate()'s first call: a prompt of P tokens into an empty cache); the operators' "
+                             "configurations and measurements of the last two: `inference`"),
 )
+
 
 def frame(table: Table, rows) -> pd.DataFrame:
     """A DataFrame with exactly ``table``'s columns, in order and with its types; extra or missing keys raise

@@ -1,21 +1,20 @@
 """A cost model per operator type and phase, fitted from the database, for configurations it never measured.
 
-**Baseline** (per ``(op_type, mode, phase)`` with at least :data:`MIN_CONFIGS` measured configurations): a roofline
-with a per-call floor, ``t = floor + max(flops / compute_rate, bytes / memory_rate)``, its three non-negative
-parameters fitted to the measured configurations by least squares on log time (relative error; a soft-L1 loss so
-that one noisy configuration does not pull the law). **Correction**: gradient-boosted trees
-(scikit-learn's ``HistGradientBoostingRegressor``, op type as a categorical feature) on the log ratio of the
-measured cost to the baseline, from the shape features of :mod:`opcost.analysis.features` (``law+trees``), and a
-second set that also sees the workload around the configuration (``law+trees+context``; :func:`context_bytes`: the
-bytes the operators of the workload it was profiled among move per iteration; for an estimate, those of the workload
-predicted). Which of the three estimates is used is chosen per mode by held-out error: K-fold cross-validation
-with the folds grouped by the model each configuration was profiled among, its batch sizes together, and the sweep
-points kept in every fold's training (so that a held-out configuration is estimated as in a model never profiled,
-from the sweeps and the other models, without the configurations measured beside it), each fold refitting the laws
-and the trees without it; the simplest method whose median |log error| per configuration is within one standard
-error of the lowest is used (:meth:`CostModel._choose`). The held-out errors of the method chosen give every
-estimate its interval (the 5th to 95th percentile of the held-out ratios of its op type, or of all types where it
-has fewer than :data:`MIN_INTERVAL` of them).
+**Baseline** (per ``(op_type, mode, phase)`` with at least :data:`MIN_CONFIGS` measured configurations): a roofline with
+a per-call floor, ``t = floor + max(flops / compute_rate, bytes / memory_rate)``, its three non-negative parameters
+fitted to the measured configurations by least squares on log time (relative error; a soft-L1 loss so that one noisy
+configuration does not pull the law). **Correction**: gradient-boosted trees (scikit-learn's
+``HistGradientBoostingRegressor``, op type as a categorical feature) on the log ratio of the measured cost to the
+baseline, from the shape features of :mod:`opcost.analysis.features` (``law+trees``), and a second set that also sees
+the workload around the configuration (``law+trees+context``; :func:`~opcost.analysis.training.context_bytes`: the bytes
+the operators of the workload it was profiled among move per iteration; for an estimate, those of the workload
+predicted). Which of the three estimates is used is chosen per mode by held-out error: K-fold cross-validation with the
+folds grouped by the model each configuration was profiled among, its batch sizes together, and the sweep points kept in
+every fold's training (so that a held-out configuration is estimated as in a model never profiled, from the sweeps and
+the other models, without the configurations measured beside it), each fold refitting the laws and the trees without it;
+the simplest method whose median |log error| per configuration is within one standard error of the lowest is used
+(:meth:`CostModel._choose`). The held-out errors of the method chosen give every estimate its interval (the 5th to 95th
+percentile of the held-out ratios of its op type, or of all types where it has fewer than :data:`MIN_INTERVAL` of them).
 
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
@@ -46,17 +45,15 @@ measured ones, a batch between two measured; :mod:`opcost.analysis.shape_lines`)
 of their costs, before any law: the measured curve at its points, where one roofline law per op type misses a
 last-level-cache crossing.
 
-Every estimate row says its ``method`` (``interpolated``, ``law``, ``law+trees``, ``law+trees+context``,
-``nearest``, ``twin``, ``family`` or ``global``). The model is fitted to one set of measurement conditions (host,
-device, threads: :func:`opcost.database.conditions`) and kept in the user's cache (:func:`cache_path`), with a
-fingerprint of the rows it was fitted to: a database that changed since is refitted, never answered from a stale
-model.
+Every estimate row says its ``method`` (``interpolated``, ``law``, ``law+trees``, ``law+trees+context``, ``nearest``,
+``twin``, ``family`` or ``global``). The model is fitted to one set of measurement conditions (host, device, threads:
+:func:`opcost.database.conditions`) and kept in the user's cache (:func:`~opcost.analysis.training.cache_path`), with a
+fingerprint of the rows it was fitted to: a database that changed since is refitted, never answered from a stale model.
 :meth:`CostModel.uncertainty` is the error to expect where nothing is measured nearby (held-out errors grow with the
 distance to the nearest measured configuration).
 """
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass, field
 
@@ -69,8 +66,6 @@ from opcost.analysis.heldout import MIN_INTERVAL
 from opcost.analysis.laws import fit_law, peak_rates, typical_rates
 from opcost.analysis.shape_lines import Lines, lines
 from opcost.model.modes import op_mode
-
-log = logging.getLogger(__name__)
 
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
 MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to be reported
@@ -293,11 +288,11 @@ class CostModel:
 
     def _choose(self, held: pd.DataFrame) -> str | None:
         """The simplest method of :data:`METHODS` (in their order) whose median |log error| over the held-out
-        configurations of one mode is within one standard error of the lowest (the one-standard-error rule; the
-        error's standard error from :data:`BOOTSTRAP` resamples of the held-out models); None: nothing of it was
-        estimated. Per configuration, not per held-out workload's sum: a choice by the sums of the fifteen to twenty
-        model workloads changed with the model left out of the database, mostly against that model. And within one
-        standard error, not by the lowest median: the trees with and without the context came out within about a
+        configurations of one mode is within one standard error of the lowest (the one-standard-error rule; the error's
+        standard error from :data:`~opcost.analysis.heldout.BOOTSTRAP` resamples of the held-out models); None: nothing
+        of it was estimated. Per configuration, not per held-out workload's sum: a choice by the sums of the fifteen to
+        twenty model workloads changed with the model left out of the database, mostly against that model. And within
+        one standard error, not by the lowest median: the trees with and without the context came out within about a
         hundredth of each other on every inference study's database, and a choice that flipped between them with the
         data was worse than either alone (docs/methodology.md, "The one-standard-error rule")."""
         err = held[self.methods()].abs()

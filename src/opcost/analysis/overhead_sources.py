@@ -130,11 +130,12 @@ def _residual_per_call(db: dict, used: pd.DataFrame, mode: str, statistic: str) 
 def method_error(db: dict, used: pd.DataFrame, mode: str, statistic: str, per_call: float,
                  times: dict | None = None) -> tuple[float, float] | None:
     """(5th, 95th percentile) of end-to-end time / prediction − 1 over the database's fully measured model
-    workloads of ``mode`` with an end-to-end time, each predicted as :func:`predict_workload` predicts it (Σ count ×
-    isolated cost + its overhead by :func:`overhead_of`, ``per_call`` the median per call of all), against each
-    end-to-end time its run took of it (:func:`every_time`: a time taken in other minutes than the costs moves
-    with the machine, and the interval is to hold such a time too), i.e. how far the method is off where nothing
-    is estimated; None with fewer than 3 such workloads. ``times``: :func:`every_time`'s, where the caller has them."""
+    workloads of ``mode`` with an end-to-end time, each predicted as :func:`~opcost.analysis.estimate.predict_workload`
+    predicts it (Σ count × isolated cost + its overhead by :func:`overhead_of`, ``per_call`` the median per call of
+    all), against each end-to-end time its run took of it (:func:`every_time`: a time taken in other minutes than the
+    costs moves with the machine, and the interval is to hold such a time too), i.e. how far the method is off where
+    nothing is estimated; None with fewer than 3 such workloads. ``times``: :func:`every_time`'s, where the caller has
+    them."""
     traced = traced_overheads(db, used, mode)
     times = every_time(db, used, statistic) if times is None else times
     rel, workloads = [], 0

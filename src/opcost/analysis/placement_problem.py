@@ -278,7 +278,7 @@ def _quiet():
 
 def _polish(problem: Problem, slow: np.ndarray, budget: int) -> np.ndarray:
     """Back on the fast tier, largest first, every slow group that fits in what the budget leaves (a solver's tie:
-    a group on the fast tier never costs more, see :func:`build_problem`)."""
+    a group on the fast tier never costs more, see :func:`~opcost.analysis.advise.build_problem`)."""
     b = problem.bytes
     room = budget - b[~slow].sum()
     for i in sorted(np.flatnonzero(slow), key=lambda i: -b[i]):

@@ -2,7 +2,6 @@
 timed against (:mod:`opcost.measure.glue`)."""
 from __future__ import annotations
 
-import logging
 from typing import Callable
 
 import pandas as pd
@@ -20,8 +19,6 @@ from opcost.measure.rotation_engine import (
     replays,
 )
 from opcost.model.replay import ModelCache, mode_context
-
-log = logging.getLogger(__name__)
 
 
 def operator_round(configs: pd.DataFrame, models_cfg: dict, device: str = "cpu", dtype: str = "float32",

@@ -1,8 +1,6 @@
 """Isolated profiling: each operator configuration timed alone, by the timing core, on the configured device."""
 from __future__ import annotations
 
-import logging
-
 import pandas as pd
 
 from opcost.measure.back_to_back import profile_back_to_back
@@ -10,8 +8,6 @@ from opcost.measure.energy import NoMeter, missing
 from opcost.measure.profiling import ProfileSettings
 from opcost.measure.rotation_engine import profile_rotation
 from opcost.measure.timing import ROTATION_STATES
-
-log = logging.getLogger(__name__)
 
 
 def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype: str, settings: ProfileSettings, *,
@@ -40,24 +36,23 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     (:func:`opcost.measure.timing.measure`'s ``prior``); the closest agreeing pair's samples are kept together, else the
     lower median of the measurements that are not noisy (a machine that was slow for a whole visit makes it slower,
     never faster). A configuration that cannot be replayed gets a row with status ``failed: ...`` and the others go on.
-    ``on_result(rows, samples)`` is called once per finished configuration (the journal hook). ``energy(fn)``
-    returns the energy columns of a phase (default: missing, meter none). ``context``: configurations that rotate
-    with them untimed and unrecorded, each with the configurations of its own workload (the profile stage passes
-    all others: a chunk's or a loop iteration's configurations then run between the operators they follow in the
-    model, not only among their own kind).
-    ``settings.rotation_size``: at most this many configurations (context included) per rotation; a rotation's
-    configurations are journaled together when it ends. ``settings.order``: a rotation's rounds in the workload's call
-    order (``model``: a round is one iteration's call sequence, column `positions`, restricted to the rotation's
-    configurations: each operator follows its predecessor in the model and is called as often as the model calls
-    it; each call's output lives until the call where the model drops it, column `releases`) or each configuration
+    ``on_result(rows, samples)`` is called once per finished configuration (the journal hook). ``energy(fn)`` returns
+    the energy columns of a phase (default: missing, meter none). ``context``: configurations that rotate with them
+    untimed and unrecorded, each with the configurations of its own workload (the profile stage passes all others: a
+    chunk's or a loop iteration's configurations then run between the operators they follow in the model, not only among
+    their own kind). ``settings.rotation_size``: at most this many configurations (context included) per rotation; a
+    rotation's configurations are journaled together when it ends. ``settings.order``: a rotation's rounds in the
+    workload's call order (``model``: a round is one iteration's call sequence, column `positions`, restricted to the
+    rotation's configurations: each operator follows its predecessor in the model and is called as often as the model
+    calls it; each call's output lives until the call where the model drops it, column `releases`) or each configuration
     once in an order shuffled every round (``shuffled``). ``settings.e2e_every`` > 0 with ``on_e2e``: every
     ``settings.e2e_every``-th round of each rotation ends with its workload's whole model iteration, timed after a
-    lead-in of untimed iterations lasting about 5 ms (at least one: :func:`opcost.measure.rotation.lead_in`;
-    shuffled: one iteration, anywhere in the round), and ``on_e2e(e2e_row, samples)`` receives the timed one (after
-    iterations, as in a run) as an `e2e` row of method `rotation`: the end-to-end time of the same minutes as the
-    operators (a prediction checked against an e2e run minutes apart inherits the machine's drift between the two).
-    A workload that owns no configuration (:func:`guest_workloads`) has its iterations timed likewise in each
-    rotation that times one of its configurations."""
+    lead-in of untimed iterations lasting about 5 ms (at least one: :func:`opcost.measure.rotation.lead_in`; shuffled:
+    one iteration, anywhere in the round), and ``on_e2e(e2e_row, samples)`` receives the timed one (after iterations, as
+    in a run) as an `e2e` row of method `rotation`: the end-to-end time of the same minutes as the operators (a
+    prediction checked against an e2e run minutes apart inherits the machine's drift between the two). A workload that
+    owns no configuration (:func:`~opcost.measure.rotation_engine.guest_workloads`) has its iterations timed likewise in
+    each rotation that times one of its configurations."""
     energy = energy or (lambda fn: missing(NoMeter()))
     if settings.cache in ROTATION_STATES:
         return profile_rotation(configs, models_cfg, device, dtype, settings, on_result, energy, context, on_e2e)
