@@ -4,12 +4,13 @@ records (benchmarks/records/*.json, written by a benchmark run with ``--record``
 docs/accuracy.md: one row per record and accuracy figure: the date and host of the run, the command that reproduces
 it, the figure and its value. README: one row per question users ask (``ANSWERS``), the median and worst error
 against each reference, the number of cases, and when and where it was measured; "not measured" where no record
-answers. Which SUMMARY keys of a benchmark are accuracy figures, and what each means, is the one mapping ``SHOWN``
-below. A benchmark run again with ``--record`` replaces its record, so the table always shows each benchmark's last
-recorded run.
+answers; the same rows by kind of answer go to src/opcost/report/accuracy.json, from which `opcost predict` and
+`opcost advise` say what to expect (opcost.report.trust). Which SUMMARY keys of a benchmark are accuracy figures,
+and what each means, is the one mapping ``SHOWN`` below. A benchmark run again with ``--record`` replaces its
+record, so the table always shows each benchmark's last recorded run.
 
-    python benchmarks/accuracy_table.py           # rewrite docs/accuracy.md and README's section
-    python benchmarks/accuracy_table.py --check   # exit 1 when either is not what the records give
+    python benchmarks/accuracy_table.py           # rewrite docs/accuracy.md, README's section, the package's figures
+    python benchmarks/accuracy_table.py --check   # exit 1 when any is not what the records give
 """
 from __future__ import annotations
 
@@ -100,47 +101,54 @@ SHOWN: dict[str, list[Figure]] = {
 @dataclass(frozen=True)
 class Answer:
     """One row of README's table: a question users ask, the record (its name) that answers it, and the SUMMARY keys
-    of its median and worst |error| against opcost's own reference (``ref``) and a dedicated run (``ded``), and of
-    how many cases (``n``); ``per_line``: a key of a signed error each SUMMARY line holds for one case (the median
-    and worst |error| over the lines, in the ``ded`` column)."""
+    of its median and worst |error| against opcost's own reference (``ref``), a dedicated run (``ded``) and a plain
+    process of the user's timed in turn with opcost's (``plain``), and of how many cases (``n``); ``per_line``: a
+    key of a signed error each SUMMARY line holds for one case (the median and worst |error| over the lines, in the
+    ``ded`` column)."""
+    key: str  # the kind of answer, as opcost.report.trust names it
     what: str
     record: str | None
     ref: tuple = (None, None)
     ded: tuple = (None, None)
     n: str | None = None
     per_line: str | None = None
+    plain: tuple = (None, None)
 
 
 ANSWERS = [
-    Answer("a CNN, measured (inference)", "prediction_accuracy",
+    Answer("cnn_inference", "a CNN, measured (inference)", "prediction_accuracy",
            ("median_abs_err_isolated_ov", "max_abs_err_isolated_ov"),
-           ("median_abs_err_isolated_ov_vs_dedicated", "max_abs_err_isolated_ov_vs_dedicated"), "workloads"),
-    Answer("a CNN, measured (training)", "prediction_accuracy@training",
+           ("median_abs_err_isolated_ov_vs_dedicated", "max_abs_err_isolated_ov_vs_dedicated"), "workloads",
+           plain=("median_abs_err_isolated_ov_vs_plain", "max_abs_err_isolated_ov_vs_plain")),
+    Answer("cnn_training", "a CNN, measured (training)", "prediction_accuracy@training",
            ("median_abs_err_isolated_ov", "max_abs_err_isolated_ov"), n="workloads"),
-    Answer("BERT-base, measured (inference)", "prediction_accuracy@bert_base@inference",
+    Answer("bert_base", "BERT-base, measured (inference)", "prediction_accuracy@bert_base@inference",
            ("median_abs_err_isolated_ov", None), ("median_abs_err_isolated_ov_vs_dedicated", None), "workloads"),
-    Answer("transformers, measured (small widths)", "transformer_accuracy", ("median_abs_err_rot", "max_abs_err_rot"),
+    Answer("transformer_small", "transformers, measured (small widths)", "transformer_accuracy",
+           ("median_abs_err_rot", "max_abs_err_rot"), ("median_abs_err_ded", "max_abs_err_ded"), "workloads",
+           plain=("median_abs_err_vs_plain", "max_abs_err_vs_plain")),
+    Answer("transformer_real", "transformers, measured (real widths)", "transformer_accuracy@transformers_real",
+           ("median_abs_err_rot", "max_abs_err_rot"), ("median_abs_err_ded", "max_abs_err_ded"), "workloads",
+           plain=("median_abs_err_vs_plain", "max_abs_err_vs_plain")),
+    Answer("decode_measured", "a decode step, measured", "decode", ("median_abs_err_rot", "max_abs_err_rot"),
            ("median_abs_err_ded", "max_abs_err_ded"), "workloads"),
-    Answer("transformers, measured (real widths)", "transformer_accuracy@transformers_real",
-           ("median_abs_err_rot", "max_abs_err_rot"), ("median_abs_err_ded", "max_abs_err_ded"), "workloads"),
-    Answer("a decode step, measured", "decode", ("median_abs_err_rot", "max_abs_err_rot"),
-           ("median_abs_err_ded", "max_abs_err_ded"), "workloads"),
-    Answer("a decode step at 4× the longest measured context", "decode",
+    Answer("decode_4x", "a decode step at 4× the longest measured context", "decode",
            ("median_abs_err_context", "max_abs_err_context")),
-    Answer("a decode step at 16× the longest measured context", "decode",
+    Answer("decode_16x", "a decode step at 16× the longest measured context", "decode",
            ("median_abs_err_context16", "max_abs_err_context16")),
-    Answer("`generate()`, prompts and lengths never measured (total)", "generate", ("median_abs_err", "max_abs_err"),
-           ("median_abs_err_ded", None), "questions"),
-    Answer("a model never profiled, drawn at random, from the default database", "unseen_random",
+    Answer("generate", "`generate()`, prompts and lengths never measured (total)", "generate",
+           ("median_abs_err", "max_abs_err"), ("median_abs_err_ded", None), "questions"),
+    Answer("unseen_default", "a model never profiled, drawn at random, from the default database", "unseen_random",
            ("median_abs_err", "max_abs_err"), n="models"),
-    Answer("a transformer never profiled, from sweeps at its own shapes", "transformer_unseen@transformer_sweeps",
-           ("median_abs_err", "max_abs_err"), ("median_abs_err_run", None), "workloads"),
-    Answer("a model left out of the database it is predicted from", "generalisation",
+    Answer("unseen_tailored", "a transformer never profiled, from sweeps at its own shapes",
+           "transformer_unseen@transformer_sweeps", ("median_abs_err", "max_abs_err"), ("median_abs_err_run", None),
+           "workloads"),
+    Answer("left_out", "a model left out of the database it is predicted from", "generalisation",
            ("median_abs_err_model", None), n="workloads"),
-    Answer("a GPU (H200), measured", "gpu_check", per_line="err_isolated_ov_vs_dedicated"),
-    Answer("a GPU (H200), a model never profiled", "gpu_check", per_line="err_predicted_vs_measured"),
-    Answer("a slower memory tier's slowdown (`opcost advise`)", None),
-    Answer("energy", None),
+    Answer("gpu_measured", "a GPU (H200), measured", "gpu_check", per_line="err_isolated_ov_vs_dedicated"),
+    Answer("gpu_unseen", "a GPU (H200), a model never profiled", "gpu_check", per_line="err_predicted_vs_measured"),
+    Answer("tier", "a slower memory tier's slowdown (`opcost advise`)", None),
+    Answer("energy", "energy", None),
 ]
 LABELS = ("model", "workload")  # a SUMMARY line's key that names what the line is about (one line per model)
 
@@ -195,6 +203,54 @@ def table(records: list[dict]) -> str:
 
 
 NOT_MEASURED = "not measured"
+GPU_PATH = "src/opcost/measure"  # its files that name CUDA: the GPU path a GPU record's figures rest on
+
+
+def _git(*args: str) -> str:
+    import subprocess
+
+    proc = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"accuracy_table: git {' '.join(args)}: {proc.stderr.strip() or 'failed'} (the staleness of "
+                         "the records is judged from the repository's history: run it in a full clone)")
+    return proc.stdout.strip()
+
+
+def measured_at(record: dict) -> str:
+    """The commit a record's figures were measured at: its own, else the first commit that holds the record with
+    its date (the code it was measured with is at most that new)."""
+    if record.get("commit"):
+        return record["commit"]
+    path = f"benchmarks/records/{record['name']}.json"
+    first = None
+    for commit in _git("log", "--format=%H", "--", path).split():
+        try:
+            if json.loads(_git("show", f"{commit}:{path}")).get("date") != record["date"]:
+                break
+        except (SystemExit, json.JSONDecodeError):  # deleted, or not a record, at that commit
+            break
+        first = commit
+    return first or _git("rev-parse", "HEAD")
+
+
+def stale(record: dict) -> str | None:
+    """Why a record's figures are not of the current code, None where they are taken to be: a GPU record older than
+    a change to the GPU path (the files of ``GPU_PATH`` that name CUDA), or a record whose command names a file
+    that changed since (its hash). Named by the first such commit, which later commits leave as it is."""
+    if (record.get("host") or {}).get("gpu"):
+        gpu = _git("grep", "-l", "-i", "cuda", "--", GPU_PATH).split()
+        first = _git("log", "--reverse", "--format=%h %ad", "--date=short", f"{measured_at(record)}..HEAD", "--",
+                     *gpu).splitlines()
+        if first:
+            commit, date = first[0].split()
+            return f"the GPU path changed since ({commit}, {date})"
+    import hashlib
+
+    for name, digest in (record.get("files") or {}).items():
+        path = ROOT / name
+        if path.is_file() and hashlib.sha1(path.read_bytes()).hexdigest()[:len(digest)] != digest:
+            return f"{name} changed since"
+    return None
 
 
 def cell(line: dict, keys: tuple) -> str:
@@ -206,29 +262,36 @@ def cell(line: dict, keys: tuple) -> str:
     return f"{med:.1%}" + (f" (worst {worst:.1%})" if isinstance(worst, (int, float)) else "")
 
 
-def answer_row(answer: Answer, by_name: dict) -> tuple[str, str, str, str, str]:
-    """(question, against opcost's reference, against a dedicated run, cases, when and where) of one
-    :class:`Answer` from the records ``by_name``."""
+def answer_row(answer: Answer, by_name: dict) -> tuple[str, ...]:
+    """(question, against a plain process, against opcost's reference, against a dedicated run, cases, when and
+    where) of one :class:`Answer` from the records ``by_name``."""
     rec = by_name.get(answer.record)
     if rec is None:
-        return answer.what, NOT_MEASURED, NOT_MEASURED, "", ""
+        return answer.what, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, "", ""
     when = f"{rec['date'][:10]}, {host_text(rec['host'])}"
+    old = stale(rec)
+    if old:  # shown, never as current
+        when += f"; **stale**: {old}"
     if answer.per_line:
         errs = [abs(line[answer.per_line]) for line in rec["summaries"]
                 if isinstance(line.get(answer.per_line), (int, float))]
         if not errs:
-            return answer.what, NOT_MEASURED, NOT_MEASURED, "", when
-        return (answer.what, NOT_MEASURED, f"{statistics.median(errs):.1%} (worst {max(errs):.1%})", str(len(errs)),
-                when)
-    line = rec["summaries"][0]
-    n = line.get(answer.n) if answer.n else None
-    return answer.what, cell(line, answer.ref), cell(line, answer.ded), str(n) if n is not None else "", when
+            return answer.what, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, "", when
+        cells = [NOT_MEASURED, NOT_MEASURED, f"{statistics.median(errs):.1%} (worst {max(errs):.1%})"]
+        n = len(errs)
+    else:
+        line = rec["summaries"][0]
+        n = line.get(answer.n) if answer.n else None
+        cells = [cell(line, answer.plain), cell(line, answer.ref), cell(line, answer.ded)]
+    if old:
+        cells = [c if c == NOT_MEASURED else f"stale: {c}" for c in cells]
+    return answer.what, *cells, str(n) if n is not None else "", when
 
 
 def answers_table(records: list[dict]) -> str:
     by_name = {r["name"]: r for r in records}
-    lines = ["| what you ask | against opcost's reference | against a dedicated run | cases | measured |",
-             "|---|---|---|---|---|"]
+    lines = ["| what you ask | against your own script | against opcost's reference | against a dedicated run | "
+             "cases | measured |", "|---|---|---|---|---|---|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in answer_row(a, by_name)) + " |" for a in ANSWERS]
     return "\n".join(lines) + "\n"
 
@@ -238,7 +301,9 @@ REFERENCES_TEXT = (
     "was measured), the worst beside it. *opcost's reference*: the model's own iterations timed in the same minutes "
     "as its operators (a step or model never measured: timed in turn with a measured one and scaled to that one's "
     "time then, so that the host's drift cancels). *A dedicated run*: the model alone, timed by opcost's end-to-end "
-    "job in other minutes. A plain process of the user's own is not yet among these benchmarks' references.")
+    "job in other minutes. *Your own script*: the model in a plain PyTorch process (glibc's default allocator, "
+    "threads not pinned), its iterations timed in blocks alternating with opcost's process, and opcost's reference "
+    "scaled by the ratio.")
 
 
 def readme_section(records: list[dict]) -> str:
@@ -252,8 +317,10 @@ hand. A benchmark run with `--record` (or `OPCOST_RECORD=1`) writes its record,
 `benchmarks/records/<benchmark>[@<config>][@<mode>].json` (date, host, command, commit, the hashes of the files
 the command names, and the run's SUMMARY lines),
 replacing that benchmark's previous one (a `--smoke` run writes none); this script then rewrites the table below and
-README's "How accurate is it?" section. Errors are predicted / measured − 1. How each benchmark measures is in its
-docstring and in [methodology.md](methodology.md); the runs are logged in
+README's "How accurate is it?" section. A record whose figures are not of the current code is marked stale, in
+both: a GPU record older than a change to the GPU path (the files of `src/opcost/measure/` that name CUDA), or a
+record whose command names a file that changed since. Errors are predicted / measured − 1. How each benchmark
+measures is in its docstring and in [methodology.md](methodology.md); the runs are logged in
 [measurements.md](../benchmarks/records/measurements.md).
 """
 
@@ -278,15 +345,33 @@ def document(records: list[dict]) -> str:
         parts.append("What each record rests on: the commit it was measured at (`+` where code or configs had "
                      "changed since: the figures are of that code), and a hash of each file its command names:\n")
         parts.append("\n".join(f"- `{r['name']}`: {evidence_text(r)}" for r in traced) + "\n")
+    old = [(r["name"], why) for r in records if (why := stale(r))]
+    if old:
+        parts.append("Stale records, their figures not of the current code (README shows them marked as such): "
+                     + "; ".join(f"`{n}`: {why}" for n, why in old) + ".\n")
     untraced = [r["name"] for r in records if not r.get("commit")]
     if untraced:
-        parts.append("Records written before records carried their commit (date, host and command only): "
+        parts.append("Records written before records carried their commit (date, host and command only; their "
+                     "staleness is judged from the first commit that holds them): "
                      + ", ".join(f"`{n}`" for n in untraced) + ".\n")
     hidden = [r["name"] for r in records if not rows([r])]
     if hidden:
         parts.append("Records kept but not shown (their benchmarks' figures are diagnostics, not the accuracy of a "
                      "prediction: `SHOWN` in the script): " + ", ".join(f"`{n}`" for n in hidden) + ".\n")
     return "\n".join(parts)
+
+
+TRUST = ROOT / "src" / "opcost" / "report" / "accuracy.json"  # what opcost predict and advise say to expect
+
+
+def trust_figures(records: list[dict]) -> str:
+    """README's rows by kind of answer (:class:`Answer` ``key``), as opcost.report.trust reads them."""
+    by_name = {r["name"]: r for r in records}
+    out = {}
+    for a in ANSWERS:
+        what, plain, ref, ded, n, when = answer_row(a, by_name)
+        out[a.key] = {"what": what, "plain": plain, "ref": ref, "ded": ded, "n": n, "when": when}
+    return json.dumps(out, indent=1, ensure_ascii=False) + "\n"
 
 
 def with_section(readme: str, section: str) -> str:
@@ -299,7 +384,8 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="only check that both files are up to date")
     args = ap.parse_args()
     records = load_records()
-    wanted = {DOC: document(records), README: with_section(README.read_text(), readme_section(records))}
+    wanted = {DOC: document(records), README: with_section(README.read_text(), readme_section(records)),
+              TRUST: trust_figures(records)}
     stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
     if args.check:
         for p in stale:

@@ -5,7 +5,9 @@ every configuration in situ, measure end to end again. The isolated prediction i
 against the model iterations timed inside its own rotation (every `profile.e2e_every`-th round: same minutes, same
 machine state; `e2e_rotation_ms`), and also against the mean of the two dedicated end-to-end runs taken before
 and after the operator measurements (`_vs_dedicated`; their drift is in the table) and against the interleaved
-end-to-end time (colder iterations: they alternate with instrumented ones); the in-situ prediction against the
+end-to-end time (colder iterations: they alternate with instrumented ones), and against a plain process's (the
+user's own script: `_vs_plain`, the rotation's reference times the ratio of blocks the two processes timed in turn,
+opcost.measure.plain); the in-situ prediction against the
 end-to-end time of the unobserved iterations interleaved with its timed ones (same minutes, same machine state).
 Every error is computed from the same measurements with each per-call statistic (config `statistic`): the
 3-sigma-trimmed mean (the default; unsuffixed columns) and the median (`_median` columns), the same statistic for
@@ -82,6 +84,7 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
     from opcost.measure.e2e import measure_e2e
     from opcost.measure.engine import engine_call_s, engine_cost
     from opcost.measure.insitu import profile_insitu
+    from opcost.measure.plain import time_plain
     from opcost.measure.profile import ProfileSettings, profile_configs
     from opcost.measure.timing import TimingSettings
 
@@ -98,6 +101,11 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
     alone = engine_call_s("cpu", op_settings) if engine_s is not None else None  # the former rule, beside
     ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
     e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
+    # the user's clock: a plain process (the user's own script) timed in turn with this one
+    plain_row, _ = time_plain(model, cfg["models"][model], batch, args.mode,
+                              {"device": "cpu", "dtype": "float32", "threads": args.threads}, e2e_settings, wl.step,
+                              int(e_after["calls_per_sample"].iloc[0]))
+    vs_opcost = float(plain_row["vs_opcost"].iloc[0])
     # as the pipeline's trace stage: each iteration paired with a replay of its (forward) operators, whose
     # gaps isolated costs already hold
     path = Path(f"/tmp/opcost_bench_{model}_{args.mode}_b{batch}.json.gz")
@@ -121,6 +129,7 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
             row.update({"e2e_before_ms": float(e_before[col].iloc[0]) * 1e3,
                         "e2e_after_ms": float(e_after[col].iloc[0]) * 1e3,
                         "e2e_interleaved_ms": float(e2e_interleaved[col].iloc[0]) * 1e3,
+                        "plain_vs_opcost": vs_opcost,
                         "e2e_rotation_ms": float(by.loc["isolated", "measured_s"]) * 1e3,
                         "reference": by.loc["isolated", "reference"],
                         "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
@@ -141,6 +150,7 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
             f"err_isolated_ov_vs_dedicated{sfx}": float(by.loc["isolated+overhead", "predicted_s"]
                                                         / dedicated - 1),
             f"err_isolated_ov{sfx}": float(by.loc["isolated+overhead", "error"]),
+            f"err_isolated_ov_vs_plain{sfx}": float((1 + by.loc["isolated+overhead", "error"]) / vs_opcost - 1),
             f"err_insitu{sfx}": float(by.loc["insitu", "error"]),
             f"err_insitu_ov{sfx}": float(by.loc["insitu+overhead", "error"])})
     replay = summarize(traced.replay, model, args.mode, batch, "cpu")

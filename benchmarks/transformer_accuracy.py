@@ -158,6 +158,7 @@ def main() -> None:
         rows.append({"workload": label, "e2e_rot_ms": row["e2e_rotation_ms"], "e2e_ded_ms": ded,
                      "drift": abs(row["e2e_after_ms"] / row["e2e_before_ms"] - 1),
                      "err_rot": row["err_isolated_ov"], "err_ded": row["err_isolated_ov_vs_dedicated"],
+                     "err_vs_plain": row["err_isolated_ov_vs_plain"], "plain_vs_opcost": row["plain_vs_opcost"],
                      "err_rot_plain": row["err_isolated"], "overhead_ms": row["overhead_ms"],
                      **glue_columns(row, traces), "idle_extra_ms": idle})
         print(pd.DataFrame([rows[-1]]).to_string(index=False, float_format="{:.3f}".format))
@@ -171,11 +172,12 @@ def main() -> None:
             print(probe.head(args.top).to_string(index=False, float_format="{:.2f}".format), "\n", flush=True)
     table = pd.DataFrame(rows)
     print(table.to_string(index=False, float_format="{:.3f}".format))
-    rot, ded = table["err_rot"].abs(), table["err_ded"].abs()
+    rot, ded, user = table["err_rot"].abs(), table["err_ded"].abs(), table["err_vs_plain"].abs()
     traced = table["err_rot_traced"].abs()
     summary(workloads=len(table), median_abs_err_rot=float(np.median(rot)), max_abs_err_rot=float(rot.max()),
             median_abs_err_rot_traced=float(np.median(traced)),
             median_abs_err_ded=float(np.median(ded)), max_abs_err_ded=float(ded.max()),
+            median_abs_err_vs_plain=float(np.median(user)), max_abs_err_vs_plain=float(user.max()),
             median_drift=float(table["drift"].median()), within_8pct_rot=int((rot <= 0.08).sum()),
             wall_s=time.perf_counter() - t0)
 

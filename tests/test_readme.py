@@ -38,6 +38,22 @@ def test_readme_accuracy_section_is_the_rendered_table():
     assert (ROOT / "docs" / "accuracy.md").read_text() == table.document(records), \
         "run: python benchmarks/accuracy_table.py"
     assert len(table.rows(records)) >= len(table.SHOWN) - 1  # every benchmark with a record shows its figures
+    assert table.TRUST.read_text() == table.trust_figures(records), "run: python benchmarks/accuracy_table.py"
+
+
+def test_an_answer_says_what_the_accuracy_table_gives_for_its_kind():
+    from opcost.report import trust
+
+    assert trust.kind("cpu", "inference", 0.0, convolutional=True) == "cnn_inference"
+    assert trust.kind("cpu", "inference", 0.6, convolutional=True) == "unseen_default"  # mostly estimated
+    assert trust.kind("cpu", "decode512", 0.5, convolutional=False) == "decode_4x"
+    assert trust.kind("cuda:0", "training", 0.0, convolutional=True) == "gpu_measured"
+    rows = trust.figures()
+    assert set(rows) == {a.key for a in _accuracy_table().ANSWERS}  # every kind predict can name has its row
+    line = trust.expect("unseen_default")
+    assert line.startswith(f"what to expect ({rows['unseen_default']['what']}): median |error| ")
+    assert rows["unseen_default"]["ref"] in line and rows["unseen_default"]["when"] in line
+    assert trust.expect("energy").endswith("not measured; take it as a first answer")
 
 
 def test_every_question_of_the_readme_table_names_what_its_record_holds():
@@ -50,11 +66,26 @@ def test_every_question_of_the_readme_table_names_what_its_record_holds():
             continue
         assert answer.record in by_name, answer
         keys = {k for line in by_name[answer.record]["summaries"] for k in line}
-        wanted = [k for k in (*answer.ref, *answer.ded, answer.n, answer.per_line) if k]
+        wanted = [k for k in (*answer.plain, *answer.ref, *answer.ded, answer.n, answer.per_line) if k]
         assert wanted and set(wanted) <= keys, (answer.what, set(wanted) - keys)
         row = table.answer_row(answer, by_name)
-        for keys, shown in ((answer.ref, row[1]), (answer.ded, row[2])):
+        for keys, shown in ((answer.plain, row[1]), (answer.ref, row[2]), (answer.ded, row[3])):
             assert shown != table.NOT_MEASURED or not keys[0], (answer.what, keys)
+
+
+def test_a_gpu_record_older_than_a_change_to_the_gpu_path_is_shown_as_stale():
+    table = _accuracy_table()
+    root = table._git("rev-list", "--max-parents=0", "HEAD").split()[0]  # the repository's first commit
+    gpu = {"name": "x", "date": "2026-01-01", "host": {"gpu": "NVIDIA H200"}, "command": "bash benchmarks/gpu_check.sh",
+           "summaries": [{"err_isolated_ov_vs_dedicated": 0.05}], "benchmark": "gpu_check"}
+    assert table.stale({**gpu, "commit": root}).startswith("the GPU path changed since (")
+    assert table.stale({**gpu, "commit": table._git("rev-parse", "HEAD")}) is None
+    answer = table.Answer("a GPU", "x", per_line="err_isolated_ov_vs_dedicated")
+    row = table.answer_row(answer, {"x": {**gpu, "commit": root}})
+    assert row[3] == "stale: 5.0% (worst 5.0%)" and "**stale**: the GPU path changed since" in row[5]
+    cpu = {**gpu, "host": {"cpu": "x"}, "commit": root, "files": {"config/config.yaml": "0" * 12}}
+    assert table.stale(cpu) == "config/config.yaml changed since"  # a file its command names, changed
+    assert table.stale({**cpu, "files": {}}) is None  # a CPU record: the GPU path is not what it rests on
 
 
 def test_readme_says_accuracy_only_in_its_section():

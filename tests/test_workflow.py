@@ -109,10 +109,14 @@ def test_the_run_ends_with_its_summary(tiny_run):
     assert f"--configfile {TINY} --report report.html" in text  # the report of this run, not of the default config
     assert "Costs hold in opcost's measuring process (glibc keeping freed memory, 1 thread(s) pinned)." in text
     e2e = pd.read_parquet(tiny_run / "results" / "db" / "e2e.parquet")
-    mine = e2e[(e2e["model"] == "mlp") & (e2e["mode"] == "inference")].set_index("method")["median_s"]
-    gap = mine["plain"] / mine["dedicated"] - 1  # timed in a plain child process right after the dedicated run
-    assert "A plain PyTorch process (glibc's default allocator, threads not pinned) took, against it: " in text
+    plain = e2e[(e2e["model"] == "mlp") & (e2e["mode"] == "inference") & (e2e["method"] == "plain")].iloc[0]
+    gap = plain["vs_opcost"] - 1  # a plain child process's blocks of iterations timed in turn with the e2e job's
+    assert "A plain PyTorch process (glibc's default allocator, threads not pinned) took, against it (blocks" in text
     assert f"mlp/inference/b2 {gap * 100:+.1f}%" in text
+    own = pred[(pred["model"] == "mlp") & (pred["source"] == "isolated+overhead")].iloc[0]
+    assert own["error_plain"] == pytest.approx((1 + own["error"]) / plain["vs_opcost"] - 1)  # against the user's clock
+    line = next(x for x in text.splitlines() if x.strip().startswith("mlp/inference/b2 "))
+    assert f"{own['error_plain'] * 100:+.1f}%" in line, line
 
 
 def test_database_holds_every_configuration_once(tiny_run):

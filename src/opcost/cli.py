@@ -368,6 +368,7 @@ def _print_prediction(args) -> None:
     from opcost.analysis import estimate, overhead_sources
     from opcost.analysis.optypes import label
     from opcost.measure.plain import PROCESS
+    from opcost.report import trust
 
     db = database.read_db(args.db)
     spec = {}
@@ -385,22 +386,25 @@ def _print_prediction(args) -> None:
         g = generate.predict(db, generate.Question(args.model, args.batch, args.prompt, args.new), spec, args.db,
                              args.statistic, trace_now=not args.no_trace, host=args.host, device=args.device,
                              threads=args.threads)
-        print(json.dumps(g) if args.json else describe(g))
+        expect = trust.expect("generate")
+        print(json.dumps({**g, "expect": expect}) if args.json else f"{describe(g)}\n{expect}")
         return
     layers = estimate.workload_layers(db, args.model, args.batch, mode, spec)
     p = estimate.predict_workload(db, layers, args.db, args.statistic, host=args.host, device=args.device,
                                   threads=args.threads, run=args.run,
                                   on_tier=estimate.OnTier(args.tier, args.scenario) if args.tier else None,
                                   trace_now=None if args.no_trace else (args.model, spec))
+    expect = trust.expect(trust.kind(p.conditions.get("device") or args.device or "cpu", mode, p.estimated_share,
+                                     layers["op_type"].astype(str).str.contains("Conv").any()))
     if args.mode == "decode":  # per token: opcost.analysis.decode
         from opcost.analysis.decode import summary
         from opcost.report.decode import describe
 
         step = summary(p, layers)
-        print(json.dumps({**p.as_dict(), **step}) if args.json else describe(step))
+        print(json.dumps({**p.as_dict(), **step, "expect": expect}) if args.json else f"{describe(step)}\n{expect}")
         return
     if args.json:
-        print(json.dumps(p.as_dict()))
+        print(json.dumps({**p.as_dict(), "expect": expect}))
         return
     cond = ", ".join(f"{k} {v}" for k, v in p.conditions.items())
     on = "" if p.tier is None else (f" with {p.scenario} on tier {p.tier}, {p.tier_slowdown:.2f}x the fast tier, "
@@ -414,7 +418,8 @@ def _print_prediction(args) -> None:
         print(_runs_line(p))
     process = PROCESS.format(threads=p.conditions.get("threads"))
     print(f"  costs hold in opcost's measuring process ({process})" + (
-        f"; a plain process took {p.plain_gap * 100:+.1f}% ({p.plain_gap_of})" if p.plain_gap is not None else ""))
+        f"; in a plain process of yours (a script's own): {p.predicted_s * (1 + p.plain_gap) * 1e3:.3f} ms, "
+        f"{p.plain_gap * 100:+.1f}% ({p.plain_gap_of})" if p.plain_gap is not None else ""))
     print(f"  {'overhead between operators':<32} {p.overhead_s * 1e3:10.3f} ms "
           f"({overhead_sources.OVERHEAD_FROM[p.overhead_from]})")
     for op_type, t in p.by_op_type().head(12).items():
@@ -424,6 +429,7 @@ def _print_prediction(args) -> None:
     if p.widest is not None:
         print(f"widest part of the interval: {label(p.widest)} (estimated; profile it, or sweep its shapes, to narrow "
               "the interval most)")
+    print(expect)
 
 
 def _runs_line(p) -> str:
@@ -445,6 +451,7 @@ def _advise(args) -> None:
 
     from opcost import database
     from opcost.analysis import advise, placement_problem
+    from opcost.report import trust
     from opcost.report.advice import describe, summary
 
     tiers = tuple(t.strip() for t in args.tiers.split(",")) if args.tiers else None
@@ -459,7 +466,9 @@ def _advise(args) -> None:
     made = placement_problem.plans(problem, placement_problem.budget_bytes(args.budget, problem), settings)
     if args.out:
         advise.write_advice(advise.advise(problem, [args.budget], settings), args.out)
-    print(json.dumps(summary(problem, made)) if args.json else describe(problem, made))
+    expect = trust.expect("tier")
+    print(json.dumps({**summary(problem, made), "expect": expect}) if args.json
+          else f"{describe(problem, made)}\n{expect}")
 
 
 if __name__ == "__main__":

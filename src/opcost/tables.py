@@ -194,9 +194,10 @@ E2E = Table(
                                "rotation (one row per rotation), in the same minutes as the isolated operator "
                                "costs; `tier`: as `dedicated`, with the job's memory bound to a slower NUMA "
                                "tier (`placement`); "
-                               "`plain`: as `dedicated`, right after it, in a child process with none of opcost's "
+                               "`plain`: right after `dedicated`, in a child process with none of opcost's "
                                "process settings but the thread count (glibc's default allocator, threads not "
-                               "pinned), as a user's own script runs the model (`opcost.measure.plain`); never a "
+                               "pinned), as a user's own script runs the model, its blocks of iterations timed in "
+                               "turn with the e2e job's own (`opcost.measure.plain`, `vs_opcost`); never a "
                                "reference of predictions"),
     ) + _HOST + _STATS + _ENERGY + (
         _c("timed_s", "Float64", "`rotation` rows: sum over the configurations the rotation timed of calls per "
@@ -206,6 +207,10 @@ E2E = Table(
                                            "leaf modules' outputs of one more iteration were found, in the form of "
                                            "`placement` (`+` joins several places found in one group); missing "
                                            "otherwise"),
+        _c("vs_opcost", "Float64", "`plain` rows: the plain process's iteration time over opcost's own, the median "
+                                   "of the ratios of blocks of iterations the two processes timed alternately in the "
+                                   "same seconds (the host's drift cancels); missing otherwise",
+           optional=True),
     ),
 )
 
@@ -276,6 +281,9 @@ PREDICTIONS = Table(
                                           "single rotation"),
         _c("ratio", "Float64", "predicted_s / measured_s"),
         _c("error", "Float64", "ratio - 1 (signed relative error)"),
+        _c("error_plain", "Float64", "the prediction against a plain process of the user's (`e2e` method `plain`): "
+                                     "(1 + error) / `vs_opcost` - 1, the gap of the two processes timed in turn; "
+                                     "missing where the workload has no plain row", optional=True),
         _c("configs", "Int64", "operator configurations in the workload"),
         _c("configs_measured", "Int64", "configurations with an `ok` measurement"),
         _c("calls_covered", "Float64", "fraction of the workload's operator calls with a measurement"),

@@ -160,23 +160,23 @@ class Prediction:
                 "runs_s": {k or "(unnamed)": v for k, v in self.runs_s.items()},
                 "process": PROCESS.format(threads=self.conditions.get("threads")), "plain_gap": self.plain_gap,
                 "plain_gap_of": self.plain_gap_of,
+                "plain_s": None if self.plain_gap is None else self.predicted_s * (1 + self.plain_gap),
                 "by_method_s": self.methods(), "widest": self.widest, "level_s": self.level_s,
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
 
 
-
-
 def plain_gap(e2e: pd.DataFrame, model: str, batch: int, mode: str) -> tuple[float | None, str | None]:
-    """How much longer a plain process (`e2e` method `plain`) took than opcost's dedicated run: the workload's own
-    newest pair, else the median over the workloads that have one; (None, None) without any."""
+    """How much longer a plain process (`e2e` method `plain`) took than opcost's own (:func:`opcost.measure.plain.
+    plain_gaps`): the workload's own, else the median over the workloads that have one; (None, None) without any."""
     from opcost.measure.plain import plain_gaps
 
-    gaps = plain_gaps(e2e)
-    own = gaps.get(f"{model}/{mode}/b{int(batch)}")
+    gaps, in_turn = plain_gaps(e2e), plain_gaps(e2e, in_turn=True)
+    how = "timed in turn" if len(in_turn) == len(gaps) else "timed one after the other"
+    own = gaps.get(key := f"{model}/{mode}/b{int(batch)}")
     if own is not None:
-        return own, "this workload"
+        return own, f"this workload, {'timed in turn' if key in in_turn else 'timed one after the other'}"
     if gaps:
-        return float(np.median(list(gaps.values()))), f"median of {len(gaps)} workloads"
+        return float(np.median(list(gaps.values()))), f"median of {len(gaps)} workloads, {how}"
     return None, None
 
 

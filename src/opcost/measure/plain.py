@@ -1,15 +1,19 @@
-"""A workload timed as a plain PyTorch process runs it, beside opcost's own process.
+"""A workload timed as a plain PyTorch process runs it, in turn with opcost's own process.
 
 opcost's measuring processes keep glibc from returning freed memory to the OS (:mod:`opcost.measure.memory`) and
 may pin their threads (``affinity: pin``): the conditions under which operator costs and their end-to-end checks
 hold. A user who times the model with a script of their own runs it in a plain process: glibc's default allocator
 (fresh pages, and page faults, for large activations), threads unpinned. The dedicated end-to-end job therefore
-also times the workload in a child process started with none of opcost's settings but the thread count (`e2e`
-method `plain`), so that the gap between the two is a measured, reported number.
+also runs the workload in a child process started with none of opcost's settings but the thread count (`e2e`
+method `plain`), and the two processes time blocks of iterations alternately, round after round, in the same
+seconds: each round's ratio (the plain block's median over opcost's) has the host's drift cancelled, and their median
+is the row's ``vs_opcost``: how much longer the user's own script takes than the process the costs were measured in.
 
-Run as ``python -m opcost.measure.plain REQUEST.json OUT_PREFIX``: the request holds the model's name and config
-entry, batch, mode, device, dtype, threads and timing settings; the child writes ``OUT_PREFIX.e2e.parquet`` and
-``OUT_PREFIX.samples.parquet``.
+The child is ``python -m opcost.measure.plain REQUEST.json``: the request holds the model's name and config entry,
+batch, mode, device, dtype, threads and warm-up settings. It builds and warms the workload, prints ``OPCOST ready``
+and then answers each request line on its standard input (``{"calls": C, "samples": S}``: S samples of C
+back-to-back iterations each) with one line ``OPCOST [seconds per iteration, ...]``; other output of the model's
+own code is passed over.
 """
 from __future__ import annotations
 
@@ -18,65 +22,182 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 METHOD = "plain"
 CONDITIONS = "glibc's default allocator, threads not pinned"  # what differs from opcost's measuring processes
 PROCESS = "glibc keeping freed memory, {threads} thread(s)"  # the measuring processes the costs hold in
+TAG = "OPCOST "  # the child's answers start with this; anything else it prints is the model's own
+BLOCK = 5  # samples per block at most, each process's turn in a round
+MIN_ROUNDS = 6
 
 
-def time_plain(name: str, spec: dict, batch: int, mode: str, config: dict, settings) -> tuple[pd.DataFrame,
-                                                                                              pd.DataFrame]:
-    """(`e2e` row, `samples`) of the workload timed in a plain child process with ``settings`` (a
-    :class:`~opcost.measure.timing.TimingSettings`), on ``config``'s device, dtype and threads."""
-    from opcost import io, tables
+class PlainProcess:
+    """The workload built in a plain child process, timing blocks of iterations on request; a context manager (the
+    child is stopped on exit)."""
 
-    request = {"name": name, "spec": spec, "batch": int(batch), "mode": mode, "device": config["device"],
-               "dtype": config["dtype"], "threads": int(config["threads"]), "timing": asdict(settings)}
-    with tempfile.TemporaryDirectory(prefix="opcost-plain-") as tmp:
-        req = Path(tmp) / "request.json"
+    def __init__(self, name: str, spec: dict, batch: int, mode: str, config, settings):
+        request = {"name": name, "spec": spec, "batch": int(batch), "mode": mode, "device": config["device"],
+                   "dtype": config["dtype"], "threads": int(config["threads"]), "timing": asdict(settings)}
+        self._tmp = tempfile.TemporaryDirectory(prefix="opcost-plain-")
+        req = Path(self._tmp.name) / "request.json"
         req.write_text(json.dumps(request))
+        self._err = open(Path(self._tmp.name) / "stderr.txt", "w+")  # a file: a full pipe would stall the child
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "OMP_", "GOMP_", "KMP_"))}
-        proc = subprocess.run([sys.executable, "-m", "opcost.measure.plain", str(req), str(Path(tmp) / "out")],
-                              capture_output=True, text=True, env=env, cwd=os.getcwd())
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"the plain process failed: {tail}")
-        return (io.read_parquet(Path(tmp) / "out.e2e.parquet", tables.E2E),
-                io.read_parquet(Path(tmp) / "out.samples.parquet", tables.SAMPLES))
+        self._proc = subprocess.Popen([sys.executable, "-m", "opcost.measure.plain", str(req)], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self._err, text=True, env=env, cwd=os.getcwd())
+        self._answer()  # "ready": built and warmed
+
+    def _answer(self) -> str:
+        while line := self._proc.stdout.readline():
+            if line.startswith(TAG):
+                return line[len(TAG):]
+        self._proc.wait()
+        self._err.seek(0)
+        tail = ([ln for ln in self._err.read().strip().splitlines() if ln.strip()] or ["no output"])[-1]
+        raise RuntimeError(f"the plain process failed: {tail}")
+
+    def block(self, calls: int, samples: int) -> list[float]:
+        """``samples`` samples of ``calls`` back-to-back iterations each, seconds per iteration."""
+        self._proc.stdin.write(json.dumps({"calls": int(calls), "samples": int(samples)}) + "\n")
+        self._proc.stdin.flush()
+        return json.loads(self._answer())
+
+    def __enter__(self) -> "PlainProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self._proc.poll() is None:
+                self._proc.stdin.close()  # end of requests: the child exits
+                self._proc.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            self._proc.kill()
+            self._proc.wait()
+        finally:
+            self._err.close()
+            self._tmp.cleanup()
 
 
-def plain_gaps(e2e: pd.DataFrame) -> dict[str, float]:
-    """Per workload (``model/mode/bN``): its newest `plain` iteration time over its newest `dedicated` one, minus 1
-    (how much longer a plain process takes than opcost's)."""
+@dataclass
+class InTurn:
+    """Blocks of the two processes timed alternately: ``plain`` (its samples, a Measurement), ``ratios`` (per round,
+    the plain block's median over opcost's)."""
+    plain: object
+    ratios: np.ndarray
+
+    @property
+    def vs_opcost(self) -> float:
+        return float(np.median(self.ratios))
+
+    @property
+    def spread(self) -> float:
+        """Half the ratios' 95% confidence interval of their median, relative to it."""
+        from opcost.measure.timing import median_ci
+
+        lo, hi = median_ci(np.sort(self.ratios))
+        return float((hi - lo) / 2 / self.vs_opcost)
+
+
+def in_turn(step, plain: PlainProcess, settings, device: str, calls: int) -> InTurn:
+    """Blocks of ``calls``-iteration samples of ``step`` here and of the same workload in ``plain``, alternately
+    (who goes first alternates too), until the median ratio is known to ``settings.target_rel_ci`` after at least
+    :data:`MIN_ROUNDS` rounds, or both processes together have run for ``settings.max_seconds``."""
+    from opcost.measure.timing import Measurement, clock_for, median_ci
+
+    clock = clock_for(device)
+    t0 = time.perf_counter()
+    # samples per block: a tenth of a second's worth, 1 to BLOCK (a slow iteration is not run 60 times)
+    block = max(1, min(BLOCK, round(0.1 / max(clock.time_block(step, calls), 1e-9))))
+    theirs, ratios = [], []
+    while True:
+        mine = []
+        for who in (("mine", "theirs") if len(ratios) % 2 == 0 else ("theirs", "mine")):
+            if who == "mine":
+                mine = [clock.time_block(step, calls) / calls for _ in range(block)]
+            else:
+                got = plain.block(calls, block)
+        theirs += got
+        ratios.append(float(np.median(got) / np.median(mine)))
+        r = np.sort(ratios)
+        lo, hi = median_ci(r)
+        if len(r) >= MIN_ROUNDS and ((hi - lo) / 2 / np.median(r) <= settings.target_rel_ci
+                                     or time.perf_counter() - t0 >= settings.max_seconds):
+            break
+    m = Measurement(np.asarray(theirs), calls, time.perf_counter() - t0, settings)
+    return InTurn(m, np.asarray(ratios))
+
+
+def time_plain(name: str, spec: dict, batch: int, mode: str, config, settings, step,
+               calls: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(`e2e` row, `samples`) of the workload timed in a plain child process, on ``config``'s device, dtype and
+    threads, with ``settings`` (a :class:`~opcost.measure.timing.TimingSettings`), in turn with ``step`` (opcost's
+    own iteration of it; samples of ``calls`` iterations in both processes): the row's ``vs_opcost`` is the median
+    ratio of the rounds (:func:`in_turn`)."""
+    from opcost import tables
+    from opcost.measure.e2e import e2e_frames
+
+    with PlainProcess(name, spec, batch, mode, config, settings) as plain:
+        turns = in_turn(step, plain, settings, config["device"], calls)
+    row, samples = e2e_frames((name, batch, mode), turns.plain, METHOD, config["device"])
+    row = tables.frame(tables.E2E, [dict(row.iloc[0], vs_opcost=turns.vs_opcost)])
+    return row, samples.assign(source="plain")
+
+
+def plain_gaps(e2e: pd.DataFrame, in_turn: bool = False) -> dict[str, float]:
+    """Per workload (``model/mode/bN``): how much longer a plain process takes than opcost's, its newest `plain`
+    row's ``vs_opcost`` minus 1 (blocks timed in turn); for a row without it (a database of an earlier version),
+    its median over the newest `dedicated` one's, minus 1 (timed one after the other), unless ``in_turn``."""
     out = {}
     for (model, mode, batch), g in e2e.groupby(["model", "mode", "batch"], sort=False):
-        newest = {m: r.sort_values("timestamp")["median_s"].iloc[-1] for m, r in g.groupby("method")}
-        if METHOD in newest and "dedicated" in newest and newest["dedicated"] > 0:
-            out[f"{model}/{mode}/b{int(batch)}"] = float(newest[METHOD] / newest["dedicated"] - 1)
+        newest = {m: r.sort_values("timestamp").iloc[-1] for m, r in g.groupby("method")}
+        if METHOD not in newest:
+            continue
+        vs = newest[METHOD].get("vs_opcost")
+        if vs is not None and not pd.isna(vs):
+            out[f"{model}/{mode}/b{int(batch)}"] = float(vs - 1)
+        elif not in_turn and "dedicated" in newest and newest["dedicated"]["median_s"] > 0:
+            out[f"{model}/{mode}/b{int(batch)}"] = float(newest[METHOD]["median_s"] / newest["dedicated"]["median_s"]
+                                                          - 1)
     return out
 
 
-def _child(request_path: str, out_prefix: str) -> None:
+def against_plain(predictions: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
+    """``predictions`` with ``error_plain``: each prediction against a plain process's time, ``(1 + error) / (1 +
+    gap) - 1`` with the workload's plain gap (:func:`plain_gaps`), missing where it has none."""
+    gaps = plain_gaps(e2e)
+    keys = [f"{m}/{mode}/b{int(b)}" for m, mode, b in zip(predictions["model"], predictions["mode"],
+                                                           predictions["batch"])]
+    gap = pd.Series([gaps.get(k, np.nan) for k in keys], index=predictions.index, dtype="Float64")
+    return predictions.assign(error_plain=(1 + predictions["error"].astype("Float64")) / (1 + gap) - 1)
+
+
+def _child(request_path: str) -> None:
     import torch
 
-    from opcost import io, tables
-    from opcost.measure.e2e import e2e_frames
-    from opcost.measure.timing import TimingSettings, measure
+    from opcost.measure.timing import clock_for
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
 
     req = json.loads(Path(request_path).read_text())
     torch.set_num_threads(req["threads"])
     wl = make_workload(load_model(req["name"], req["spec"], req["device"], req["dtype"]), req["batch"], req["mode"])
-    m = measure(wl.step, TimingSettings(**req["timing"]), req["device"])
-    row, samples = e2e_frames((req["name"], req["batch"], req["mode"]), m, METHOD, req["device"])
-    io.write_parquet(row, f"{out_prefix}.e2e.parquet", tables.E2E)
-    io.write_parquet(samples.assign(source="plain"), f"{out_prefix}.samples.parquet", tables.SAMPLES)
+    clock, timing = clock_for(req["device"]), req["timing"]
+    warm, spent = 0, 0.0
+    while warm < timing["warmup_calls"] or spent < timing["warmup_s"]:
+        spent += clock.time_block(wl.step, 1)
+        warm += 1
+    print(f"{TAG}ready", flush=True)
+    for line in sys.stdin:
+        ask = json.loads(line)
+        samples = [clock.time_block(wl.step, ask["calls"]) / ask["calls"] for _ in range(ask["samples"])]
+        print(TAG + json.dumps(samples), flush=True)
 
 
 if __name__ == "__main__":
-    _child(*sys.argv[1:3])
+    _child(sys.argv[1])

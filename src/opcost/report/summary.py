@@ -105,7 +105,8 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
     if predictions.empty:
         lines.append("No workload was predicted (see the failures below).")
     else:
-        rows = [["workload", "source", "predicted ms", "measured ms", "reference", "ref. spread", "error", "coverage"]]
+        rows = [["workload", "source", "predicted ms", "measured ms", "reference", "ref. spread", "error",
+                 "vs your script", "coverage"]]
         for (model, mode, batch), g in predictions.groupby(["model", "mode", "batch"], sort=False):
             g = g.set_index("source")
             source = next((s for s in SHOWN_SOURCES if s in g.index), g.index[0])
@@ -114,9 +115,11 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
             spread = r.get("reference_spread")
             rows.append([f"{model}/{mode}/b{int(batch)}", source, _ms(r["predicted_s"]), _ms(r["measured_s"]),
                          str(r["reference"]), "-" if pd.isna(spread) else f"{float(spread) * 100:.0f}%",
-                         _pct(r["error"]), "-" if cov is None else f"{cov:.2f}"])
+                         _pct(r["error"]), _pct(r.get("error_plain")), "-" if cov is None else f"{cov:.2f}"])
         lines += ["Predicted (Σ count x cost per call) against each workload's end-to-end reference (ref. spread: how "
-                  "far that reference moved between the rotations that timed it, the machine's own noise):",
+                  "far that reference moved between the rotations that timed it, the machine's own noise; vs your "
+                  "script: the same against a plain PyTorch process, as a script of yours runs the model, timed in "
+                  "turn with opcost's):",
                   *_table(rows)]
     if last and not last.get("workloads"):
         lines += ["", "Coverage loop: no workload to cover (none was extracted; see the failures below)."]
@@ -140,7 +143,8 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
         lines += ["", f"Costs hold in opcost's measuring process ({facts['process']})."]
         if facts.get("plain"):
             gaps = [f"{w} {g * 100:+.1f}%" for w, g in facts["plain"].items()]
-            lines.append(f"A plain PyTorch process ({CONDITIONS}) took, against it: {', '.join(gaps)}.")
+            lines.append(f"A plain PyTorch process ({CONDITIONS}) took, against it (blocks of iterations timed in "
+                         f"turn): {', '.join(gaps)}.")
     lines += ["", "Failures: " + failure_text(failures)]
     lines += ["", f"Figures: {figures_dir}/ (open breakdown.png first); tables: results/validation/, database: "
                   f"results/db/; HTML report: {rerun.report_command()}"]

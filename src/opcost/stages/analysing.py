@@ -81,14 +81,15 @@ def validate(config, inputs: ValidationFiles, out: ValidationOutputs) -> pd.Data
     (``out.tiers``) the whole model on each slower memory tier (`tier_costs`, :mod:`opcost.analysis.tiers`)."""
     from opcost.analysis.predict import consistency, from_traces, predict
     from opcost.analysis.tiers import whole_model
+    from opcost.measure.plain import against_plain
 
     layers = io.read_many(inputs.layers, tables.LAYERS)
     meas = io.read_parquet(inputs.measurements, tables.MEASUREMENTS)
     e2e = io.read_parquet(inputs.e2e, tables.E2E)
     traced = _traces(inputs.overheads, inputs.op_types)
     overhead, walks = from_traces(*traced) if traced else (None, None)
-    pred = predict(layers, meas, e2e, config["device"], overhead=overhead, statistic=config["statistic"],
-                   walks=walks)
+    pred = against_plain(predict(layers, meas, e2e, config["device"], overhead=overhead,
+                                 statistic=config["statistic"], walks=walks), e2e)
     io.write_parquet(pred, out.predictions, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out.tsv)
     io.write_parquet(consistency(layers, meas, config["device"]), out.consistency, tables.CONSISTENCY)

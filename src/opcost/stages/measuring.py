@@ -224,18 +224,18 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
         log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
                  row["n"].iloc[0])
         warned = []
-        if config["e2e"].get("plain", True):  # as a user's own script runs it: the gap is reported
-            del wl
+        if config["e2e"].get("plain", True):  # as a user's own script runs it, in turn with this process
             try:
-                p_row, p_samples = plain.time_plain(model, config["models"][model], batch, mode, config, settings)
+                p_row, p_samples = plain.time_plain(model, config["models"][model], batch, mode, config, settings,
+                                                    wl.step, int(row["calls_per_sample"].iloc[0]))
             except Exception as e:  # the dedicated timing stands: a warning, not a failure
                 log.warning("%s %s b%s: %s", model, mode, batch, e)
                 warned.append({"config_id": None, "op_type": None, "reason": f"model {model}: {e}",
                                "kind": "warning"})
             else:
-                log.info("%s %s b%s: %.3f ms per iteration in a plain process (%s), %+.1f%%", model, mode, batch,
-                         p_row["median_s"].iloc[0] * 1e3, plain.CONDITIONS,
-                         (p_row["median_s"].iloc[0] / row["median_s"].iloc[0] - 1) * 100)
+                log.info("%s %s b%s: %.3f ms per iteration in a plain process (%s), %+.1f%% against this one's "
+                         "blocks timed in turn (n=%d)", model, mode, batch, p_row["median_s"].iloc[0] * 1e3,
+                         plain.CONDITIONS, (p_row["vs_opcost"].iloc[0] - 1) * 100, p_row["n"].iloc[0])
                 row = pd.concat([row, p_row], ignore_index=True)
                 samples = pd.concat([samples, p_samples], ignore_index=True)
         io.write_parquet(samples, out_samples, tables.SAMPLES)

@@ -1,0 +1,51 @@
+"""What an answer rests on, and the accuracy to expect of that kind of answer.
+
+The figures are README's accuracy table (benchmarks/accuracy_table.py writes them to ``accuracy.json`` beside this
+module, and its ``--check`` keeps them identical): per kind of answer, the median and worst |error| against a plain
+process of the user's, opcost's own reference and a dedicated run, the number of cases, and when and where they
+were measured. ``opcost predict`` and ``opcost advise`` print one line of it (:func:`expect`).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+FILE = Path(__file__).with_name("accuracy.json")
+ESTIMATED = 0.2  # above this share of estimated operator time, an answer is one of a model never profiled
+
+
+def figures() -> dict:
+    """Kind of answer -> its row of the accuracy table (empty where the package lacks the file)."""
+    try:
+        return json.loads(FILE.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def kind(device: str, mode: str, estimated_share: float, convolutional: bool) -> str:
+    """The row of the accuracy table that answers for a prediction of ``mode`` on ``device`` whose operator time is
+    ``estimated_share`` estimated (``convolutional``: the model has convolutions)."""
+    estimated = estimated_share > ESTIMATED
+    if str(device).startswith("cuda"):
+        return "gpu_unseen" if estimated else "gpu_measured"
+    if mode.startswith("decode"):
+        return "decode_4x" if estimated else "decode_measured"
+    if estimated:
+        return "unseen_default"
+    if mode == "training":
+        return "cnn_training"
+    return "cnn_inference" if convolutional else "transformer_small"
+
+
+def expect(which: str) -> str:
+    """One line: what the accuracy table says of answers of kind ``which``."""
+    row = figures().get(which)
+    if row is None:
+        return "what to expect: no figure of the accuracy table for this kind of answer"
+    said = [f"{row[ref]} against {name}" for ref, name in (("plain", "your own script"), ("ref", "opcost's reference"),
+                                                          ("ded", "a dedicated run")) if row[ref] != "not measured"]
+    if not said:
+        return f"what to expect ({row['what']}): not measured; take it as a first answer"
+    cases = f"{row['n']} cases, " if row.get("n") else ""
+    return (f"what to expect ({row['what']}): median |error| {'; '.join(said)} (accuracy table: {cases}"
+            f"{row['when']})")
