@@ -252,7 +252,7 @@ def main() -> None:
             for batch in batches:
                 args.mode = f"decode{context}"
                 keep = {}
-                row, trace = measure_workload(model, batch, cfg, args, keep=keep)
+                row, trace = measure_workload(model, batch, cfg, args, keep=keep, plain=False)
                 kept.append(keep)
                 traces.append(trace)
                 ded = (row["e2e_before_ms"] + row["e2e_after_ms"]) / 2

@@ -81,7 +81,7 @@ def main() -> None:
             for mode in (decode_mode(context), prefill_mode(context)):
                 args.mode = mode
                 keep = {}
-                row, trace = measure_workload(model, 1, cfg, args, keep=keep)
+                row, trace = measure_workload(model, 1, cfg, args, keep=keep, plain=False)
                 kept.append(keep)
                 traces.append(trace)
                 print(f"measured {model}/{mode}/b1: isolated+overhead {row['err_isolated_ov']:+.3f} against the "

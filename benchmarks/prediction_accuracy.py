@@ -23,6 +23,7 @@ gap's difference; opcost.analysis.overhead). Prints the error table and one SUMM
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 import time
 from pathlib import Path
@@ -74,11 +75,12 @@ def main() -> None:
     summary(workloads=len(table), **stats, median_e2e_drift=float(np.median(drift)), wall_s=time.perf_counter() - t0)
 
 
-def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None = None) -> tuple[dict, dict]:
+def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None = None,
+                     plain: bool = True) -> tuple[dict, dict]:
     """One workload measured as the module docstring says: (its row of errors, its trace tables: `trace_<part>` of
     the model's iterations, and `replay_<part>` of its operators replayed in model order). ``keep``, where given,
     receives the workload's database rows: `layers`, `measurements` (isolated and in situ) and `e2e` (dedicated,
-    interleaved and rotation rows)."""
+    interleaved and rotation rows); ``plain``: also time a plain process in turn (the `_vs_plain` errors)."""
     from opcost.analysis.overhead import summarize, trace_workload
     from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, predict, trace_overhead
     from opcost.measure.e2e import measure_e2e
@@ -102,10 +104,12 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
     ins, _, e2e_interleaved = profile_insitu(wl, insitu_settings, "cpu")
     e_after, _ = measure_e2e(wl, e2e_settings, "cpu")
     # the user's clock: a plain process (the user's own script) timed in turn with this one
-    plain_row, _ = time_plain(model, cfg["models"][model], batch, args.mode,
-                              {"device": "cpu", "dtype": "float32", "threads": args.threads}, e2e_settings, wl.step,
-                              int(e_after["calls_per_sample"].iloc[0]))
-    vs_opcost = float(plain_row["vs_opcost"].iloc[0])
+    vs_opcost = math.nan
+    if plain:
+        plain_row, _ = time_plain(model, cfg["models"][model], batch, args.mode,
+                                  {"device": "cpu", "dtype": "float32", "threads": args.threads}, e2e_settings,
+                                  wl.step, int(e_after["calls_per_sample"].iloc[0]))
+        vs_opcost = float(plain_row["vs_opcost"].iloc[0])
     # as the pipeline's trace stage: each iteration paired with a replay of its (forward) operators, whose
     # gaps isolated costs already hold
     path = Path(f"/tmp/opcost_bench_{model}_{args.mode}_b{batch}.json.gz")

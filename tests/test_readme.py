@@ -80,7 +80,7 @@ def test_a_gpu_record_older_than_a_change_to_the_gpu_path_is_shown_as_stale():
            "summaries": [{"err_isolated_ov_vs_dedicated": 0.05}], "benchmark": "gpu_check"}
     assert table.stale({**gpu, "commit": root}).startswith("the GPU path changed since (")
     assert table.stale({**gpu, "commit": table._git("rev-parse", "HEAD")}) is None
-    answer = table.Answer("a GPU", "x", per_line="err_isolated_ov_vs_dedicated")
+    answer = table.Answer("gpu_measured", "a GPU", "x", per_line="err_isolated_ov_vs_dedicated")
     row = table.answer_row(answer, {"x": {**gpu, "commit": root}})
     assert row[3] == "stale: 5.0% (worst 5.0%)" and "**stale**: the GPU path changed since" in row[5]
     cpu = {**gpu, "host": {"cpu": "x"}, "commit": root, "files": {"config/config.yaml": "0" * 12}}
