@@ -13,13 +13,14 @@ glue the model adds per call of an op type is then ``T1 - T1r``: container modul
 Both traces carry the same profiler bookkeeping per top-level call, which cancels in the difference, provided both
 are recorded at the same moments: :func:`opcost.measure.trace.record` with ``paired`` interleaves model and replay
 iterations in one profiler session (markers ``MARKER`` and ``REPLAY_MARKER``). :func:`trace_workload` is that
-sequence (replay, paired recording, parsing, tables), for the trace stage and for ``opcost predict``'s short trace
-of a model never traced (:func:`trace_now`, in a process of its own).
+sequence (recording, :func:`opcost.measure.trace.record_workload`; then parsing and tables), for the trace stage and
+for ``opcost predict``'s short trace of a model never traced (:func:`trace_now`, in a process of its own, set up as
+the measuring ones by :func:`opcost.measure.job.measuring_process`).
 
 What a trace cannot see: at microseconds per call the profiler's own bookkeeping between two calls is as large as
 the glue and touches memory too, so the replay it records runs as cold as the model, and the operators' own
 slowdown inside the model (the caches its glue leaves cold) falls out of the difference. :func:`trace_workload`
-therefore also times the model's step and the replay without the profiler (:mod:`opcost.measure.glue`), and the
+therefore also has the model's step and the replay timed without the profiler (:mod:`opcost.measure.glue`), and the
 model takes that difference, the glue per iteration, where the traced gaps' sum misses it by more than its noise.
 
 Backward nodes (training; op types starting :data:`ENGINE_NODE`) have no replay: the replay calls forward
@@ -31,7 +32,6 @@ prediction (docs/methodology.md, section 7).
 """
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +51,7 @@ from opcost.analysis.trace_analysis import (
 )
 from opcost.analysis.trace_parse import TraceTables, parse
 from opcost.errors import OpcostError
-from opcost.measure.trace import REPLAY_MARKER, record, replay_runner
+from opcost.measure.trace import REPLAY_MARKER, record, record_workload
 from opcost.tables import frame
 from opcost.trace_tables import (
     TRACE_ITERATIONS,
@@ -61,7 +61,6 @@ from opcost.trace_tables import (
     TRACE_OVERHEADS,
 )
 
-log = logging.getLogger("opcost")
 
 PROFILER = "<profiler>"  # the profiler's own cost per top-level call, calibrated (see profiler_dilation)
 REPLAY_KIND = "T1r"  # T1 statistics of the replay trace (see module docstring)
@@ -232,8 +231,8 @@ def summarize(tt: TraceTables, model: str, mode: str, batch: int, device: str | 
     """The per-workload trace tables, keyed by table name, ready for :func:`opcost.io.write_parquet`:
     `trace_op_types`, `trace_iterations`, `trace_op_kernels`, `trace_overheads`, `trace_overhead_samples`;
     ``dilation`` (from :func:`profiler_dilation`) becomes the ``<profiler>`` row of `trace_overheads`; the T1
-    statistics of ``replay`` (the trace of :func:`replay_runner`) become its ``T1r`` rows; ``glue`` (a
-    :class:`opcost.measure.glue.GlueTiming`) its ``G`` row."""
+    statistics of ``replay`` (the trace of :func:`opcost.measure.trace.replay_runner`) become its ``T1r`` rows;
+    ``glue`` (a :class:`opcost.measure.glue.GlueTiming`) its ``G`` row."""
     key = {"model": model, "mode": mode, "batch": batch,
            "device": device or ("cuda" if tt.has_device else "cpu")}
     calls = op_calls(tt)
@@ -302,30 +301,15 @@ class WorkloadTrace:
 
 def trace_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "float32", iterations: int = 5,
                    warmup: int = 2, e2e_every: int | None = None) -> WorkloadTrace:
-    """Trace workload ``wl`` (a :class:`opcost.model.workload.Workload` built from its config entry in ``models``)
-    into ``path`` and read it: its operator configurations replayed (:func:`opcost.measure.trace.replay_runner`),
-    ``iterations`` model iterations recorded after ``warmup`` with the replay paired in the same profiler session
-    (:func:`opcost.measure.trace.record`), the trace parsed and summarized with the replay's gaps as its ``T1r``
-    rows; on a CPU, outside training (whose replay holds no backward), the model's step then timed without the
-    profiler against its operators as isolated profiling times them (:func:`opcost.measure.glue.time_glue` with
-    :func:`opcost.measure.operator_round.operator_round`: the model's reference iteration closing every ``e2e_every``-th
-    round, the config's ``profile.e2e_every``), their difference the ``G`` row. In the calling process, as it is:
-    the caller sets it up as a measuring process."""
-    from opcost.database import catalog
-    from opcost.measure.glue import time_glue
-    from opcost.measure.operator_round import operator_round
-    from opcost.model.extract import extract
-
-    paired, left_out = replay_runner(wl, models, device, dtype)
-    record(wl, path, iterations=iterations, warmup=warmup, device=device, paired=paired)
+    """Trace workload ``wl`` into ``path`` (:func:`opcost.measure.trace.record_workload`: the model's iterations
+    with its operators' replay paired, and on a CPU outside training the glue timed without the profiler) and read
+    it: the trace parsed and summarized with the replay's gaps as its ``T1r`` rows and the timed glue as its ``G``
+    row. In the calling process, as it is: the caller sets it up as a measuring process."""
+    rec = record_workload(wl, models, path, device, dtype, iterations, warmup, e2e_every)
     tt = parse(path)
     replay = tt.with_marker(REPLAY_MARKER)
-    glue = None
-    if str(device) == "cpu" and wl.mode != "training":
-        operators, _ = operator_round(catalog(extract(wl)), models, device, dtype, e2e_every)
-        glue = time_glue(wl.step, operators)
-    return WorkloadTrace(tt, replay, summarize(tt, wl.model.name, wl.mode, wl.batch, device, None, replay, glue),
-                         left_out)
+    return WorkloadTrace(tt, replay, summarize(tt, wl.model.name, wl.mode, wl.batch, device, None, replay, rec.glue),
+                         rec.left_out)
 
 
 TRACE_NOW = {"iterations": 3, "warmup": 1}  # the short trace of a workload never traced: seconds, not minutes
@@ -386,18 +370,14 @@ def _child() -> None:
 def _traced_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str) -> dict[str, pd.DataFrame]:
     import tempfile
 
-    import torch
-
-    from opcost.measure.memory import keep_freed_memory
+    from opcost.measure.job import measuring_process
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
 
     name, spec = model
     spec = spec or {}
     device = str(conditions.get("device") or "cpu")
-    keep_freed_memory()
-    if conditions.get("threads"):
-        torch.set_num_threads(int(conditions["threads"]))
+    measuring_process(conditions.get("threads"))
     wl = make_workload(load_model(name, spec, device, dtype), batch, mode)
     with tempfile.TemporaryDirectory(prefix="opcost-trace-") as tmp:
         return trace_workload(wl, {name: spec}, Path(tmp) / "trace.json.gz", device, dtype, **TRACE_NOW).parts

@@ -27,6 +27,18 @@ def prepare_process(config: Mapping, measuring: bool = True) -> None:
         raise OpcostError("config: device", f"{device!r} requested but torch finds no CUDA device on this host")
 
 
+def measuring_process(threads: int | None = None) -> None:
+    """A process that was not started as a measuring job (a short trace taken for ``opcost predict``) set up as the
+    measuring jobs are: glibc keeping freed memory and the ``threads`` of the costs it goes with (where given)."""
+    import torch
+
+    from opcost.measure.memory import keep_freed_memory
+
+    keep_freed_memory()
+    if threads:
+        torch.set_num_threads(int(threads))
+
+
 def _threads(config: Mapping) -> None:
     import torch
 

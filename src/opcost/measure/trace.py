@@ -15,6 +15,7 @@ import json
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from opcost.errors import OpcostError
@@ -141,3 +142,38 @@ def replay_runner(wl, models_cfg: dict, device: str = "cpu",
                 fn()
 
     return run, failed
+
+
+@dataclass
+class Recorded:
+    """A workload's trace as :func:`record_workload` wrote it: its ``path``, the configurations left out of the
+    replay ({config_id: (op_type, reason)}) and the glue timed without the profiler (an
+    :func:`opcost.measure.glue.time_glue` result; None where it is not timed)."""
+
+    path: Path
+    left_out: dict[str, tuple[str, str]]
+    glue: object | None
+
+
+def record_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "float32", iterations: int = 5,
+                    warmup: int = 2, e2e_every: int | None = None) -> Recorded:
+    """Trace workload ``wl`` (a :class:`opcost.model.workload.Workload` built from its config entry in ``models``)
+    into ``path``: its operator configurations replayed (:func:`replay_runner`), ``iterations`` model iterations
+    recorded after ``warmup`` with the replay paired in the same profiler session (:func:`record`); on a CPU,
+    outside training (whose replay holds no backward), the model's step then timed without the profiler against its
+    operators as isolated profiling times them (:func:`opcost.measure.glue.time_glue` with
+    :func:`opcost.measure.operator_round.operator_round`: the model's reference iteration closing every
+    ``e2e_every``-th round, the config's ``profile.e2e_every``). In the calling process, as it is: the caller sets
+    it up as a measuring process. Reading the trace is :func:`opcost.analysis.overhead.trace_workload`'s."""
+    from opcost.database import catalog
+    from opcost.measure.glue import time_glue
+    from opcost.measure.operator_round import operator_round
+    from opcost.model.extract import extract
+
+    paired, left_out = replay_runner(wl, models, device, dtype)
+    record(wl, path, iterations=iterations, warmup=warmup, device=device, paired=paired)
+    glue = None
+    if str(device) == "cpu" and wl.mode != "training":
+        operators, _ = operator_round(catalog(extract(wl)), models, device, dtype, e2e_every)
+        glue = time_glue(wl.step, operators)
+    return Recorded(Path(path), left_out, glue)
