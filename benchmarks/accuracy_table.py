@@ -116,11 +116,12 @@ class Answer:
 
 
 ANSWERS = [
-    Answer("cnn_inference", "a CNN, measured (inference)", "prediction_accuracy",
+    Answer("cnn_inference", "the benchmark's four models, measured (inference: resnet18, mobilenet_v3_small, "
+           "tiny_bert, tiny_dlrm; batches 1 and 8)", "prediction_accuracy",
            ("median_abs_err_isolated_ov", "max_abs_err_isolated_ov"),
            ("median_abs_err_isolated_ov_vs_dedicated", "max_abs_err_isolated_ov_vs_dedicated"), "workloads",
            plain=("median_abs_err_isolated_ov_vs_plain", "max_abs_err_isolated_ov_vs_plain")),
-    Answer("cnn_training", "a CNN, measured (training)", "prediction_accuracy@training",
+    Answer("cnn_training", "the same four models, measured (training, batch 8)", "prediction_accuracy@training",
            ("median_abs_err_isolated_ov", "max_abs_err_isolated_ov"), n="workloads"),
     Answer("bert_base", "BERT-base, measured (inference)", "prediction_accuracy@bert_base@inference",
            ("median_abs_err_isolated_ov", None), ("median_abs_err_isolated_ov_vs_dedicated", None), "workloads"),
@@ -136,9 +137,15 @@ ANSWERS = [
            ("median_abs_err_context", "max_abs_err_context")),
     Answer("decode_16x", "a decode step at 16× the longest measured context", "decode",
            ("median_abs_err_context16", "max_abs_err_context16")),
+    Answer("decode_batch", "a decode step at a batch never measured", "decode", ("median_abs_err_batch", None)),
     Answer("generate", "`generate()`, prompts and lengths never measured (total)", "generate",
            ("median_abs_err", "max_abs_err"), ("median_abs_err_ded", None), "questions"),
-    Answer("unseen_default", "a model never profiled, drawn at random, from the default database", "unseen_random",
+    Answer("generate_ttft", "`generate()`: time to first token (the prefill)", "generate",
+           ("median_abs_err_ttft", "max_abs_err_ttft"), n="questions"),
+    Answer("generate_tpot", "`generate()`: time per output token", "generate",
+           ("median_abs_err_tpot", "max_abs_err_tpot"), n="questions"),
+    Answer("unseen_default", "a model never profiled, drawn at random, from the default database (models that "
+           "could not be built or run are left out, `failed` in the record)", "unseen_random",
            ("median_abs_err", "max_abs_err"), n="models"),
     Answer("unseen_tailored", "a transformer never profiled, from sweeps at its own shapes",
            "transformer_unseen@transformer_sweeps", ("median_abs_err", "max_abs_err"), ("median_abs_err_run", None),
@@ -303,7 +310,10 @@ REFERENCES_TEXT = (
     "time then, so that the host's drift cancels). *A dedicated run*: the model alone, timed by opcost's end-to-end "
     "job in other minutes. *Your own script*: the model in a plain PyTorch process (glibc's default allocator, "
     "threads not pinned), its iterations timed in blocks alternating with opcost's process, and opcost's reference "
-    "scaled by the ratio.")
+    "scaled by the ratio. *Not measured*: no record holds the figure (records from before the benchmarks timed a "
+    "plain process lack that column; rerun the benchmark with `--record`). *Stale*: measured on code that has "
+    "changed where it matters since (the GPU path for a GPU record, or a file its command names). Hosts: 2-core "
+    "cloud VMs whose CPU model differed between runs; \"the shared 2-core VM\" is a record that did not name it.")
 
 
 def readme_section(records: list[dict]) -> str:

@@ -47,6 +47,9 @@ def test_an_answer_says_what_the_accuracy_table_gives_for_its_kind():
     assert trust.kind("cpu", "inference", 0.0, convolutional=True) == "cnn_inference"
     assert trust.kind("cpu", "inference", 0.6, convolutional=True) == "unseen_default"  # mostly estimated
     assert trust.kind("cpu", "decode512", 0.5, convolutional=False) == "decode_4x"
+    assert trust.kind("cpu", "decode512", 0.0, convolutional=False, beyond=8.0) == "decode_16x"  # far past measured
+    assert trust.kind("cpu", "decode512", 0.0, convolutional=False, beyond=1.0) == "decode_measured"
+    assert trust.kind("cpu", "inference", 0.0, convolutional=True, tier="far") == "tier"  # a slowdown, not a time
     assert trust.kind("cuda:0", "training", 0.0, convolutional=True) == "gpu_measured"
     rows = trust.figures()
     assert set(rows) == {a.key for a in _accuracy_table().ANSWERS}  # every kind predict can name has its row

@@ -395,7 +395,8 @@ def _print_prediction(args) -> None:
                                   on_tier=estimate.OnTier(args.tier, args.scenario) if args.tier else None,
                                   trace_now=None if args.no_trace else (args.model, spec))
     expect = trust.expect(trust.kind(p.conditions.get("device") or args.device or "cpu", mode, p.estimated_share,
-                                     layers["op_type"].astype(str).str.contains("Conv").any()))
+                                     layers["op_type"].astype(str).str.contains("Conv").any(), args.tier,
+                                     _beyond_measured(db, args.model, mode)))
     if args.mode == "decode":  # per token: opcost.analysis.decode
         from opcost.analysis.decode import summary
         from opcost.report.decode import describe
@@ -430,6 +431,16 @@ def _print_prediction(args) -> None:
         print(f"widest part of the interval: {label(p.widest)} (estimated; profile it, or sweep its shapes, to narrow "
               "the interval most)")
     print(expect)
+
+
+def _beyond_measured(db: dict, model: str, mode: str) -> float | None:
+    """A decode step's context over the longest its model was measured at in the database (None: not a decode step,
+    or none measured)."""
+    from opcost.model.modes import decode_context
+
+    asked = decode_context(mode)
+    held = [c for c in map(decode_context, set(db["layers"].loc[db["layers"]["model"] == model, "mode"])) if c]
+    return asked / max(held) if asked and held else None
 
 
 def _runs_line(p) -> str:

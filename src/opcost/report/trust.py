@@ -22,14 +22,20 @@ def figures() -> dict:
         return {}
 
 
-def kind(device: str, mode: str, estimated_share: float, convolutional: bool) -> str:
+def kind(device: str, mode: str, estimated_share: float, convolutional: bool, tier: str | None = None,
+         beyond: float | None = None) -> str:
     """The row of the accuracy table that answers for a prediction of ``mode`` on ``device`` whose operator time is
-    ``estimated_share`` estimated (``convolutional``: the model has convolutions)."""
+    ``estimated_share`` estimated (``convolutional``: the model has convolutions; ``tier``: on a slower memory tier;
+    ``beyond``: a decode step's context over the longest its model was measured at)."""
     estimated = estimated_share > ESTIMATED
+    if tier:
+        return "tier"
     if str(device).startswith("cuda"):
         return "gpu_unseen" if estimated else "gpu_measured"
     if mode.startswith("decode"):
-        return "decode_4x" if estimated else "decode_measured"
+        if beyond is not None and beyond > 4:
+            return "decode_16x"
+        return "decode_4x" if estimated or (beyond is not None and beyond > 1) else "decode_measured"
     if estimated:
         return "unseen_default"
     if mode == "training":
