@@ -327,9 +327,9 @@ hand. A benchmark run with `--record` (or `OPCOST_RECORD=1`) writes its record,
 `benchmarks/records/<benchmark>[@<config>][@<mode>].json` (date, host, command, commit, the hashes of the files
 the command names, and the run's SUMMARY lines),
 replacing that benchmark's previous one (a `--smoke` run writes none); this script then rewrites the table below and
-README's "How accurate is it?" section. A record whose figures are not of the current code is marked stale, in
-both: a GPU record older than a change to the GPU path (the files of `src/opcost/measure/` that name CUDA), or a
-record whose command names a file that changed since. Errors are predicted / measured − 1. How each benchmark
+README's "How accurate is it?" section. Two rules mark a record stale, in both: a GPU record older than a change to
+the GPU path (the files of `src/opcost/measure/` that name CUDA), and a record whose command names a file that
+changed since; other code changes since a record are not judged (each record names its commit below). Errors are predicted / measured − 1. How each benchmark
 measures is in its docstring and in [methodology.md](methodology.md); the runs are logged in
 [measurements.md](../benchmarks/records/measurements.md).
 """
@@ -352,12 +352,12 @@ def document(records: list[dict]) -> str:
         parts.append("\n".join(f"- `{r['name']}`: {r['seeded_from']}" for r in seeded) + "\n")
     traced = [r for r in records if r.get("commit")]
     if traced:
-        parts.append("What each record rests on: the commit it was measured at (`+` where code or configs had "
-                     "changed since: the figures are of that code), and a hash of each file its command names:\n")
+        parts.append("What each record rests on: the commit it was measured at (`+`: with uncommitted changes to "
+                     "code or configs on top of it), and a hash of each file its command names:\n")
         parts.append("\n".join(f"- `{r['name']}`: {evidence_text(r)}" for r in traced) + "\n")
     old = [(r["name"], why) for r in records if (why := stale(r))]
     if old:
-        parts.append("Stale records, their figures not of the current code (README shows them marked as such): "
+        parts.append("Stale records (README shows them marked as such): "
                      + "; ".join(f"`{n}`: {why}" for n, why in old) + ".\n")
     untraced = [r["name"] for r in records if not r.get("commit")]
     if untraced:

@@ -239,6 +239,7 @@ def _llama() -> dict:
 
 
 HAS_CUDA = Path("/dev/nvidiactl").exists()
+HAS_RAPL = any(os.access(p, os.R_OK) for p in Path("/sys/class/powercap").glob("intel-rapl:*/energy_uj"))
 
 
 DRY, CHECK = "snakemake -n", "check-config"  # the two ways a config is checked before a run
@@ -302,6 +303,22 @@ MISTAKES = [
     Mistake("a context beyond a decoder's learned positions", {"models": {"llm": {
         "model": "hf:gpt2", "modes": ["decode"], "context_lens": [1024],
         "kwargs": {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 64}}}}, ["context 1024"]),
+    Mistake("profile.chunks: 2.0 (a whole number written as a float)", {"models": {"mlp": MLP},
+                                                                       "profile": {"chunks": 2.0}}, []),
+    Mistake("a model named 2024 (YAML reads a number)", 'models:\n  2024: {model: "tests.tiny_models:make_mlp", '
+            'input_shapes: [[8]]}\n', ["models.2024"]),
+    Mistake("a tier named far.1", {"models": {"mlp": MLP}, "placement": {"tiers": {"dram": {"numa": 0},
+                                                                                     "far.1": {"numa": 1}}}},
+            ["far.1"]),
+    Mistake("generate with prompts and no new_tokens", {"models": {"mlp": MLP}, "generate": {"prompts": [16]}},
+            ["generate.new_tokens"]),
+    Mistake("generate without a decoder", {"models": {"mlp": MLP}, "generate": {"prompts": [16],
+                                                                                "new_tokens": [4]}}, ["generate"]),
+    Mistake("min_samples over max_samples", {"models": {"mlp": MLP}, "e2e": {"timing": {"min_samples": 50,
+                                                                                        "max_samples": 10}}},
+            ["min_samples"]),
+    Mistake("energy.meter: rapl", {"models": {"mlp": MLP}, "energy": {"meter": "rapl"}},
+            [] if HAS_RAPL else ["energy.meter"]),
     Mistake("a million-token context", {"models": {"llm": {
         "model": "hf:llama", "modes": ["decode"], "context_lens": [10 ** 6],
         "kwargs": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
@@ -388,6 +405,30 @@ def _merge_no_database(work: Path) -> Verdict:
 def _show_no_database(work: Path) -> Verdict:
     (work / "notes").mkdir()
     return refused(opcost(work, "db", "show", "--db", "notes"), ["notes"])
+
+
+@case("cli: extract --out l.csv")
+def _extract_csv(work: Path) -> Verdict:
+    done = opcost(work, "extract", "tiny_dlrm", "--batch", "2", "--out", "l.csv")
+    if (work / "l.csv").exists():
+        return SILENT, "wrote Parquet into l.csv"
+    return refused(done, ["--out l.csv"])
+
+
+@case("cli: check-config with an empty path")
+def _check_empty_path(work: Path) -> Verdict:
+    return refused(opcost(work, "check-config", ""), ["config ''"])
+
+
+@case("cli: db show --param =3")
+def _show_param_without_name(work: Path) -> Verdict:
+    return refused(opcost(work, "db", "show", "--param", "=3"), ["--param =3"])
+
+
+@case("cli: extract a model given as module:callable")
+def _extract_module_callable(work: Path) -> Verdict:
+    return accepted(opcost(work, "extract", "torchvision.models:squeezenet1_1", "--batch", "1", "--out",
+                           "l.parquet"), "Conv2d")
 
 
 @case("cli: check-config with two broken models")
@@ -766,6 +807,26 @@ def _deleted_table(work: Path) -> Verdict:
     if not said:
         return UNCLEAR, "rebuilt without saying so"
     return GOOD, f"rc 0, {rows} rows rebuilt in {again.seconds:.0f} s: {short(said[0])}"
+
+
+@case("run: Snakemake's metadata deleted, then a dry run", runs=("tiny",))
+def _metadata_lost(work: Path) -> Verdict:
+    tiny = RUNS.tiny()
+    meta = tiny / ".snakemake" / "metadata"
+    kept = meta.with_name("metadata.reliability-kept")
+    shutil.copytree(meta, kept)
+    shutil.rmtree(meta)
+    try:
+        dry = snakemake(tiny, "-n", "--configfile", "c.yaml", "--cores", "1")
+    finally:
+        shutil.rmtree(meta, ignore_errors=True)
+        kept.rename(meta)
+    if (bad := broke(dry)) is not None:
+        return bad
+    said = [ln for ln in dry.err.splitlines() if ln.startswith("opcost: warning:") and "metadata" in ln]
+    if not said:
+        return SILENT, f"rc {dry.rc}, no word that changes and deletions can no longer be seen"
+    return GOOD, short(said[0])
 
 
 def _profile_outputs(tiny: Path) -> list[str]:

@@ -16,7 +16,7 @@ import torch
 import yaml
 
 from opcost import io, preflight, rerun, stages, tables
-from opcost.config import validate
+from opcost.config import stage_settings, validate
 from opcost.errors import OpcostError, Problems, from_os_error
 from opcost.measure import numa
 from opcost.measure.job import prepare_process
@@ -32,9 +32,11 @@ LLAMA = {"model": "hf:llama", "modes": ["decode"], "kwargs": {"num_hidden_layers
                                                               "vocab_size": 64}}
 
 
-def _cli(*args):
-    """The opcost command in a process of its own: (exit code, stdout, stderr)."""
-    p = subprocess.run([sys.executable, "-m", "opcost.cli", *map(str, args)], capture_output=True, text=True)
+def _cli(*args, cwd=None):
+    """The opcost command in a process of its own (in ``cwd``): (exit code, stdout, stderr)."""
+    p = subprocess.run([sys.executable, "-m", "opcost.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]),
+                                                                          os.environ.get("PYTHONPATH", "")])})
     return p.returncode, p.stdout, p.stderr
 
 
@@ -349,6 +351,87 @@ def test_numbers_yaml_reads_as_strings_are_numbers():
     assert timing["abs_ci_s"] == 2e-7 and timing["max_seconds"] == 0.1
     with pytest.raises(OpcostError, match=r"^config: profile.timing.max_seconds: 'fast' is not of type 'number'$"):
         validate({"models": {"mlp": MLP}, "profile": {"timing": {"max_seconds": "fast"}}})
+
+
+def test_a_whole_number_written_as_a_float_is_the_integer_it_means():
+    raw = yaml.safe_load("models: {mlp: {input_shapes: [[8.0]]}}\nthreads: 1.0\nprofile: {chunks: 2.0}")
+    cfg = validate(raw)
+    assert (cfg["threads"], cfg["profile"]["chunks"], cfg["models"]["mlp"]["input_shapes"]) == (1, 2, [[8]])
+    assert all(type(v) is int for v in (cfg["threads"], cfg["profile"]["chunks"],
+                                        cfg["models"]["mlp"]["input_shapes"][0][0]))
+    # the same params as `threads: 1`: nothing reruns for a rewritten number
+    assert stage_settings(cfg, "e2e", "mlp") == stage_settings(validate(yaml.safe_load(
+        "models: {mlp: {input_shapes: [[8]]}}\nthreads: 1\nprofile: {chunks: 2}")), "e2e", "mlp")
+    with pytest.raises(OpcostError, match=r"^config: profile.chunks: 2.5 is not of type 'integer'$"):
+        validate({"models": {"mlp": MLP}, "profile": {"chunks": 2.5}})
+
+
+# config mistakes this round's probe found, each refused by validate in one line: (config, the line's start)
+REFUSED = [
+    (yaml.safe_load("models: {2024: {input_shapes: [[8]]}}"), "config: models.2024: YAML reads this name as a number: "
+                                                               "quote it"),
+    ({"models": {"mlp": MLP}, "placement": {"tiers": {"dram": {"numa": 0}, "far.1": {"numa": 1}}}},
+     "config: placement.tiers: 'far.1' does not match"),
+    ({"models": {"mlp": MLP}, "generate": {"prompts": [16]}}, "config: generate.new_tokens: missing beside "
+                                                              "generate.prompts"),
+    ({"models": {"mlp": MLP}, "generate": {"prompts": [16], "new_tokens": [4]}}, "config: generate: no model has a "
+                                                                                 "decode or prefill mode"),
+    ({"models": {"mlp": MLP}, "e2e": {"timing": {"min_samples": 50, "max_samples": 10}}},
+     "config: e2e.timing.min_samples: 50 is more than max_samples 10"),
+    ({"models": {"mlp": MLP}, "sweeps": [{"op": "Linear", "points": []}]}, "config: sweeps[0].points: [] should be "
+                                                                           "non-empty"),
+]
+
+
+@pytest.mark.parametrize("config, line", REFUSED, ids=[r[1][:40] for r in REFUSED])
+def test_config_mistakes_found_by_the_probe_are_refused_in_one_line(config, line):
+    with pytest.raises(OpcostError) as e:
+        validate(config)
+    assert str(e.value).startswith(line) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_model_entrys_key_order_and_a_predict_only_entry_change_no_measuring_jobs_params():
+    a = validate({"models": {"mlp": {"model": "tests.tiny_models:make_mlp", "input_shapes": [[8]]}},
+                  "predict_only": {"wide": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 32}}}})
+    b = validate({"models": {"mlp": {"input_shapes": [[8]], "model": "tests.tiny_models:make_mlp"}},
+                  "predict_only": {"wide": {"model": "tests.tiny_models:make_mlp", "kwargs": {"width": 64}}}})
+    for stage in ("profile", "figures", "advise", "generate"):
+        assert stage_settings(a, stage) == stage_settings(b, stage), stage
+    assert stage_settings(a, "e2e", "mlp") == stage_settings(b, "e2e", "mlp")
+    assert stage_settings(a, "unseen") != stage_settings(b, "unseen")  # the stage that predicts it reruns
+    assert stage_settings(a, "e2e", "wide") != stage_settings(b, "e2e", "wide")  # and its own timing
+
+
+def test_a_meter_asked_for_by_name_that_the_host_lacks_is_named_before_the_first_job(tmp_path):
+    from opcost.measure.energy import RaplMeter
+
+    if RaplMeter().available:
+        pytest.skip("this host reads RAPL")
+    found = preflight.problems(validate({"models": {"mlp": MLP}, "energy": {"meter": "rapl"}}))
+    assert len(found) == 1 and found[0].startswith("config: energy.meter: rapl: ") and found[0].endswith(
+        "(or energy.meter: auto, which goes on without a meter)"), found
+    cfg = validate({"models": {"mlp": MLP}, "placement": {"tiers": {"dram": {"numa": 0}}, "simultaneous": True}})
+    assert preflight.tier_warnings(cfg) == [
+        "placement.simultaneous: co-placement moves tensors between two tiers, but placement.tiers names 1: its jobs "
+        "measure nothing (add a slower tier, or set simultaneous: false)"]
+
+
+@pytest.mark.parametrize("argv, culprit", [
+    (["extract", "tiny_dlrm", "--batch", "2", "--out", "l.csv"], "opcost: --out l.csv: the layers table is written"),
+    (["check-config", ""], "opcost: config '': an empty path"),
+    (["db", "show", "--param", "=3"], "opcost: --param =3: expected NAME=VALUE"),
+])
+def test_cli_mistakes_found_by_the_probe_are_named_in_one_line(argv, culprit, tmp_path):
+    code, out, err = _cli(*argv, cwd=tmp_path)
+    assert code != 0 and err.strip().startswith(culprit) and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "l.csv").exists()
+
+
+def test_extract_takes_a_model_given_by_its_source(tmp_path):
+    code, out, err = _cli("extract", "torchvision.models:squeezenet1_1", "--batch", 1, "--out", tmp_path / "l.parquet")
+    assert code == 0, err
+    layers = pd.read_parquet(tmp_path / "l.parquet")
+    assert set(layers["model"]) == {"torchvision.models_squeezenet1_1"} and "Conv2d" in set(layers["op_type"])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this host has a CUDA device")

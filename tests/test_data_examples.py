@@ -155,3 +155,16 @@ def test_a_query_that_ignores_conditions_would_be_caught(merged):
         WHERE l.model = '{model}' AND l.batch = {batch} AND l.mode = '{mode}' AND m.source = 'isolated'
           AND m.baseline""").fetchone()[0]
     assert careless > 2.5 * right  # both hosts (the second twice as slow) and the back-to-back rows again
+
+
+def test_the_hosts_example_lists_each_host_and_run_of_a_merged_database(merged):
+    from opcost.queries import HOSTS
+
+    out, host = merged
+    code = HOSTS.replace('"results/db/e2e.parquet"', repr(str(out / "e2e.parquet")))
+    assert code != HOSTS and f"    {HOSTS.splitlines()[-1]}" in (ROOT / "docs" / "data.md").read_text()
+    printed = text_io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "docs/data.md (hosts)", "exec"), {})
+    text = printed.getvalue()
+    assert host in text and OTHER in text and "count" in text, text

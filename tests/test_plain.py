@@ -25,12 +25,15 @@ def test_a_plain_process_that_cannot_build_the_model_says_why():
         plain.time_plain("gone", {"model": "nowhere:make"}, 1, "inference", CONFIG, SETTINGS, lambda: None)
 
 
-def test_the_prediction_against_the_users_clock_divides_by_the_gap_timed_in_turn():
+def test_the_gap_is_the_ratio_in_turn_and_a_prediction_is_set_against_the_plain_time():
     e2e = pd.DataFrame({"model": ["m", "m", "n"], "mode": "inference", "batch": 2, "method": ["dedicated", "plain",
                                                                                              "dedicated"],
                         "median_s": [1.0, 1.3, 1.0], "timestamp": "2026-11-30T00:00:00",
                         "vs_opcost": [None, 1.25, None]})
     assert plain.plain_gaps(e2e) == {"m/inference/b2": pytest.approx(0.25)}  # the ratio in turn, not 1.3 / 1.0
-    pred = pd.DataFrame({"model": ["m", "n"], "mode": "inference", "batch": 2, "error": [0.0, 0.1]})
+    e2e = e2e.assign(trimmed_mean_s=e2e["median_s"] * 1.1)
+    pred = pd.DataFrame({"model": ["m", "n", "m"], "mode": "inference", "batch": 2, "predicted_s": [1.2, 1.0, 1.2],
+                         "statistic": ["median", "median", "trimmed_mean"]})
     got = plain.against_plain(pred, e2e)["error_plain"]
-    assert got.iloc[0] == pytest.approx(1 / 1.25 - 1) and pd.isna(got.iloc[1])
+    assert got.iloc[0] == pytest.approx(1.2 / 1.3 - 1) and pd.isna(got.iloc[1])  # n has no plain row
+    assert got.iloc[2] == pytest.approx(1.2 / (1.3 * 1.1) - 1)  # the statistic the prediction sums

@@ -8,8 +8,16 @@ from opcost.errors import OpcostError, Problems, from_os_error
 
 
 def _config(args) -> dict:
+    """The config of a command: ``--config``'s, else one model named on the command line. A model given by its
+    source (``timm:resnet50``, ``module:callable``), which a model name cannot hold, is named after it (letters,
+    digits and ``_ . + -``; ``args.model`` then holds that name)."""
+    import re
+
     from opcost import config
 
+    if not args.config and getattr(args, "model", None) and not config.MODEL_NAME.fullmatch(args.model):
+        source, args.model = args.model, re.sub(r"[^A-Za-z0-9_.+-]", "_", args.model).lstrip("_.+-") or "model"
+        return config.validate({"models": {args.model: {"model": source}}})
     cfg = config.load(args.config) if args.config else config.validate({"models": {args.model: {}}})
     if getattr(args, "model", None) and args.model not in cfg["models"]:
         cfg["models"][args.model] = {}
@@ -193,8 +201,8 @@ def _add_sweep(sub) -> None:
 def _add_checks(sub) -> None:
     """`opcost schema`, `opcost check-config` and `opcost check-models`."""
     sub.add_parser("schema", help="print the data-contract document (docs/data.md)").set_defaults(handler=_schema)
-    cc = sub.add_parser("check-config", help="validate a config file, build each model and run it once at its "
-                                             "smallest batch")
+    cc = sub.add_parser("check-config", help="validate a config file, build each model and run it once at each of "
+                                             "its batch sizes (memory estimated where one would take too long)")
     cc.add_argument("config")
     cc.set_defaults(handler=_check_config)
     cm = sub.add_parser("check-models", help="before a long run: build each workload of a config, run and extract "
@@ -205,6 +213,8 @@ def _add_checks(sub) -> None:
 
 
 def _extract(args) -> None:
+    if not str(args.out).endswith(".parquet"):
+        raise OpcostError(f"--out {args.out}", "the layers table is written as Parquet: give a name ending in .parquet")
     from opcost import io, stages, tables
     from opcost.rule import setup_logging
 
@@ -233,10 +243,10 @@ def _db_show(args) -> None:
 
     params = {}
     for item in args.param:
-        if "=" not in item:
+        k, eq, v = item.partition("=")
+        if not k.strip() or not eq:
             raise OpcostError(f"--param {item}", "expected NAME=VALUE, e.g. kernel_size=[3,3]")
-        k, v = item.split("=", 1)
-        params[k] = v
+        params[k.strip()] = v
     where = database.Filter(op=args.op, device=args.device, placement=args.placement,
                             source=args.source, host=args.host, mode=args.mode, phase=args.phase,
                             params=params, shape=args.shape)
@@ -356,6 +366,9 @@ def _suggest_sweeps(args) -> None:
     for sweep in cfg["sweeps"]:
         cands = candidate_layers(sweep, cfg["batch_sizes"], args.mode)
         chosen = choose(model, cands, int(sweep.get("samples") or args.n), set(used["config_id"]))
+        if not chosen:  # an entry without points is no sweep: said, and left out
+            print(f"  # {sweep['op']}: every candidate point of this sweep is measured already: nothing to add")
+            continue
         points = ", ".join("{" + ", ".join(f"{k}: {v}" for k, v in json.loads(p).items()) + "}" for p in chosen)
         extra = "".join(f", {k}: {sweep[k]}" for k in ("depth",) if k in sweep)
         print(f"  - {{op: {sweep['op']}{extra}, points: [{points}]}}")

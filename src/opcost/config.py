@@ -41,7 +41,16 @@ def _with_defaults(cls):
     return jsonschema.validators.extend(cls, {"properties": set_defaults})
 
 
-_Validator = _with_defaults(jsonschema.Draft202012Validator)
+def _integer(checker, instance) -> bool:
+    """An int, never a float: JSON Schema takes ``2.0`` for an integer, but a YAML ``2.0`` is a Python float that
+    ``range()`` refuses and that writes ``2.0`` into a rule's params (:func:`_coerce_floats` makes a whole one the int
+    it means)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    _with_defaults(jsonschema.Draft202012Validator),
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer))
 
 
 def _where(path) -> str:
@@ -56,17 +65,24 @@ _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 def _coerce_floats(config: dict, errors) -> bool:
     """Numbers YAML 1.1 reads as strings (``2e-7``, without the ``.0`` YAML 1.1 wants) taken as the numbers they
-    are, where the schema expects a number; True when one was."""
+    are, where the schema expects a number, and whole floats (``2.0``) as the ints they mean, where it expects an
+    integer, so that ``threads: 1.0`` is ``threads: 1`` (the same jobs, the same params); True when one was."""
     changed = False
     for e in errors:
         wanted = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
-        if (e.validator == "type" and "number" in wanted and isinstance(e.instance, str)
-                and _FLOAT.fullmatch(e.instance.strip())):
-            parent = config
-            for p in list(e.path)[:-1]:
-                parent = parent[p]
-            parent[list(e.path)[-1]] = float(e.instance)
-            changed = True
+        if e.validator != "type" or not e.path:
+            continue
+        if "number" in wanted and isinstance(e.instance, str) and _FLOAT.fullmatch(e.instance.strip()):
+            value = float(e.instance)
+        elif "integer" in wanted and isinstance(e.instance, float) and e.instance.is_integer():
+            value = int(e.instance)
+        else:
+            continue
+        parent = config
+        for p in list(e.path)[:-1]:
+            parent = parent[p]
+        parent[list(e.path)[-1]] = value
+        changed = True
     return changed
 
 
@@ -133,6 +149,8 @@ def validate(config: dict) -> dict:
             culprit, _, cause = lines[0].partition(": ")
             raise OpcostError(culprit, cause)
         raise Problems(lines)
+    if problems := _cross_checks(config):
+        raise Problems(problems) if len(problems) > 1 else OpcostError(*problems[0].split(": ", 1))
     for name, entry in sweep_entries(config).items():
         config["models"].setdefault(name, entry)  # idempotent: a validated config validates again unchanged
     merged = _MERGED.setdefault(id(config["models"]), (config["models"], set()))[1]  # held: its id stays its own
@@ -145,10 +163,37 @@ def validate(config: dict) -> dict:
         config["models"][name] = entry
         merged.add(name)
     for name in config["models"]:
+        if not isinstance(name, str):  # YAML reads an unquoted 2024 or 1e3 as a number
+            raise OpcostError(f"config: models.{name}", "YAML reads this name as a number: quote it "
+                                                        f"('{name}': ...) or give the model a name with letters")
         if not MODEL_NAME.fullmatch(name):
             raise OpcostError(f"config: models.{name}", "a model name names files and table rows: use letters, "
                                                         "digits and _ . + - (the entry's `model` says what to build)")
     return config
+
+
+def _cross_checks(config: dict) -> list[str]:
+    """What the schema cannot say of keys together, one line each: a timing section whose least samples exceed its
+    most, a ``generate`` section that asks nothing (one list of two) or of no model that generates."""
+    out = []
+    for section in ("profile", "e2e", "insitu", "trace"):
+        timing = (config.get(section) or {}).get("timing") or {}
+        if timing.get("min_samples", 0) > timing.get("max_samples", float("inf")):
+            out.append(f"config: {section}.timing.min_samples: {timing['min_samples']} is more than max_samples "
+                       f"{timing['max_samples']}: raise max_samples or lower min_samples")
+    ask = config.get("generate") or {}
+    if bool(ask.get("prompts")) != bool(ask.get("new_tokens")):
+        given, missing = ("prompts", "new_tokens") if ask.get("prompts") else ("new_tokens", "prompts")
+        out.append(f"config: generate.{missing}: missing beside generate.{given}: a generate() question is a prompt "
+                   f"length and a count of new tokens; give both lists")
+    elif ask.get("prompts"):
+        from opcost.model.modes import is_generation
+
+        modes = {m for e in config["models"].values() for m in (e.get("modes") or config["modes"])}
+        if not any(is_generation(m) or m in ("decode", "prefill") for m in modes):
+            out.append("config: generate: no model has a decode or prefill mode, so nothing would be asked: give "
+                       "the decoder `modes: [decode]` (and `context_lens`)")
+    return out
 
 
 def sweep_entries(config) -> dict[str, dict]:
@@ -197,6 +242,8 @@ def duplicate_keys(text: str, where: str) -> list[str]:
 
 
 def load(path) -> dict:
+    if not str(path).strip():
+        raise OpcostError("config ''", "an empty path: give the config file's path")
     try:
         text = Path(path).read_text(encoding="utf-8")
         twice = duplicate_keys(text, str(path))
@@ -335,11 +382,22 @@ def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
             part[top] = config[top]
         elif top in config and setting in config[top]:  # one setting of a section: the others change nothing here
             part.setdefault(top, {})[setting] = config[top][setting]
-    if "models" in part:
-        part["models"] = {m: model_entry(config, m) for m in sorted(config["models"])}
+    if "models" in part:  # the predict_only entries shape only the stages that declare `predict_only`
+        skip = set() if "predict_only" in STAGE_KEYS[stage] else set(config.get("predict_only") or {})
+        part["models"] = {m: _canonical(model_entry(config, m)) for m in sorted(config["models"]) if m not in skip}
     if model is not None:
-        part["model"] = model_entry(config, model)
+        part["model"] = _canonical(model_entry(config, model))
     return json.dumps(part, separators=(",", ":"), default=str)
+
+
+def _canonical(entry):
+    """A model entry with its mappings' keys sorted: the same entry written in another key order is the same
+    params (the order of ``placement.tiers``, which says the fast tier, is left alone: it is not a model entry)."""
+    if isinstance(entry, dict):
+        return {k: _canonical(entry[k]) for k in sorted(entry, key=str)}
+    if isinstance(entry, list):
+        return [_canonical(v) for v in entry]
+    return entry
 
 
 class UndeclaredKey(OpcostError):

@@ -66,6 +66,23 @@ def _device_problem(config: dict) -> list[str]:
     return []
 
 
+def _meter_problem(config: dict) -> list[str]:
+    """An energy meter asked for by name (``energy.meter: rapl`` or ``nvml``) that this host cannot read: every
+    measuring job would fail on it (``auto`` goes on without one)."""
+    choice = (config.get("energy") or {}).get("meter", "auto")
+    if choice not in ("rapl", "nvml"):
+        return []
+    from opcost.measure.energy import detect
+
+    try:
+        detect(str(config["device"]), choice)
+    except OpcostError as e:
+        return [f"{e} (or energy.meter: auto, which goes on without a meter)"]
+    except Exception as e:  # the meter's own library failing
+        return [f"config: energy.meter: {choice}: {e} (or energy.meter: auto, which goes on without a meter)"]
+    return []
+
+
 def _batches(config: dict, entry: dict) -> list[int]:
     return [int(b) for b in entry.get("batch_sizes") or config["batch_sizes"]]
 
@@ -293,7 +310,8 @@ def _fast_tier_problems(config: dict, sysfs=None) -> list[str]:
 
 def tier_warnings(config: dict) -> list[str]:
     """What a config's placement tiers will not do as written, one line each (the run goes on): a tier of the other
-    device's kind (skipped in every job), several names for one NUMA node (one placement measured again)."""
+    device's kind (skipped in every job), several names for one NUMA node (one placement measured again),
+    co-placement with fewer than two tiers."""
     tiers = (config.get("placement") or {}).get("tiers") or {}
     device, out, by_node = str(config["device"]), [], {}
     for name, spec in tiers.items():
@@ -307,6 +325,9 @@ def tier_warnings(config: dict) -> list[str]:
             by_node.setdefault(int(spec["numa"]), []).append(name)
     out += [f"placement.tiers: {', '.join(names)} are all NUMA node {node}: one placement, measured {len(names)} "
             "times" for node, names in by_node.items() if len(names) > 1]
+    if (config.get("placement") or {}).get("simultaneous") and len(tiers) < 2:
+        out.append("placement.simultaneous: co-placement moves tensors between two tiers, but placement.tiers names "
+                   f"{len(tiers)}: its jobs measure nothing (add a slower tier, or set simultaneous: false)")
     return out
 
 
@@ -321,7 +342,7 @@ def problems(config: dict, cache_dir=None, where=".") -> list[str]:
     results are written to."""
     from opcost.config import is_sweep
 
-    out = _name_problems(config, where) + _device_problem(config) + _fast_tier_problems(config)
+    out = _name_problems(config, where) + _device_problem(config) + _fast_tier_problems(config) + _meter_problem(config)
     cache = Path(cache_dir) if cache_dir is not None else None
     out += _remembered(cache, lambda: _op_types_key(config), lambda: _op_type_problems(config))
     for name, entry in config["models"].items():

@@ -1,5 +1,5 @@
 """How to ask the database a question outside opcost: the section of docs/data.md (written by
-:func:`opcost.tables.markdown`) with a pandas and a DuckDB example.
+:func:`opcost.tables.markdown`) with a pandas and a DuckDB example, and the hosts and runs a database holds.
 
 Both examples take the rows `opcost predict` takes (:func:`opcost.analysis.estimate.conditions`): isolated, `ok`,
 baseline-placement rows of one host, device and thread count, one per configuration and phase, a row timed in
@@ -43,6 +43,13 @@ WHERE l.model = getvariable('workload').model AND l.batch = getvariable('workloa
 GROUP BY ALL ORDER BY seconds_per_iteration DESC;"""
 
 
+HOSTS = '''\
+import pandas as pd
+
+e = pd.read_parquet("results/db/e2e.parquet")  # every end-to-end row names its host, device, threads and run
+print(e.groupby(["host", "device", "threads", "run"], dropna=False)["timestamp"].agg(["min", "max", "count"]))'''
+
+
 MARKDOWN = [
     "## Asking the database a question",
     "",
@@ -74,6 +81,11 @@ MARKDOWN = [
     "```sql",
     *SQL.splitlines(),
     "```",
+    "",
+    "Which hosts and runs a database holds, and when each measured (`run` is missing in a run's own database and",
+    "set by `opcost db merge`):",
+    "",
+    *(f"    {line}" if line else "" for line in HOSTS.splitlines()),
     "",
     "On a database that merges several runs of one host, `opcost predict` also prefers the rows of one run",
     "(`--run`; by default the run of the workload's newest end-to-end reference): to do the same, keep only that",

@@ -48,6 +48,13 @@ def made_files(metadata=METADATA) -> list[str]:
     return sorted(paths)
 
 
+def record_lost(results: str = "results", metadata=METADATA) -> bool:
+    """Whether ``results`` holds tables of an earlier run while Snakemake's record of the jobs that made them is gone
+    (``.snakemake/metadata`` deleted, or ``--cleanup-metadata``): neither a changed config nor a deleted or damaged
+    result can then be told from a current one."""
+    return not made_files(metadata) and any(Path(results).glob("*/**/*.parquet"))
+
+
 def damage(path) -> str | None:
     """Why a result file that exists cannot be read back (None: it reads, or its kind is not checked): a Parquet
     table without its footer, a JSON file that does not parse, an empty file of either."""

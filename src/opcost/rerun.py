@@ -89,6 +89,11 @@ def command(paths) -> str:
     return f"{line}, with your run's own --configfile and options"
 
 
+def forceall_command() -> str:
+    """The shell command that reruns the current run's every job (``--forceall``)."""
+    return shlex.join([*current()["base"], "--forceall", "--", *current()["targets"]])
+
+
 def report_command(out: str = "report.html") -> str:
     """The shell command that writes the current run's HTML report."""
     return shlex.join([*current()["base"], "--report", out])

@@ -124,6 +124,12 @@ if workflow.is_main_process and not _locked() and (UNFINISHED := unfinished()):
           f"{', ...' if len(UNFINISHED) > 3 else ''}): they are redone", file=sys.stderr)
 
 
+if workflow.is_main_process and not _locked() and repair.record_lost():
+    print("opcost: warning: results/ holds an earlier run's tables but Snakemake's record of the jobs that made them "
+          "(.snakemake/metadata) is gone: a changed config or a deleted result cannot be seen, and they may be "
+          f"stale; to measure afresh: {rerun.forceall_command()}", file=sys.stderr)
+
+
 def per_workload(template, workloads=None):
     """``template`` (with {model}, {mode}, {batch}) filled in for every configured workload (of ``workloads``)."""
     return [template.format(model=m, mode=mode, batch=b) for m, mode, b in (WORKLOADS if workloads is None

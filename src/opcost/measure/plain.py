@@ -168,13 +168,23 @@ def plain_gaps(e2e: pd.DataFrame, in_turn: bool = False) -> dict[str, float]:
 
 
 def against_plain(predictions: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
-    """``predictions`` with ``error_plain``: each prediction against a plain process's time, ``(1 + error) / (1 +
-    gap) - 1`` with the workload's plain gap (:func:`plain_gaps`), missing where it has none."""
-    gaps = plain_gaps(e2e)
-    keys = [f"{m}/{mode}/b{int(b)}" for m, mode, b in zip(predictions["model"], predictions["mode"],
-                                                           predictions["batch"])]
-    gap = pd.Series([gaps.get(k, np.nan) for k in keys], index=predictions.index, dtype="Float64")
-    return predictions.assign(error_plain=(1 + predictions["error"].astype("Float64")) / (1 + gap) - 1)
+    """``predictions`` with ``error_plain``: each prediction against its workload's newest plain-process time (the
+    `plain` row's statistic of the prediction's ``statistic`` column), missing where it has none. The plain time is
+    of the end-to-end job's minutes: the host's drift since the operators were measured is in it, as in the error
+    against a dedicated run."""
+    from opcost.tables import STATISTICS
+
+    plain = e2e[e2e["method"] == METHOD].sort_values("timestamp").drop_duplicates(["model", "mode", "batch"],
+                                                                                    keep="last")
+    plain = {(m, mode, int(b)): r for m, mode, b, r in zip(plain["model"], plain["mode"], plain["batch"],
+                                                           plain.to_dict("records"))}
+    errors = []
+    for r in predictions.to_dict("records"):
+        row = plain.get((r["model"], r["mode"], int(r["batch"])))
+        col = STATISTICS.get(r.get("statistic"), "trimmed_mean_s")
+        t = None if row is None else row.get(col)
+        errors.append(np.nan if t is None or pd.isna(t) or t <= 0 else float(r["predicted_s"]) / float(t) - 1)
+    return predictions.assign(error_plain=pd.Series(errors, index=predictions.index, dtype="Float64"))
 
 
 def _child(request_path: str) -> None:
