@@ -129,8 +129,7 @@ ANSWERS = [
            ("median_abs_err_rot", "max_abs_err_rot"), ("median_abs_err_ded", "max_abs_err_ded"), "workloads",
            plain=("median_abs_err_vs_plain", "max_abs_err_vs_plain")),
     Answer("transformer_real", "transformers, measured (real widths)", "transformer_accuracy@transformers_real",
-           ("median_abs_err_rot", "max_abs_err_rot"), ("median_abs_err_ded", "max_abs_err_ded"), "workloads",
-           plain=("median_abs_err_vs_plain", "max_abs_err_vs_plain")),
+           ("median_abs_err_rot", "max_abs_err_rot"), ("median_abs_err_ded", "max_abs_err_ded"), "workloads"),
     Answer("decode_measured", "a decode step, measured", "decode", ("median_abs_err_rot", "max_abs_err_rot"),
            ("median_abs_err_ded", "max_abs_err_ded"), "workloads"),
     Answer("decode_4x", "a decode step at 4× the longest measured context", "decode",
@@ -329,8 +328,9 @@ the command names, and the run's SUMMARY lines),
 replacing that benchmark's previous one (a `--smoke` run writes none); this script then rewrites the table below and
 README's "How accurate is it?" section. Two rules mark a record stale, in both: a GPU record older than a change to
 the GPU path (the files of `src/opcost/measure/` that name CUDA), and a record whose command names a file that
-changed since; other code changes since a record are not judged (each record names its commit below). Errors are predicted / measured − 1. How each benchmark
-measures is in its docstring and in [methodology.md](methodology.md); the runs are logged in
+changed since; other code changes since a record are not judged (each record names its commit below). Errors are
+predicted / measured − 1. How each benchmark measures is in its docstring and in [methodology.md](methodology.md);
+the runs are logged in
 [measurements.md](../benchmarks/records/measurements.md).
 """
 

@@ -316,3 +316,31 @@ def test_transformer_sweeps_compute_and_record_what_hugging_face_decoders_do():
     trained = extract(make_workload(load_model("sweep-attention-causal1-d8-n4-kv2-l16",
                                                cfg["models"]["sweep-attention-causal1-d8-n4-kv2-l16"]), 2, "training"))
     assert "_scaled_dot_product_flash_attention_for_cpu" in _ops(trained)
+
+
+def test_a_block_point_measures_its_operator_after_a_convolution_as_inside_a_cnn():
+    """A sweep with ``block``: its points are named apart and each chain layer is a CNN block around the operator,
+    so that the operator follows the call it follows inside a CNN (a convolution, then a normalisation), and the
+    operator's configurations are the plain chain's."""
+    cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "sweeps": [
+        {"op": "SiLU", "grid": {"channels": [8], "size": [6]}, "block": True},
+        {"op": "SiLU", "grid": {"channels": [8], "size": [6]}},
+        {"op": "Conv2d", "grid": {"channels": [8], "size": [6], "kernel": [3]}, "block": True, "depth": 2},
+        {"op": "AdaptiveAvgPool2d", "grid": {"channels": [8], "size": [6]}, "block": True}]})
+    assert {"sweep-SiLU-c8-h6-block", "sweep-SiLU-c8-h6", "sweep-Conv2d-c8-k3-h6-block"} <= set(cfg["models"])
+
+    def calls(name):
+        layers = extract(make_workload(load_model(name, cfg["models"][name]), 2, "inference"))
+        return layers, [t for t, n in zip(layers["op_type"], layers["count"]) for _ in range(int(n))]
+
+    block, order = calls("sweep-SiLU-c8-h6-block")
+    plain, _ = calls("sweep-SiLU-c8-h6")
+    assert sorted(order) == sorted(["Conv2d", "BatchNorm2d", "SiLU"] * 4)
+    assert set(block.loc[block["op_type"] == "SiLU", "config_id"]) == set(plain["config_id"])  # the same calls
+    _, order = calls("sweep-Conv2d-c8-k3-h6-block")
+    assert sorted(order) == sorted(["Conv2d", "BatchNorm2d", "ReLU"] * 2)
+    _, order = calls("sweep-AdaptiveAvgPool2d-c8-h6-block")
+    assert sorted(order) == ["AdaptiveAvgPool2d", "BatchNorm2d", "Conv2d", "ReLU"]  # a block of one
+    model = chain("SiLU", depth=2, block=1, channels=8, size=6)
+    kinds = [type(m).__name__ for m in model.modules() if not list(m.children())]
+    assert kinds == ["Conv2d", "BatchNorm2d", "SiLU"] * 2  # the operator after a convolution and a normalisation

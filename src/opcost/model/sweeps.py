@@ -235,10 +235,14 @@ def evict_bytes() -> int:
     return 2 * (llc_bytes() or 32 * 1024 * 1024)
 
 
-def chain(op: str, depth: int = 4, evict: int = 0, **p) -> nn.Module:
-    """The sweep point's model: ``depth`` identical ``op`` layers with parameters ``p`` (see :data:`DEFAULTS`);
-    with ``evict``, followed by a :class:`SweepEvict`."""
-    layers = _layers(op, depth, **p)
+BLOCK_OPS = ("Conv2d", "BatchNorm2d", "ReLU", "GELU", "SiLU", "Hardswish", "Sigmoid", "Hardsigmoid",
+             "AdaptiveAvgPool2d", "MaxPool2d")  # the ops a `block` point builds a CNN block around (_block)
+
+
+def chain(op: str, depth: int = 4, evict: int = 0, block: int = 0, **p) -> nn.Module:
+    """The sweep point's model: ``depth`` identical ``op`` layers with parameters ``p`` (see :data:`DEFAULTS`), each
+    a CNN block around ``op`` with ``block`` (:data:`BLOCK_OPS`); with ``evict``, followed by a :class:`SweepEvict`."""
+    layers = _block(op, depth, **p) if block and op in BLOCK_OPS else _layers(op, depth, **p)
     if not evict:
         return layers
     return _Evicting(layers, evict_bytes(), f"{op} depth {depth} " + " ".join(f"{k} {v}" for k, v in sorted(p.items())))
@@ -253,6 +257,32 @@ class _Evicting(nn.Module):
 
     def forward(self, *inputs):
         return self.evict(self.layers(*inputs))
+
+
+def _block(op: str, depth: int, **p) -> nn.Module:
+    """A chain of CNN blocks around ``op`` (see :mod:`opcost.model.sweep_points`): a convolution (stride 1, no
+    ratio) before a BatchNorm2d and a ReLU; a BatchNorm2d or an activation after a 1x1 convolution (and a
+    BatchNorm2d); a pooling layer after a 1x1 convolution, a BatchNorm2d and a ReLU, once. Any other Conv2d or
+    MaxPool2d point: its plain chain."""
+    q = {**DEFAULTS[op], **p}
+    c = q["channels"]
+    if op in ("Conv2d", "MaxPool2d") and (q["stride"] != 1 or q.get("ratio", 1) != 1):
+        return _layers(op, depth, **p)
+    if op == "Conv2d":
+        k, g = q["kernel"], q["groups"]
+        return _Chain(*(nn.Sequential(nn.Conv2d(c, c, k, padding=k // 2, groups=g), nn.BatchNorm2d(c), nn.ReLU())
+                        for _ in range(depth)))
+    head = lambda: [nn.Conv2d(c, c, 1), nn.BatchNorm2d(c)]  # noqa: E731 - a fresh pair per layer
+    if op == "BatchNorm2d":
+        return _Chain(*(nn.Sequential(nn.Conv2d(c, c, 1), nn.BatchNorm2d(c), nn.ReLU()) for _ in range(depth)))
+    if op == "AdaptiveAvgPool2d":  # to one value per channel: a block of one
+        return _Chain(nn.Sequential(*head(), nn.ReLU(), nn.AdaptiveAvgPool2d(1)))
+    if op == "MaxPool2d":
+        return _Chain(*(nn.Sequential(*head(), nn.ReLU(), nn.MaxPool2d(q["kernel"], 1, q["kernel"] // 2))
+                        for _ in range(depth)))
+    act = {"ReLU": nn.ReLU, "GELU": nn.GELU, "SiLU": nn.SiLU, "Hardswish": nn.Hardswish, "Sigmoid": nn.Sigmoid,
+           "Hardsigmoid": nn.Hardsigmoid}[op]
+    return _Chain(*(nn.Sequential(*head(), act()) for _ in range(depth)))
 
 
 def _layers(op: str, depth: int, **p) -> nn.Module:
