@@ -281,10 +281,10 @@ PREDICTIONS = Table(
                                           "single rotation"),
         _c("ratio", "Float64", "predicted_s / measured_s"),
         _c("error", "Float64", "ratio - 1 (signed relative error)"),
-        _c("error_plain", "Float64", "the prediction against a plain process of the user's: predicted_s / the "
-                                     "newest `e2e` `plain` row's `statistic` - 1 (timed in the end-to-end job's "
-                                     "minutes, as a dedicated run); missing where the workload has no plain row",
-           optional=True),
+        _c("error_plain", "Float64", "the prediction against a plain process of the user's (`e2e` method `plain`): "
+                                     "(1 + error) / `vs_opcost` - 1, the reference's error and the gap of the two "
+                                     "processes timed in turn, both free of the host's drift; missing where the "
+                                     "workload has no plain row timed in turn", optional=True),
         _c("configs", "Int64", "operator configurations in the workload"),
         _c("configs_measured", "Int64", "configurations with an `ok` measurement"),
         _c("calls_covered", "Float64", "fraction of the workload's operator calls with a measurement"),

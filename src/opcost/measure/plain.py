@@ -168,23 +168,16 @@ def plain_gaps(e2e: pd.DataFrame, in_turn: bool = False) -> dict[str, float]:
 
 
 def against_plain(predictions: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
-    """``predictions`` with ``error_plain``: each prediction against its workload's newest plain-process time (the
-    `plain` row's statistic of the prediction's ``statistic`` column), missing where it has none. The plain time is
-    of the end-to-end job's minutes: the host's drift since the operators were measured is in it, as in the error
-    against a dedicated run."""
-    from opcost.tables import STATISTICS
-
-    plain = e2e[e2e["method"] == METHOD].sort_values("timestamp").drop_duplicates(["model", "mode", "batch"],
-                                                                                    keep="last")
-    plain = {(m, mode, int(b)): r for m, mode, b, r in zip(plain["model"], plain["mode"], plain["batch"],
-                                                           plain.to_dict("records"))}
-    errors = []
-    for r in predictions.to_dict("records"):
-        row = plain.get((r["model"], r["mode"], int(r["batch"])))
-        col = STATISTICS.get(r.get("statistic"), "trimmed_mean_s")
-        t = None if row is None else row.get(col)
-        errors.append(np.nan if t is None or pd.isna(t) or t <= 0 else float(r["predicted_s"]) / float(t) - 1)
-    return predictions.assign(error_plain=pd.Series(errors, index=predictions.index, dtype="Float64"))
+    """``predictions`` with ``error_plain``: each prediction against a plain process, ``(1 + error) / (1 + gap) - 1``
+    with the workload's gap timed in turn (:func:`plain_gaps`), missing where it has none. The reference of
+    ``error`` was timed in the minutes of the operators and the gap in the same seconds as the end-to-end job's own
+    blocks, so the host's drift cancels in both; what it assumes is that the end-to-end job's process runs the model
+    as the profiling job's does."""
+    gaps = plain_gaps(e2e, in_turn=True)
+    keys = [f"{m}/{mode}/b{int(b)}" for m, mode, b in zip(predictions["model"], predictions["mode"],
+                                                           predictions["batch"])]
+    gap = pd.Series([gaps.get(k, np.nan) for k in keys], index=predictions.index, dtype="Float64")
+    return predictions.assign(error_plain=(1 + predictions["error"].astype("Float64")) / (1 + gap) - 1)
 
 
 def _child(request_path: str) -> None:

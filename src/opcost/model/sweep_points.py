@@ -19,8 +19,8 @@ A point of a sweep with ``block: true`` (its name ends in ``-block``) builds eac
 around its operator (:data:`opcost.model.sweeps.BLOCK_OPS`): a normalisation or an activation after a 1x1
 convolution (and a normalisation), a convolution before a normalisation and a ReLU. Inside a CNN a small operator
 follows a convolution, whose threads and caches it inherits; after another call of itself it costs a third to a
-half of that (a ReLU of 64 x 28 x 28 on two threads: 6.5 µs after a ReLU, 23.6 µs after a convolution and a
-normalisation). The block's other operators are measured too.
+half of that (a ReLU6 of 64 x 28 x 28 on two threads: about 3.6 times as long after a convolution and a
+normalisation as after itself; benchmarks/records/measurements.md). The block's other operators are measured too.
 
 In training, a chain's input requires grad, as the activations inside a model do: a chain of parameter-free
 layers (ReLU, pooling, concat, attention) would otherwise have nothing to back-propagate.

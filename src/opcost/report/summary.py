@@ -118,8 +118,8 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
                          _pct(r["error"]), _pct(r.get("error_plain")), "-" if cov is None else f"{cov:.2f}"])
         lines += ["Predicted (Σ count x cost per call) against each workload's end-to-end reference (ref. spread: how "
                   "far that reference moved between the rotations that timed it, the machine's own noise; vs your "
-                  "script: the prediction against a plain PyTorch process, as a script of yours runs the model, "
-                  "timed by the end-to-end job):",
+                  "script: the same against a plain PyTorch process, as a script of yours runs the model, timed in "
+                  "turn with the end-to-end job's):",
                   *_table(rows)]
     if last and not last.get("workloads"):
         lines += ["", "Coverage loop: no workload to cover (none was extracted; see the failures below)."]
