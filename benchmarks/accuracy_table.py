@@ -15,6 +15,7 @@ record, so the table always shows each benchmark's last recorded run.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -245,13 +246,11 @@ def stale(record: dict) -> str | None:
     that changed since (its hash). Named by the first such commit, which later commits leave as it is."""
     if (record.get("host") or {}).get("gpu"):
         gpu = _git("grep", "-l", "-i", "cuda", "--", GPU_PATH).split()
-        first = _git("log", "--reverse", "--format=%h %ad", "--date=short", f"{measured_at(record)}..HEAD", "--",
-                     *gpu).splitlines()
+        first = _git("log", "--reverse", "--abbrev=7", "--format=%h %ad", "--date=short",
+                     f"{measured_at(record)}..HEAD", "--", *gpu).splitlines()
         if first:
             commit, date = first[0].split()
             return f"the GPU path changed since ({commit}, {date})"
-    import hashlib
-
     for name, digest in (record.get("files") or {}).items():
         path = ROOT / name
         if path.is_file() and hashlib.sha1(path.read_bytes()).hexdigest()[:len(digest)] != digest:

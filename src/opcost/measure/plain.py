@@ -95,14 +95,6 @@ class InTurn:
     def vs_opcost(self) -> float:
         return float(np.median(self.ratios))
 
-    @property
-    def spread(self) -> float:
-        """Half the ratios' 95% confidence interval of their median, relative to it."""
-        from opcost.measure.timing import median_ci
-
-        lo, hi = median_ci(np.sort(self.ratios))
-        return float((hi - lo) / 2 / self.vs_opcost)
-
 
 def in_turn(step, plain: PlainProcess, settings, device: str, calls: int) -> InTurn:
     """Blocks of ``calls``-iteration samples of ``step`` here and of the same workload in ``plain``, alternately
