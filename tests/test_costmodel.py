@@ -10,7 +10,7 @@ import yaml
 from opcost import database
 from opcost.analysis import estimate, overhead_sources
 from opcost.analysis.costmodel import METHODS, CostModel
-from opcost.analysis.laws import fit_law
+from opcost.analysis.laws import fit_law, measures
 from opcost.analysis.features import configuration_features
 from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
 from opcost.errors import OpcostError
@@ -174,6 +174,19 @@ def test_no_law_answers_slower_than_its_bytes_show():
     free = fit_law([0.0] * 9, [2800, 5600, 10400] * 3, [(5 + 2 * k + 1.5 * i) * 1e-6 for k in range(3)
                                                          for i in range(3)])
     assert free.memory_rate < typical / 2  # what the fit does without the bound: the rate the test guards against
+
+
+def test_a_call_that_a_slow_rate_overshoots_measures_no_rate():
+    """A rate is measured by a call whose time it explains, not by one it overshoots: the copy family of a database
+    whose coverage loop had profiled tiny_dlrm's `cat`, `stack` and `index` (a few µs on a few KB) fitted 1.1 GB/s,
+    which would take a 0.9 MB `contiguous` of 36 µs 800 µs; that call counted as measuring the rate, and GhostNet's
+    `cat` came out at 20 times its cost."""
+    seconds = [2.4e-6, 6.5e-6, 13.7e-6, 36e-6]
+    nbytes = [2448, 10368, 2682, 884736]
+    assert not measures(nbytes, seconds, 1.1e9)  # the large call: 22 times its time
+    assert measures(nbytes, seconds, 884736 / 36e-6)  # the rate it ran at
+    assert measures(nbytes, seconds, 884736 / 60e-6)  # within twice its time
+    assert not measures(nbytes[:3], seconds[:3], 10368 / 6.5e-6)  # within 4x the cheapest call: per-call costs
 
 
 def test_an_interval_rests_on_the_errors_of_the_calls_that_carry_the_time():

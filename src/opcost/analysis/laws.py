@@ -38,7 +38,9 @@ def fit_law(flops, nbytes, seconds, peak: float | None = None, typical: tuple | 
 
     Its compute rate is at most ``peak`` FLOP/s (:func:`peak_rates`: the fastest any measured configuration of the
     phase ran). A rate is measured only by a call whose time is mostly its FLOPs (bytes) at that rate and at least
-    :data:`RATE_SPAN` times the cheapest call's, past what per-call costs hide. Calls all bound by the floor, by the
+    :data:`RATE_SPAN` times the cheapest call's, past what per-call costs hide, and whose time the rate does not
+    overshoot (at most twice it: a slow rate that explains small calls' per-call differences answers a large call
+    many times its time, and that call measures no rate). Calls all bound by the floor, by the
     other rate, or all of one size leave it free: a fit puts it anywhere (a compute rate the host never reached; a
     slow memory rate that explains differences between calls, not bandwidth) and answers for a large call at it.
     An unmeasured rate is therefore at least the phase's ``typical`` one, (compute, memory) per second: the median
@@ -66,17 +68,23 @@ def fit_law(flops, nbytes, seconds, peak: float | None = None, typical: tuple | 
                             bounds=(np.log([1e-10, clow, mlow]), np.log([floor_max, top, 1e15])))
         return np.exp(res.x)
 
-    def measured(work, rate):  # whether some call measured ``rate``
-        return bool(np.any((work / rate >= 0.5 * t) & (t >= RATE_SPAN * t.min())))
-
     floor, crate, mrate = solve(1e3, 1e3)
-    known = (measured(f, crate), measured(b, mrate))
+    known = (measures(f, t, crate), measures(b, t, mrate))
     clow, mlow = typical or (None, None)
     clow = min(clow, top / 1.01) if clow and not known[0] and clow > crate else 1e3
     mlow = min(mlow, 1e14) if mlow and not known[1] and mlow > mrate else 1e3
     if clow > 1e3 or mlow > 1e3:
         floor, crate, mrate = solve(clow, mlow)
     return Law(float(floor), float(crate), float(mrate), len(t), worked, *known)
+
+
+def measures(work, seconds, rate: float) -> bool:
+    """Whether some call, of ``work`` (FLOPs or bytes) in ``seconds``, measured ``rate``: the rate explains at least
+    half of its time and does not overshoot it (at most twice it), and the call took at least :data:`RATE_SPAN`
+    times the cheapest one (past what per-call costs hide)."""
+    work, t = np.asarray(work, float), np.asarray(seconds, float)
+    at_rate = work / rate
+    return bool(np.any((at_rate >= 0.5 * t) & (at_rate <= 2.0 * t) & (t >= RATE_SPAN * t.min())))
 
 
 def typical_rates(laws: dict) -> dict:
