@@ -274,7 +274,7 @@ def _block(op: str, depth: int, **p) -> nn.Module:
                         for _ in range(depth)))
     head = lambda: [nn.Conv2d(c, c, 1), nn.BatchNorm2d(c)]  # noqa: E731 - a fresh pair per layer
     if op == "BatchNorm2d":
-        return _Chain(*(nn.Sequential(nn.Conv2d(c, c, 1), nn.BatchNorm2d(c), nn.ReLU()) for _ in range(depth)))
+        return _Chain(*(nn.Sequential(*head(), nn.ReLU()) for _ in range(depth)))
     if op == "AdaptiveAvgPool2d":  # to one value per channel: a block of one
         return _Chain(nn.Sequential(*head(), nn.ReLU(), nn.AdaptiveAvgPool2d(1)))
     if op == "MaxPool2d":
