@@ -73,35 +73,54 @@ def test_nvml_on_a_real_gpu():
     assert meter.end(token).joules > 0
 
 
+class _Clock:
+    """A virtual clock standing in for the energy module's ``time``: ``sleep`` advances it, so a window lasts exactly
+    what it asks for whatever the load on the host (a real clock on a busy CI host let the first window run past the
+    schedule's first step)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 class _CoolingDevice(Meter):
-    """A meter whose counter is the exact integral of a power schedule (watts against seconds since creation), read
-    from the clock at each read: no writer thread whose scheduling on a loaded host would bend the readings."""
+    """A meter whose counter is the exact integral of a power schedule (watts against seconds of the clock)."""
 
     name, available = "fake", True
 
-    def __init__(self, schedule, step=1e-4):
-        import time
-
-        self.schedule, self.step, self.t0 = schedule, step, time.perf_counter()
+    def __init__(self, schedule, clock, step=1e-4):
+        self.schedule, self.clock, self.step = schedule, clock, step
 
     def read(self) -> float:
-        import time
-
-        t, joules, now = 0.0, 0.0, time.perf_counter() - self.t0
-        while t < now:
+        t, joules, now = 0.0, 0.0, self.clock.now
+        while t < now - 1e-12:
             dt = min(self.step, now - t)
             joules += self.schedule(t) * dt
             t += dt
         return joules
 
 
-def test_idle_power_waits_for_a_falling_power_to_settle():
-    from opcost.measure.energy import idle_power
+def test_idle_power_waits_for_a_falling_power_to_settle(monkeypatch):
+    from opcost.measure import energy
 
-    device = _CoolingDevice(lambda t: 200.0 if t < 0.05 else 100.0 if t < 0.1 else 50.0)  # a device cooling down
-    first = device.end(device.begin()).watts  # one window at the start reads the high power
-    watts = idle_power(device, 0.05)
-    assert first > 150 and watts == pytest.approx(50.0, rel=0.02)
+    def cooling(t):  # a device cooling down
+        return 200.0 if t < 0.05 else 100.0 if t < 0.1 else 50.0
+
+    clock = _Clock()
+    monkeypatch.setattr(energy, "time", clock)
+    device = _CoolingDevice(cooling, clock)
+    token = device.begin()
+    clock.sleep(0.05)
+    first = device.end(token).watts  # one window at the start reads the high power
+    clock.now = 0.0
+    watts = energy.idle_power(device, 0.05)
+    assert first == pytest.approx(200.0, rel=0.02) and watts == pytest.approx(50.0, rel=0.02)
+    assert clock.now >= 0.15  # it kept reading past the fall
 
 
 def test_running_below_the_idle_baseline_is_missing_active_energy_not_negative(tmp_path):
