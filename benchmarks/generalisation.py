@@ -144,7 +144,8 @@ def main() -> None:
     full = table.drop_duplicates(["model", "batch"]).set_index(["model", "batch"])["measured_db_ms"] / 1e3
     unseen = _unseen(args.unseen or Path(args.db).resolve().parent / "validation" / "unseen.parquet", args.mode,
                      _versus_dedicated(full, db["e2e"], str(used["device"].iloc[0]), args.mode))
-    cm = CostModel.fit(training_data(db["layers"], used, col, db["configs"]))
+    alone = estimate.alone_rows(db["measurements"], used)
+    cm = CostModel.fit(training_data(db["layers"], used, col, db["configs"], alone))
     held = cm.heldout_summary()
     chosen = cm.chosen_by_mode.get(args.mode, "law")
     print("\ncost model, held-out configurations (5 folds grouped by profiling workload):", held)

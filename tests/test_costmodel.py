@@ -858,3 +858,55 @@ def test_transformer_module_classes_take_the_sweeps_measured_types_as_twins():
     assert list(est["method"]) == ["twin"] * 4
     ratio = (est["estimate"] / asked["seconds"]).to_numpy()
     assert ((0.8 < ratio) & (ratio < 1.25)).all(), est  # the sweep's RMSNorm law, not LayerNorm's
+
+
+def test_a_sweep_points_cost_is_translated_into_its_cost_inside_a_model(tiny_run):
+    """The profiled workloads' configurations are timed in model order and then alone (a rotation of their own, as a
+    sweep point's chain times its operator) in one job; per op type, the median of what a call costs more in model
+    order is added to a plain sweep point's time before the cost model is fitted, and to nothing else's."""
+    from opcost.analysis import in_model
+    from opcost.analysis.training import training_data
+    from opcost.measure.alone import IN_ORDER, SOURCE
+    from opcost.model.sweep_points import PREFIX
+
+    db = database.read_db(tiny_run / "results" / "db")
+    meas, col = db["measurements"], STATISTICS[DEFAULT_STATISTIC]
+    used, _ = estimate.conditions(meas)
+    rows = estimate.alone_rows(meas, used)
+    profiled = db["configs"][~db["configs"]["workload"].str.startswith(PREFIX)]
+    alone, in_order = rows[rows["source"] == SOURCE], rows[rows["source"] == IN_ORDER]
+    assert set(alone["config_id"]) == set(in_order["config_id"]) <= set(profiled["config_id"])
+    assert len(alone) and set(alone["config_id"]) & set(used["config_id"])
+    table = in_model.extras(rows, db["layers"], col)
+    linear = [k for k in table if k[:2] == ("type", "Linear")]
+    assert linear
+    _, _, mode, phase = linear[0]
+    per = [r[(r["op_type"] == "Linear") & (r["mode"] == mode) & (r["phase"] == phase)].groupby("config_id")[col]
+           .median() for r in (alone, in_order)]
+    by_hand = max(0.0, float((per[1] - per[0]).dropna().median()))  # a configuration once, however many workloads
+    assert table[linear[0]] == pytest.approx(by_hand)
+    plain = training_data(db["layers"], used, col, db["configs"])
+    moved = training_data(db["layers"], used, col, db["configs"], rows)
+    swept = plain["workload"].str.startswith(PREFIX).to_numpy()
+    added = (moved["seconds"] - plain["seconds"]).to_numpy()
+    assert swept.any() and np.allclose(added[~swept], 0.0)  # a model's own configurations as measured
+    same = (plain["op_type"] == "Linear") & (plain["mode"] == mode) & (plain["phase"] == phase)
+    assert np.allclose(added[swept & same.to_numpy()], table[linear[0]])
+    energy = training_data(db["layers"], used.assign(energy_j=1.0), "energy_j", db["configs"], rows)
+    assert np.allclose(energy["seconds"], 1.0)  # energy is left as measured
+
+
+def test_a_types_extra_falls_back_to_its_familys_then_to_every_types_and_only_plain_sweep_points_take_it():
+    from opcost.analysis.in_model import extra_of
+    from opcost.analysis.training import in_model_extras
+
+    table = {("type", "Conv2d", "inference", "forward"): 9e-6, ("family", "activation", "inference", "forward"): 5e-6,
+             ("all", None, "inference", "forward"): 2e-6}
+    assert extra_of(table, "Conv2d", "convolution", "inference", "forward") == 9e-6
+    assert extra_of(table, "GELU", "activation", "decode64", "forward") == 5e-6  # a decode step's: inference
+    assert extra_of(table, "LayerNorm", "normalisation", "inference", "forward") == 2e-6
+    assert extra_of(table, "LayerNorm", "normalisation", "training", "backward") == 0.0  # nothing measured: as is
+    rows = pd.DataFrame({"op_type": ["Conv2d", "Conv2d", "Conv2d", "Conv2d"], "mode": "inference", "phase": "forward",
+                         "workload": ["sweep-Conv2d-c16/inference/b1", "sweep-Conv2d-c16-block/inference/b1",
+                                      "sweep-Conv2d-c16-block-evict/inference/b1", "resnet18/inference/b1"]})
+    assert in_model_extras(rows, table).tolist() == [9e-6, 0.0, 0.0, 0.0]

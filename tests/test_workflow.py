@@ -283,7 +283,7 @@ def test_default_config_dry_run(tmp_path):
     out = proc.stdout + proc.stderr
     shipped = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     n = len(shipped["models"]) * len(shipped["batch_sizes"])  # workloads: 3 models x batch 1 and 8
-    for rule, count in (("extract", n), ("e2e", n), ("insitu", n), ("trace", n),
+    for rule, count in (("extract", n), ("e2e", n), ("alone", n), ("insitu", n), ("trace", n),
                         ("profile", shipped["profile"]["chunks"]), ("placement_tiers", 1), ("figures", 1)):
         assert any(line.split() == [rule, str(count)] for line in out.splitlines()), (rule, out[-2000:])
 

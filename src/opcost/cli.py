@@ -357,7 +357,7 @@ def _suggest_sweeps(args) -> None:
     db = database.read_db(args.db)
     used, picked = estimate.conditions(db["measurements"], host=args.host, device=args.device, threads=args.threads)
     model = load_or_fit(args.db, estimate.condition_key(picked), db["layers"], used, STATISTICS[DEFAULT_STATISTIC],
-                        db.get("configs"))
+                        db.get("configs"), estimate.alone_rows(db["measurements"], used))
     if model is None:
         raise OpcostError(f"database {args.db}", "too few measured configurations to fit a cost model")
     print(f"# opcost sweep suggest: where the cost model of {args.db} ({estimate.condition_key(picked)}) is least "

@@ -136,10 +136,15 @@ MEASUREMENTS = Table(
         _c("config_id", "string", "operator configuration (see `configs`)"),
         _c("op_type", "string", "as in `layers`"),
         _c("mode", "string", "as in `layers`"),
-        _c("source", "string", "`isolated` (microbenchmark of the configuration alone), `insitu` (timed inside "
-                               "real model iterations, all configurations at once) or `coplace` (leaf-module "
+        _c("source", "string", "`isolated` (microbenchmark of the configuration, in a rotation with its "
+                               "workload's other configurations), `insitu` (timed inside "
+                               "real model iterations, all configurations at once), `coplace` (leaf-module "
                                "calls timed inside real inference iterations under their placements, several "
-                               "layers co-placed per run; `workload` set like in-situ rows)"),
+                               "layers co-placed per run; `workload` set like in-situ rows), or `in_order` and "
+                               "`alone` (a profiled workload's configurations timed in one job in a rotation in "
+                               "model order, then each in a rotation of its own, as a sweep point's chain times "
+                               "it: their ratio translates a sweep point's cost into a cost inside a model, "
+                               "opcost.analysis.in_model)"),
         _c("phase", "string", "`forward`, or `backward` (training only: the backward work the configuration causes)"),
         _c("workload", "string", "in-situ rows: the workload they were timed in (`model/mode/b{batch}`); "
                                  "missing for isolated rows"),

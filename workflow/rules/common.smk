@@ -226,6 +226,10 @@ def get_insitu_tables(wildcards=None):
     return per_workload("results/insitu/{model}/{mode}_b{batch}.parquet")
 
 
+def get_alone_tables(wildcards=None):
+    return per_workload("results/alone/{model}/{mode}_b{batch}.parquet")
+
+
 def get_insitu_e2e_tables(wildcards=None):
     return per_workload("results/insitu/{model}/{mode}_b{batch}.e2e.parquet")
 
@@ -239,7 +243,7 @@ def get_trace_tables(part):
     return inputs
 
 
-FAILING_STAGES = ["extract", "e2e", "insitu", "trace"]  # per-workload stages that record failures
+FAILING_STAGES = ["extract", "e2e", "alone", "insitu", "trace"]  # per-workload stages that record failures
 
 
 def get_failure_tables(wildcards=None):

@@ -4,6 +4,7 @@ rule database:
     input:
         measurements=get_profile_chunks,
         insitu=get_insitu_tables,
+        alone=get_alone_tables,
         coplace=get_coplace("table"),
         insitu_e2e=get_insitu_e2e_tables,
         e2e=get_e2e_tables,

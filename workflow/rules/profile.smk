@@ -22,6 +22,29 @@ rule profile:
         "../../scripts/profile.py"
 
 
+rule alone:
+    """Each configuration of one workload timed alone, every call after a call of itself, as a sweep point's chain
+    times its operator: beside the same configurations timed in model order, what a sweep point costs inside a model
+    (opcost.analysis.in_model)."""
+    input:
+        layers="results/layers/{model}/{mode}_b{batch}.parquet",
+    output:
+        table="results/alone/{model}/{mode}_b{batch}.parquet",
+        samples="results/alone/{model}/{mode}_b{batch}.samples.parquet",
+        failures="results/failures/alone/{model}/{mode}_b{batch}.parquet",
+    params:
+        settings=settings_of("alone"),
+    log:
+        "logs/alone/{model}/{mode}_b{batch}.log",
+    threads: config["threads"]
+    resources:
+        measure=MEASURE_ALONE,
+    conda:
+        ENV
+    script:
+        "../../scripts/alone.py"
+
+
 rule insitu:
     """All configurations of one workload timed inside real model iterations (simultaneous profiling)."""
     input:

@@ -69,6 +69,15 @@ def conditions(measurements: pd.DataFrame, **chosen) -> tuple[pd.DataFrame, dict
     return rotation_first(m, ("config_id", "phase")), picked
 
 
+def alone_rows(measurements: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
+    """The `ok` rows of the sources alone and in order (:mod:`opcost.measure.alone`) on the conditions of ``used``:
+    what translates a sweep point's cost into a cost inside a model (:mod:`opcost.analysis.in_model`)."""
+    from opcost.measure.alone import IN_ORDER, SOURCE
+
+    ok = measurements["source"].isin([SOURCE, IN_ORDER]) & (measurements["status"] == "ok")
+    return on_conditions(measurements[ok], used)
+
+
 def _isolated(measurements: pd.DataFrame, **chosen) -> tuple[pd.DataFrame, dict]:
     """Every isolated, baseline-placement, `ok` row of the conditions :func:`conditions` chooses, and that choice."""
     m = measurements[(measurements["source"] == "isolated") & (measurements["status"] == "ok")
@@ -325,7 +334,8 @@ def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFr
         rows[CONTEXT] = next(iter(context_bytes(layers).values()))  # the estimated operators' surroundings
         # fitted to the database alone (the workload asked for is not part of it): a fit is saved and reused by the
         # fingerprint of the database's rows, whatever workload is predicted
-        cm = load_or_fit(source.db_dir, source.key, db["layers"], used, source.column, db.get("configs"))
+        alone = alone_rows(db["measurements"], used)
+        cm = load_or_fit(source.db_dir, source.key, db["layers"], used, source.column, db.get("configs"), alone)
         if cm is None:
             raise OpcostError("database", f"too few measured configurations to estimate the {int(missing.sum())} "
                                           f"unmeasured ones of {model}")
@@ -334,7 +344,7 @@ def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFr
             rows.loc[missing, col] = est[what].to_numpy()
         if used["energy_j"].notna().sum() >= 3:
             em = load_or_fit(source.db_dir, source.key, db["layers"], used.dropna(subset=["energy_j"]), "energy_j",
-                             db.get("configs"))
+                             db.get("configs"), alone)
             if em is not None:
                 rows.loc[missing, "energy_j"] = em.estimate(rows[missing], source.method)["estimate"].to_numpy()
     unknown = rows["cost_s"].isna()
@@ -424,7 +434,7 @@ def refit(db_dir, statistic: str | None = None) -> dict[str, dict]:
     for values, _ in m.groupby([c for c, _ in CONDITIONS]):
         used, picked = conditions(db["measurements"], **dict(zip([c for c, _ in CONDITIONS], values)))
         key = condition_key(picked)
-        cm = load_or_fit(db_dir, key, db["layers"], used, col, db.get("configs"))
+        cm = load_or_fit(db_dir, key, db["layers"], used, col, db.get("configs"), alone_rows(db["measurements"], used))
         out[key] = cm.heldout_summary() if cm is not None else {}
     return out
 

@@ -12,10 +12,13 @@ import math
 import pickle
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from opcost.analysis import in_model
 from opcost.analysis.costmodel import CONTEXT, FIT_VERSION, MIN_CONFIGS, CostModel
 from opcost.analysis.features import features
+from opcost.tables import STATISTICS
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +42,14 @@ def context_bytes(layers: pd.DataFrame) -> dict[str, float]:
 
 
 def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
-                  configs: pd.DataFrame | None = None) -> pd.DataFrame:
+                  configs: pd.DataFrame | None = None, alone: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per measured (configuration, phase) of ``used`` (baseline-placement isolated `measurements` of one
     set of conditions): its `layers` description, ``column`` as ``seconds``, the ``workload`` it was profiled among
     and that workload's :func:`context_bytes` (the `configs` table's ``workload``; without ``configs``, the catalogue of
-    ``layers``; missing where that workload is not in ``layers``) and its ``count`` of calls per iteration there."""
+    ``layers``; missing where that workload is not in ``layers``) and its ``count`` of calls per iteration there.
+    A plain sweep point's time is its cost inside a model: its type's extra per call in model order added, from
+    ``alone`` (the rows of the sources alone and in order on the same conditions; :mod:`opcost.analysis.in_model`);
+    energy is left as measured."""
     from opcost.database import catalog
     from opcost.model.workload import workload_keys
 
@@ -54,15 +60,35 @@ def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
     calls = layers.groupby([workload_keys(layers), layers["config_id"]])["count"].sum()
     val["count"] = calls.reindex(pd.MultiIndex.from_arrays([val["workload"], val["config_id"]])).to_numpy()
     val[CONTEXT] = val["workload"].map(context_bytes(layers)).astype(float)
-    return val.merge(desc, on="config_id").dropna(subset=["seconds"])
+    out = val.merge(desc, on="config_id").dropna(subset=["seconds"])
+    if alone is not None and len(alone) and column in STATISTICS.values():
+        out["seconds"] = out["seconds"] + in_model_extras(out, in_model.extras(alone, layers, column))
+    return out
 
 
-def fingerprint(used: pd.DataFrame, configs: pd.DataFrame | None = None) -> str:
+def in_model_extras(rows: pd.DataFrame, table: dict) -> np.ndarray:
+    """Per training row (``op_type``, ``mode``, ``phase``, ``workload``): the seconds its time takes more in model
+    order, its type's extra (:func:`opcost.analysis.in_model.extra_of`) for a plain sweep point's row (not a ``block``
+    or ``evict`` one), else 0."""
+    from opcost.analysis.optypes import family
+    from opcost.model.sweep_points import BLOCKED, EVICTED, PREFIX
+
+    work = rows["workload"].astype(str)
+    name = work.map(lambda w: w.rsplit("/", 2)[0] if w.count("/") >= 2 else w)
+    plain = (work.str.startswith(PREFIX) & ~name.str.endswith(BLOCKED) & ~name.str.endswith(EVICTED)).to_numpy()
+    return np.array([in_model.extra_of(table, t, family(t), m, ph) if p else 0.0
+                     for t, m, ph, p in zip(rows["op_type"], rows["mode"], rows["phase"], plain)], dtype=float)
+
+
+def fingerprint(used: pd.DataFrame, configs: pd.DataFrame | None = None, alone: pd.DataFrame | None = None) -> str:
     """A digest of the measurement rows a model is fitted to (configuration ids, phases, timestamps; a
-    configuration's description is fixed by its id) and of the workloads they were profiled among (``configs``)."""
+    configuration's description is fixed by its id), of the workloads they were profiled among (``configs``) and of
+    the rows of source alone that translate the sweep points (``alone``)."""
     h = hashlib.sha256()
-    for col in ("config_id", "phase", "timestamp"):
-        h.update("\x00".join(sorted(map(str, used[col]))).encode() if col in used else b"")
+    for rows in (used, alone if alone is not None else used.iloc[:0]):
+        for col in ("config_id", "phase", "timestamp"):
+            h.update("\x00".join(sorted(map(str, rows[col]))).encode() if col in rows else b"")
+        h.update(b"\x01")
     if configs is not None and len(configs) and "config_id" in used:
         among = configs[configs["config_id"].isin(set(used["config_id"]))]
         h.update("\x00".join(sorted(f"{c}={w}" for c, w in zip(among["config_id"], among["workload"]))).encode())
@@ -85,11 +111,11 @@ def cache_path(db_dir) -> Path:
 
 
 def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, column: str,
-                configs: pd.DataFrame | None = None) -> CostModel | None:
+                configs: pd.DataFrame | None = None, alone: pd.DataFrame | None = None) -> CostModel | None:
     """The cost model of ``used`` kept for the database at ``db_dir`` under ``key`` (the conditions) in the cache
     (:func:`cache_path`), refitted and saved again when the rows changed since (or on a load failure); None when
     fewer than :data:`MIN_CONFIGS` rows. ``layers`` and ``configs``: as for :func:`training_data`."""
-    fp = fingerprint(used, configs) + column + f"/v{FIT_VERSION}"
+    fp = fingerprint(used, configs, alone) + column + f"/v{FIT_VERSION}"
     path = cache_path(db_dir) if db_dir is not None else None
     saved = {}
     if path is not None and path.exists():
@@ -102,7 +128,7 @@ def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, colu
     model = saved.get((key, column)) or _FITTED.get(fp)
     if model is not None and model.fingerprint == fp:
         return model
-    data = training_data(layers, used, column, configs)
+    data = training_data(layers, used, column, configs, alone)
     if len(data) < MIN_CONFIGS:
         return None
     model = CostModel.fit(data)

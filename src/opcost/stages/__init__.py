@@ -22,6 +22,7 @@ from opcost.stages.analysing import (
 )
 from opcost.stages.measuring import (
     TRACE_PARTS,
+    alone,
     coplace,
     e2e,
     e2e_tier,
@@ -38,6 +39,6 @@ from opcost.stages.measuring import (
 __all__ = [
     "EvaluationFiles", "ValidationFiles", "ValidationOutputs", "advise", "database", "decode_curves", "evaluate",
     "failures", "loop_summary", "make_figures", "predict_unseen", "validate", "validate_generate", "TRACE_PARTS",
-    "coplace", "e2e", "e2e_tier", "extract", "extract_sweeps", "insitu", "make_catalog", "placement_tiers",
+    "alone", "coplace", "e2e", "e2e_tier", "extract", "extract_sweeps", "insitu", "make_catalog", "placement_tiers",
     "profile", "trace",
 ]

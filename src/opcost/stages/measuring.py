@@ -285,6 +285,27 @@ def e2e_tier(config: Mapping, model: str, mode: str, batch: int, tier: str, unbo
     guarded("e2e_tier", model, mode, batch, out_failures, empty, body)
 
 
+def alone(config: Mapping, model: str, mode: str, batch: int, layers_path, out, out_samples,
+          out_failures=None) -> None:
+    """The workload's configurations (its extracted ``layers_path``) timed in one rotation in model order, then each
+    in a rotation of its own (:mod:`opcost.measure.alone`): `measurements` rows of the sources in_order and alone."""
+    from opcost.measure.alone import profile_alone
+    from opcost.measure.profile import ProfileSettings
+
+    def body():
+        configs = catalog(io.read_parquet(layers_path, tables.LAYERS))
+        settings = ProfileSettings.from_config({"profile": config["profile"], "device": config["device"],
+                                                "placement": {}})  # the default placement only
+        meas, samples = profile_alone(configs, config["models"], config["device"], config["dtype"], settings)
+        io.write_parquet(tables.frame(tables.SAMPLES, samples.to_dict("records")), out_samples, tables.SAMPLES)
+        io.write_parquet(tables.frame(tables.MEASUREMENTS, meas.to_dict("records")), out, tables.MEASUREMENTS)
+        log.info("%s %s b%s: %d configurations timed in model order and alone", model, mode, batch,
+                 meas["config_id"].nunique() if len(meas) else 0)
+
+    prepare_process(config)
+    guarded("alone", model, mode, batch, out_failures, {out: tables.MEASUREMENTS, out_samples: tables.SAMPLES}, body)
+
+
 def insitu(config: Mapping, model: str, mode: str, batch: int, out, out_samples, out_e2e, out_failures=None) -> None:
     from opcost.measure.insitu import profile_insitu
     from opcost.measure.timing import TimingSettings
