@@ -12,7 +12,7 @@ from tests.helpers import ROOT, TINY, snakemake
 
 PROFILES = {"cpu": ROOT / "profiles" / "slurm", "gpu": ROOT / "profiles" / "slurm-gpu"}
 # the rules with `measure` in their resources (workflow/rules/*.smk); the dry run finds them by that resource too
-MEASURING = {"profile", "e2e", "e2e_tier", "insitu", "trace", "coplace", "unseen"}
+MEASURING = {"profile", "e2e", "e2e_tier", "alone", "insitu", "trace", "coplace", "unseen"}
 # rules that build the models on the configured device or look for its memory tiers: on GPU nodes in slurm-gpu
 ON_DEVICE = {"extract", "sweeps", "placement_tiers"}
 HAS_SLURM_PLUGIN = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None

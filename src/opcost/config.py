@@ -319,7 +319,7 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "e2e": (*_HOST, "e2e", "energy"),
     "e2e_tier": (*_HOST, "e2e", "placement"),
     "insitu": (*_HOST, "insitu"),
-    "alone": (*_HOST, "models", "profile"),  # a sweep point's conditions: the profiling's own
+    "alone": (*_HOST, "profile"),  # the profiling's own conditions
     "trace": (*_HOST, "trace", "profile.e2e_every"),  # the glue is timed against the rotation's rounds
     "coplace": (*_HOST, "placement", "insitu"),
     "evaluate": ("device", "statistic", "loop"),
