@@ -10,13 +10,15 @@ CONFIG = {"device": "cpu", "dtype": "float32", "threads": 1}
 SETTINGS = TimingSettings(target_rel_ci=0.01, max_seconds=1.0, warmup_s=0.02)
 
 
+@pytest.mark.timing
 def test_blocks_timed_in_turn_give_the_ratio_of_the_two_processes():
-    # the child's model busy-waits 2 x 1 ms per iteration, this process's step 1 ms: whatever the host's load does
-    # to both in the same seconds, their ratio is 2
-    spec = {"model": "tests.tiny_models:make_timed", "kwargs": {"layers": 2, "forward_ms": 1.0}, "input_shapes": [[8]]}
-    row, samples = plain.time_plain("timed", spec, 1, "inference", CONFIG, SETTINGS, lambda: _spin(0.001))
+    # the child's model does 2 x 5 ms of CPU work per iteration, this process's step 5 ms: whatever the host's load
+    # does to both in the same seconds (a loaded host stretches both alike), their ratio is 2
+    spec = {"model": "tests.tiny_models:make_timed", "kwargs": {"layers": 2, "forward_ms": 5.0, "cpu": True},
+            "input_shapes": [[8]]}
+    row, samples = plain.time_plain("timed", spec, 1, "inference", CONFIG, SETTINGS, lambda: _spin(0.005, cpu=True))
     assert row["method"].iloc[0] == "plain" and row["vs_opcost"].iloc[0] == pytest.approx(2.0, rel=0.1)
-    assert row["median_s"].iloc[0] == pytest.approx(0.002, rel=0.1) and len(samples) == row["n"].iloc[0]
+    assert row["median_s"].iloc[0] >= 0.01 and len(samples) == row["n"].iloc[0]
     assert row["n"].iloc[0] >= plain.MIN_ROUNDS and (samples["source"] == "plain").all()
 
 

@@ -48,11 +48,14 @@ def make_picky() -> nn.Module:
     return PickyNet()
 
 
-def _spin(seconds: float) -> None:
+def _spin(seconds: float, cpu: bool = False) -> None:
+    """Busy-wait ``seconds`` of the wall clock, or with ``cpu`` of this thread's CPU time (work of a known size: on a
+    loaded host it takes longer in wall time, as a real operator does)."""
     import time
 
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    now = time.thread_time if cpu else time.perf_counter
+    t0 = now()
+    while now() - t0 < seconds:
         pass
 
 
@@ -60,32 +63,32 @@ class _Timed(torch.autograd.Function):
     """Identity whose forward and backward each take a known time (a busy wait, whatever the machine's load)."""
 
     @staticmethod
-    def forward(ctx, x, forward_s, backward_s):
-        ctx.backward_s = backward_s
-        _spin(forward_s)
+    def forward(ctx, x, forward_s, backward_s, cpu):
+        ctx.backward_s, ctx.cpu = backward_s, cpu
+        _spin(forward_s, cpu)
         return x.clone()
 
     @staticmethod
     def backward(ctx, grad):
-        _spin(ctx.backward_s)
-        return grad.clone(), None, None
+        _spin(ctx.backward_s, ctx.cpu)
+        return grad.clone(), None, None, None
 
 
 class Timed(nn.Module):
     """A leaf module whose forward costs ``forward_ms`` and whose backward ``backward_ms``, by construction."""
 
-    def __init__(self, forward_ms: float, backward_ms: float):
+    def __init__(self, forward_ms: float, backward_ms: float, cpu: bool = False):
         super().__init__()
-        self.forward_s, self.backward_s = forward_ms / 1e3, backward_ms / 1e3
+        self.forward_s, self.backward_s, self.cpu = forward_ms / 1e3, backward_ms / 1e3, cpu
 
     def forward(self, x):
-        return _Timed.apply(x, self.forward_s, self.backward_s)
+        return _Timed.apply(x, self.forward_s, self.backward_s, self.cpu)
 
 
-def make_timed(layers: int = 3, forward_ms: float = 0.5, backward_ms: float = 2.0) -> nn.Module:
+def make_timed(layers: int = 3, forward_ms: float = 0.5, backward_ms: float = 2.0, cpu: bool = False) -> nn.Module:
     """``layers`` Timed modules in a row behind a Linear (so the input's gradient is needed): a training iteration
-    costs about layers x (forward_ms + backward_ms)."""
-    return nn.Sequential(nn.Linear(8, 8), *[Timed(forward_ms, backward_ms) for _ in range(layers)])
+    costs about layers x (forward_ms + backward_ms), of the wall clock or with ``cpu`` of CPU time."""
+    return nn.Sequential(nn.Linear(8, 8), *[Timed(forward_ms, backward_ms, cpu) for _ in range(layers)])
 
 
 def make_activations(width: int = 256) -> nn.Module:
