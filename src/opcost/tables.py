@@ -216,6 +216,14 @@ E2E = Table(
                                    "of the ratios of blocks of iterations the two processes timed alternately in the "
                                    "same seconds (the host's drift cancels); missing otherwise",
            optional=True),
+        _c("faults", "Float64", "`plain` rows: minor page faults per iteration the plain process takes beyond "
+                                "opcost's own (fresh pages of large activations that glibc's default allocator maps "
+                                "and returns at every iteration), counted over three iterations after the warm-up; "
+                                "missing otherwise", optional=True),
+        _c("fault_s", "Float64", "`plain` rows: seconds one page fault costs on this host at the config's thread "
+                                 "count (`opcost.measure.memory.fault_cost_s`, measured in the same job); "
+                                 "`faults` x `fault_s` is what a prediction for the user's own script adds; "
+                                 "missing otherwise", optional=True),
     ),
 )
 
@@ -286,10 +294,12 @@ PREDICTIONS = Table(
                                           "single rotation"),
         _c("ratio", "Float64", "predicted_s / measured_s"),
         _c("error", "Float64", "ratio - 1 (signed relative error)"),
-        _c("error_plain", "Float64", "the prediction against a plain process of the user's (`e2e` method `plain`): "
-                                     "(1 + error) / `vs_opcost` - 1, the reference's error and the gap of the two "
-                                     "processes timed in turn, both free of the host's drift; missing where the "
-                                     "workload has no plain row timed in turn", optional=True),
+        _c("error_plain", "Float64", "the prediction for a plain process of the user's (`e2e` method `plain`) "
+                                     "against its time: (1 + error + `faults` x `fault_s` / measured_s) / "
+                                     "`vs_opcost` - 1, the prediction plus the plain process's page faults, the "
+                                     "reference's error and the gap of the two processes timed in turn, both free of "
+                                     "the host's drift; missing where the workload has no plain row timed in turn",
+           optional=True),
         _c("configs", "Int64", "operator configurations in the workload"),
         _c("configs_measured", "Int64", "configurations with an `ok` measurement"),
         _c("calls_covered", "Float64", "fraction of the workload's operator calls with a measurement"),

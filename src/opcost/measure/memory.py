@@ -37,3 +37,45 @@ def keep_freed_memory() -> bool:
 
 def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def fault_cost_s(threads: int = 1, pages: int = 4096, repeats: int = 7) -> float:
+    """Seconds one minor page fault adds to an operator on this host, with ``threads`` threads: the median over
+    ``repeats`` of fresh anonymous memory of ``pages`` pages mapped, filled by torch (a fault and the kernel's zeroing
+    per page, taken by the op's threads in parallel as an operator writing a fresh output buffer takes them) and
+    unmapped, less the same fill once the pages are there, per page: what glibc's default allocator makes a plain
+    process pay for each page of a large activation it maps fresh and returns at every iteration."""
+    import mmap
+    import time
+
+    import numpy as np
+    import torch
+
+    size = pages * mmap.PAGESIZE
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    extra = []
+    try:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            region = mmap.mmap(-1, size)
+            buf = torch.frombuffer(region, dtype=torch.uint8)
+            buf.fill_(1)
+            t1 = time.perf_counter()
+            buf.fill_(2)
+            t2 = time.perf_counter()
+            del buf
+            region.close()
+            t3 = time.perf_counter()
+            extra.append(max(0.0, (t1 - t0) - (t2 - t1) + (t3 - t2)) / pages)
+    finally:
+        torch.set_num_threads(before)
+    return float(np.median(extra))
+
+
+def faults_per_call(step, calls: int = 3) -> float:
+    """Minor page faults per call of ``step`` over ``calls`` calls (after the caller's warm-up)."""
+    before = minor_faults()
+    for _ in range(calls):
+        step()
+    return (minor_faults() - before) / calls

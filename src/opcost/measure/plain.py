@@ -8,10 +8,14 @@ also runs the workload in a child process started with none of opcost's settings
 method `plain`), and the two processes time blocks of iterations alternately, round after round, in the same
 seconds: each round's ratio (the plain block's median over opcost's) has the host's drift cancelled, and their median
 is the row's ``vs_opcost``: how much longer the user's own script takes than the process the costs were measured in.
+What makes most of that difference is counted too: the minor page faults per iteration the plain process takes
+beyond opcost's (``faults``: fresh pages for large activations that glibc maps and returns at every iteration) and
+what one costs on this host (``fault_s``, :func:`opcost.measure.memory.fault_cost_s`); a prediction for the user's
+own script adds their product (:func:`fault_extra_s`).
 
 The child is ``python -m opcost.measure.plain REQUEST.json``: the request holds the model's name and config entry,
-batch, mode, device, dtype, threads and warm-up settings. It builds and warms the workload, prints ``OPCOST ready``
-and then answers each request line on its standard input (``{"calls": C, "samples": S}``: S samples of C
+batch, mode, device, dtype, threads and warm-up settings. It builds and warms the workload, counts its page faults
+over a few more iterations, prints ``OPCOST {"faults": per iteration}`` and then answers each request line on its standard input (``{"calls": C, "samples": S}``: S samples of C
 back-to-back iterations each) with one line ``OPCOST [seconds per iteration, ...]``; other output of the model's
 own code is passed over.
 """
@@ -51,7 +55,7 @@ class PlainProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "OMP_", "GOMP_", "KMP_"))}
         self._proc = subprocess.Popen([sys.executable, "-m", "opcost.measure.plain", str(req)], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=self._err, text=True, env=env, cwd=os.getcwd())
-        self._answer()  # "ready": built and warmed
+        self.faults = float(json.loads(self._answer())["faults"])  # built and warmed: its page faults per iteration
 
     def _answer(self) -> str:
         while line := self._proc.stdout.readline():
@@ -134,11 +138,24 @@ def time_plain(name: str, spec: dict, batch: int, mode: str, config, settings, s
     from opcost import tables
     from opcost.measure.e2e import e2e_frames
 
+    from opcost.measure.memory import fault_cost_s, faults_per_call
+
     with PlainProcess(name, spec, batch, mode, config, settings) as plain:
         turns = in_turn(step, plain, settings, config["device"], calls)
+        faults = max(0.0, plain.faults - faults_per_call(step))
     row, samples = e2e_frames((name, batch, mode), turns.plain, METHOD, config["device"])
-    row = tables.frame(tables.E2E, [dict(row.iloc[0], vs_opcost=turns.vs_opcost)])
+    row = tables.frame(tables.E2E, [dict(row.iloc[0], vs_opcost=turns.vs_opcost, faults=faults,
+                                         fault_s=fault_cost_s(int(config["threads"])))])
     return row, samples.assign(source="plain")
+
+
+def fault_extra_s(row) -> float:
+    """Seconds per iteration a plain process pays for its page faults beyond opcost's (``faults`` x ``fault_s`` of a
+    `plain` row); NaN for a row without them (a database of an earlier version)."""
+    faults, cost = row.get("faults"), row.get("fault_s")
+    if faults is None or cost is None or pd.isna(faults) or pd.isna(cost):
+        return float("nan")
+    return float(faults * cost)
 
 
 def plain_gaps(e2e: pd.DataFrame, in_turn: bool = False) -> dict[str, float]:
@@ -159,22 +176,38 @@ def plain_gaps(e2e: pd.DataFrame, in_turn: bool = False) -> dict[str, float]:
     return out
 
 
+def fault_extras(e2e: pd.DataFrame) -> dict[str, float]:
+    """Per workload (``model/mode/bN``): its newest `plain` row's :func:`fault_extra_s`, where it has one."""
+    plain = e2e[e2e["method"] == METHOD].sort_values("timestamp")
+    out = {}
+    for (model, mode, batch), g in plain.groupby(["model", "mode", "batch"], sort=False):
+        extra = fault_extra_s(g.iloc[-1])
+        if np.isfinite(extra):
+            out[f"{model}/{mode}/b{int(batch)}"] = extra
+    return out
+
+
 def against_plain(predictions: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
-    """``predictions`` with ``error_plain``: each prediction against a plain process, ``(1 + error) / (1 + gap) - 1``
-    with the workload's gap timed in turn (:func:`plain_gaps`), missing where it has none. The reference of
-    ``error`` was timed in the minutes of the operators and the gap in the same seconds as the end-to-end job's own
-    blocks, so the host's drift cancels in both; what it assumes is that the end-to-end job's process runs the model
-    as the profiling job's does."""
-    gaps = plain_gaps(e2e, in_turn=True)
+    """``predictions`` with ``error_plain``: each prediction for a plain process (the prediction plus the workload's
+    page faults, :func:`fault_extra_s`) against the plain process's time, the reference times the workload's gap
+    timed in turn (:func:`plain_gaps`): ``(1 + error + extra / measured) / (1 + gap) - 1``; missing where the
+    workload has no gap. The reference of ``error`` was timed in the minutes of the operators and the gap in the same
+    seconds as the end-to-end job's own blocks, so the host's drift cancels in both; what it assumes is that the
+    end-to-end job's process runs the model as the profiling job's does."""
+    gaps, extras = plain_gaps(e2e, in_turn=True), fault_extras(e2e)
     keys = [f"{m}/{mode}/b{int(b)}" for m, mode, b in zip(predictions["model"], predictions["mode"],
                                                            predictions["batch"])]
     gap = pd.Series([gaps.get(k, np.nan) for k in keys], index=predictions.index, dtype="Float64")
-    return predictions.assign(error_plain=(1 + predictions["error"].astype("Float64")) / (1 + gap) - 1)
+    extra = pd.Series([extras.get(k, 0.0) for k in keys], index=predictions.index, dtype="Float64")
+    measured = predictions["measured_s"].astype("Float64")
+    return predictions.assign(error_plain=(1 + predictions["error"].astype("Float64") + extra / measured)
+                              / (1 + gap) - 1)
 
 
 def _child(request_path: str) -> None:
     import torch
 
+    from opcost.measure.memory import faults_per_call
     from opcost.measure.timing import clock_for
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
@@ -187,7 +220,7 @@ def _child(request_path: str) -> None:
     while warm < timing["warmup_calls"] or spent < timing["warmup_s"]:
         spent += clock.time_block(wl.step, 1)
         warm += 1
-    print(f"{TAG}ready", flush=True)
+    print(TAG + json.dumps({"faults": faults_per_call(wl.step)}), flush=True)
     for line in sys.stdin:
         ask = json.loads(line)
         samples = [clock.time_block(wl.step, ask["calls"]) / ask["calls"] for _ in range(ask["samples"])]
