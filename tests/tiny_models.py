@@ -91,6 +91,22 @@ def make_timed(layers: int = 3, forward_ms: float = 0.5, backward_ms: float = 2.
     return nn.Sequential(nn.Linear(8, 8), *[Timed(forward_ms, backward_ms, cpu) for _ in range(layers)])
 
 
+class _FreshBuffer(nn.Module):
+    def __init__(self, mib: int):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.elements = mib * 2**18  # float32
+
+    def forward(self, x):
+        return torch.zeros(self.elements).add_(self.fc(x).sum())
+
+
+def make_fresh_buffer(mib: int = 48) -> nn.Module:
+    """A model whose iteration writes one fresh buffer of ``mib`` MiB: above glibc's largest mmap threshold (32 MiB),
+    so a plain process maps and returns it at every iteration, a page fault per 4 KiB page."""
+    return _FreshBuffer(mib)
+
+
 def make_activations(width: int = 256) -> nn.Module:
     """Two ReLUs on inputs of the same shape, one in place (as torchvision's models use them) and one not."""
     return nn.Sequential(nn.Linear(width, width), nn.ReLU(inplace=True), nn.Linear(width, width), nn.ReLU())

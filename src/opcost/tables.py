@@ -222,8 +222,9 @@ E2E = Table(
                                 "missing otherwise", optional=True),
         _c("fault_s", "Float64", "`plain` rows: seconds one page fault costs on this host at the config's thread "
                                  "count (`opcost.measure.memory.fault_cost_s`, measured in the same job); "
-                                 "`faults` x `fault_s` is what a prediction for the user's own script adds; "
-                                 "missing otherwise", optional=True),
+                                 "`faults` x `fault_s`: what the faults cost the plain process per iteration, "
+                                 "reported beside `vs_opcost` as its likely cause; missing otherwise",
+           optional=True),
     ),
 )
 
@@ -294,12 +295,10 @@ PREDICTIONS = Table(
                                           "single rotation"),
         _c("ratio", "Float64", "predicted_s / measured_s"),
         _c("error", "Float64", "ratio - 1 (signed relative error)"),
-        _c("error_plain", "Float64", "the prediction for a plain process of the user's (`e2e` method `plain`) "
-                                     "against its time: (1 + error + `faults` x `fault_s` / measured_s) / "
-                                     "`vs_opcost` - 1, the prediction plus the plain process's page faults, the "
-                                     "reference's error and the gap of the two processes timed in turn, both free of "
-                                     "the host's drift; missing where the workload has no plain row timed in turn",
-           optional=True),
+        _c("error_plain", "Float64", "the prediction against a plain process of the user's (`e2e` method `plain`): "
+                                     "(1 + error) / `vs_opcost` - 1, the reference's error and the gap of the two "
+                                     "processes timed in turn, both free of the host's drift; missing where the "
+                                     "workload has no plain row timed in turn", optional=True),
         _c("configs", "Int64", "operator configurations in the workload"),
         _c("configs_measured", "Int64", "configurations with an `ok` measurement"),
         _c("calls_covered", "Float64", "fraction of the workload's operator calls with a measurement"),

@@ -183,10 +183,25 @@ def plain_gap(e2e: pd.DataFrame, model: str, batch: int, mode: str) -> tuple[flo
     how = "timed in turn" if len(in_turn) == len(gaps) else "timed one after the other"
     own = gaps.get(key := f"{model}/{mode}/b{int(batch)}")
     if own is not None:
-        return own, f"this workload, {'timed in turn' if key in in_turn else 'timed one after the other'}"
+        return own, (f"this workload, {'timed in turn' if key in in_turn else 'timed one after the other'}"
+                     + _faults_said(e2e, model, batch, mode))
     if gaps:
         return float(np.median(list(gaps.values()))), f"median of {len(gaps)} workloads, {how}"
     return None, None
+
+
+def _faults_said(e2e: pd.DataFrame, model: str, batch: int, mode: str) -> str:
+    """"; N page faults per iteration beyond opcost's process, about X ms" of the workload's newest `plain` row, where
+    it counted any (:func:`opcost.measure.plain.fault_extra_s`)."""
+    from opcost.measure.plain import METHOD, fault_extra_s
+
+    rows = e2e[(e2e["method"] == METHOD) & (e2e["model"] == model) & (e2e["mode"] == mode)
+               & (e2e["batch"] == batch)].sort_values("timestamp")
+    extra = fault_extra_s(rows.iloc[-1]) if len(rows) else float("nan")
+    if not np.isfinite(extra) or rows.iloc[-1]["faults"] < 1:
+        return ""
+    return (f"; its {rows.iloc[-1]['faults']:,.0f} page faults per iteration beyond opcost's process (glibc's "
+            f"default allocator) cost about {extra * 1e3:.3g} ms")
 
 
 def _phases(layers: pd.DataFrame) -> pd.DataFrame:

@@ -39,10 +39,11 @@ def measured_between(measurements: pd.DataFrame, e2e: pd.DataFrame) -> dict[str,
 def run_facts(measurements: pd.DataFrame, e2e: pd.DataFrame, config: dict) -> dict:
     """What the summary says of the run's conditions: when it measured, the process its costs hold in, and how much
     longer a plain process took (:func:`measured_between`, :func:`opcost.measure.plain.plain_gaps`)."""
-    from opcost.measure.plain import PROCESS, plain_gaps
+    from opcost.measure.plain import PROCESS, fault_extras, plain_gaps
 
     pinned = "pinned" if config.get("affinity") == "pin" else "not pinned"
     return {"measured": measured_between(measurements, e2e), "plain": plain_gaps(e2e),
+            "faults": {w: s for w, s in fault_extras(e2e).items() if s > 0},
             "process": f"{PROCESS.format(threads=config.get('threads'))} {pinned}"}
 
 
@@ -145,6 +146,10 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
             gaps = [f"{w} {g * 100:+.1f}%" for w, g in facts["plain"].items()]
             lines.append(f"A plain PyTorch process ({CONDITIONS}) took, against it (blocks of iterations timed in "
                          f"turn): {', '.join(gaps)}.")
+        if facts.get("faults"):
+            paid = [f"{w} {s * 1e3:.3g} ms" for w, s in facts["faults"].items()]
+            lines.append(f"Its page faults beyond opcost's process (fresh pages of large activations) cost it about, "
+                         f"per iteration: {', '.join(paid)}.")
     lines += ["", "Failures: " + failure_text(failures)]
     lines += ["", f"Figures: {figures_dir}/ (open breakdown.png first); tables: results/validation/, database: "
                   f"results/db/; HTML report: {rerun.report_command()}"]
