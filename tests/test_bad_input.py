@@ -488,6 +488,11 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
         set(got["jobs"])
 
     cfg = yaml.safe_load(TINY.read_text())
+    cfg["profile"]["chunks"] = 2  # how the profiling is split into jobs: the alone jobs time each workload whole
+    got = _scheduled(tiny_run, cfg)
+    assert "profile" in got["jobs"] and not {"alone", "extract", "e2e", "insitu", "trace"} & set(got["jobs"])
+
+    cfg = yaml.safe_load(TINY.read_text())
     cfg["loop"]["target"] = 0.5  # the loop's stopping rule: its evaluation, nothing measured
     got = _scheduled(tiny_run, cfg)
     assert "evaluate" in got["jobs"] and not measuring & set(got["jobs"]), got

@@ -319,7 +319,9 @@ STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "e2e": (*_HOST, "e2e", "energy"),
     "e2e_tier": (*_HOST, "e2e", "placement"),
     "insitu": (*_HOST, "insitu"),
-    "alone": (*_HOST, "profile"),  # the profiling's own conditions
+    # the profiling's own conditions, all but how its configurations are split into jobs
+    "alone": (*_HOST, *(f"profile.{k}" for k in ("timing", "cache", "order", "rotation_size", "e2e_every", "remeasure",
+                                                 "visits"))),
     "trace": (*_HOST, "trace", "profile.e2e_every"),  # the glue is timed against the rotation's rounds
     "coplace": (*_HOST, "placement", "insitu"),
     "evaluate": ("device", "statistic", "loop"),
