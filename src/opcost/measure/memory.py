@@ -39,7 +39,7 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def fault_cost_s(threads: int = 1, pages: int = 4096, repeats: int = 7) -> float:
+def fault_cost_s(threads: int = 1, pages: int = 16384, repeats: int = 5) -> float:
     """Seconds one minor page fault adds to an operator on this host, with ``threads`` threads: the median over
     ``repeats`` of fresh anonymous memory of ``pages`` pages mapped, filled by torch (a fault and the kernel's zeroing
     per page, taken by the op's threads in parallel as an operator writing a fresh output buffer takes them) and

@@ -16,9 +16,9 @@ why).
 
 The child is ``python -m opcost.measure.plain REQUEST.json``: the request holds the model's name and config entry,
 batch, mode, device, dtype, threads and warm-up settings. It builds and warms the workload, counts its page faults
-over a few more iterations, prints ``OPCOST {"faults": per iteration}`` and then answers each request line on its standard input (``{"calls": C, "samples": S}``: S samples of C
-back-to-back iterations each) with one line ``OPCOST [seconds per iteration, ...]``; other output of the model's
-own code is passed over.
+over a few more iterations, prints ``OPCOST {"faults": per iteration}`` and then answers each request line on its
+standard input (``{"calls": C, "samples": S}``: S samples of C back-to-back iterations each) with one line
+``OPCOST [seconds per iteration, ...]``; other output of the model's own code is passed over.
 """
 from __future__ import annotations
 
@@ -138,7 +138,6 @@ def time_plain(name: str, spec: dict, batch: int, mode: str, config, settings, s
     ratio of the rounds (:func:`in_turn`)."""
     from opcost import tables
     from opcost.measure.e2e import e2e_frames
-
     from opcost.measure.memory import fault_cost_s, faults_per_call
 
     with PlainProcess(name, spec, batch, mode, config, settings) as plain:
