@@ -62,13 +62,11 @@ def test_the_gap_is_the_ratio_in_turn_and_a_prediction_is_set_against_the_plain_
 
 
 def test_the_gap_of_a_workload_names_its_page_faults_where_the_plain_process_counted_any():
-    from opcost.analysis.estimate import plain_gap
-
     e2e = pd.DataFrame({"model": "m", "mode": "inference", "batch": [8, 8, 1, 1],
                         "method": ["dedicated", "plain", "dedicated", "plain"], "median_s": [1.0, 1.1, 0.1, 0.1],
                         "timestamp": "2026-11-30T00:00:00", "vs_opcost": [None, 1.1, None, 1.0],
                         "faults": [None, 14000.0, None, 0.0], "fault_s": [None, 1.5e-6, None, 1.5e-6]})
-    gap, of = plain_gap(e2e, "m", 8, "inference")
+    gap, of = plain.workload_gap(e2e, "m", 8, "inference")
     assert gap == pytest.approx(0.1) and "14,000 page faults per iteration" in of and "21 ms" in of
-    gap, of = plain_gap(e2e, "m", 1, "inference")  # none counted: nothing said of them
+    gap, of = plain.workload_gap(e2e, "m", 1, "inference")  # none counted: nothing said of them
     assert gap == pytest.approx(0.0) and "page faults" not in of

@@ -55,7 +55,7 @@ from opcost.analysis.training import context_bytes, load_or_fit
 from opcost.database import of_workload, runs
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
-from opcost.measure.plain import PROCESS  # the process the costs hold in
+from opcost.measure.plain import PROCESS, workload_gap  # the process the costs hold in; a plain one's gap
 
 CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
 
@@ -174,36 +174,6 @@ class Prediction:
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
 
 
-def plain_gap(e2e: pd.DataFrame, model: str, batch: int, mode: str) -> tuple[float | None, str | None]:
-    """How much longer a plain process (`e2e` method `plain`) took than opcost's own (:func:`opcost.measure.plain.
-    plain_gaps`): the workload's own, else the median over the workloads that have one; (None, None) without any."""
-    from opcost.measure.plain import plain_gaps
-
-    gaps, in_turn = plain_gaps(e2e), plain_gaps(e2e, in_turn=True)
-    how = "timed in turn" if len(in_turn) == len(gaps) else "timed one after the other"
-    own = gaps.get(key := f"{model}/{mode}/b{int(batch)}")
-    if own is not None:
-        return own, (f"this workload, {'timed in turn' if key in in_turn else 'timed one after the other'}"
-                     + _faults_said(e2e, model, batch, mode))
-    if gaps:
-        return float(np.median(list(gaps.values()))), f"median of {len(gaps)} workloads, {how}"
-    return None, None
-
-
-def _faults_said(e2e: pd.DataFrame, model: str, batch: int, mode: str) -> str:
-    """"; N page faults per iteration beyond opcost's process, about X ms" of the workload's newest `plain` row, where
-    it counted any (:func:`opcost.measure.plain.fault_extra_s`)."""
-    from opcost.measure.plain import METHOD, fault_extra_s
-
-    rows = e2e[(e2e["method"] == METHOD) & (e2e["model"] == model) & (e2e["mode"] == mode)
-               & (e2e["batch"] == batch)].sort_values("timestamp")
-    extra = fault_extra_s(rows.iloc[-1]) if len(rows) else float("nan")
-    if not np.isfinite(extra) or rows.iloc[-1]["faults"] < 1:
-        return ""
-    return (f"; its {rows.iloc[-1]['faults']:,.0f} page faults per iteration beyond opcost's process (glibc's "
-            f"default allocator) cost about {extra * 1e3:.3g} ms")
-
-
 def _phases(layers: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration and phase it runs (forward; in training also backward where it has one)."""
     fwd = layers.assign(phase="forward")
@@ -300,7 +270,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     centre, high = centre + level, high + level
     ref = references(of_workload(e2e, model, batch, mode), picked["device"], "isolated", statistic, run)
     energy = rows["count"].astype(float) * rows["energy_j"]
-    gap, gap_of = plain_gap(one_run(e2e, run), model, batch, mode)
+    gap, gap_of = workload_gap(one_run(e2e, run), model, batch, mode)
     by_run = rows[rows["method"] == "measured"].dropna(subset=["run"]).groupby("run")["total_s"].sum()
     est_rows = ~rows["method"].isin(["measured"])
     return Prediction(model=model, batch=batch, mode=mode, conditions=picked,

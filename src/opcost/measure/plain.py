@@ -176,15 +176,37 @@ def plain_gaps(e2e: pd.DataFrame, in_turn: bool = False) -> dict[str, float]:
     return out
 
 
+def _newest_plain(e2e: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per workload (``model/mode/bN``): its newest `plain` row."""
+    plain = e2e[e2e["method"] == METHOD].sort_values("timestamp")
+    return {f"{model}/{mode}/b{int(batch)}": g.iloc[-1]
+            for (model, mode, batch), g in plain.groupby(["model", "mode", "batch"], sort=False)}
+
+
 def fault_extras(e2e: pd.DataFrame) -> dict[str, float]:
     """Per workload (``model/mode/bN``): its newest `plain` row's :func:`fault_extra_s`, where it has one."""
-    plain = e2e[e2e["method"] == METHOD].sort_values("timestamp")
-    out = {}
-    for (model, mode, batch), g in plain.groupby(["model", "mode", "batch"], sort=False):
-        extra = fault_extra_s(g.iloc[-1])
-        if np.isfinite(extra):
-            out[f"{model}/{mode}/b{int(batch)}"] = extra
-    return out
+    extras = {key: fault_extra_s(row) for key, row in _newest_plain(e2e).items()}
+    return {key: extra for key, extra in extras.items() if np.isfinite(extra)}
+
+
+def workload_gap(e2e: pd.DataFrame, model: str, batch: int, mode: str) -> tuple[float | None, str | None]:
+    """(gap, what it is) of a workload: how much longer a plain process took than opcost's own (:func:`plain_gaps`),
+    the workload's own (with its page faults named where the plain process counted any), else the median over the
+    workloads that have one; (None, None) without any."""
+    gaps, in_turn = plain_gaps(e2e), plain_gaps(e2e, in_turn=True)
+    how = "timed in turn" if len(in_turn) == len(gaps) else "timed one after the other"
+    own = gaps.get(key := f"{model}/{mode}/b{int(batch)}")
+    if own is None and gaps:
+        return float(np.median(list(gaps.values()))), f"median of {len(gaps)} workloads, {how}"
+    if own is None:
+        return None, None
+    said = f"this workload, {'timed in turn' if key in in_turn else 'timed one after the other'}"
+    row = _newest_plain(e2e).get(key)
+    extra = fault_extra_s(row) if row is not None else float("nan")
+    if np.isfinite(extra) and row["faults"] >= 1:
+        said += (f"; its {row['faults']:,.0f} page faults per iteration beyond opcost's process (glibc's default "
+                 f"allocator) cost about {extra * 1e3:.3g} ms")
+    return own, said
 
 
 def against_plain(predictions: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
