@@ -19,15 +19,24 @@ estimate widens the interval most.
 
 Targets (issue 56), on N >= 30: median |error| <= 10%, 80% within ±15%, the interval holding the time in >= 85%.
 
+``--keep DIR`` also writes what each model's figures rest on (its extracted layers, the overhead its short trace
+gave, its times over each reference's): ``--replay DIR`` predicts the same models again from another database (or
+with another cost model) and scores them against the times kept, each turned into that database's minutes by its
+own references, without timing anything: a change of the estimates judged on one draw and two databases.
+
     python benchmarks/unseen_random.py [--db results/db] [--n 30] [--seed S] [--batch 1] [--max-params 3e7]
         [--max-ms 300] [--ref resnet18 tiny_bert] [--ref-batch 1] [--rounds 4] [--seconds 0.5] [--no-trace]
+        [--keep DIR]
+    python benchmarks/unseen_random.py --replay DIR [--db results/db]   # the kept draw, predicted again
     python benchmarks/unseen_random.py --smoke --db <a tiny run's results/db>   # two tiny models, seconds
 """
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -103,27 +112,59 @@ def parameters(name: str, spec: dict) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--db", default="results/db")
-    ap.add_argument("--n", type=int, default=30, help="models to predict and time")
-    ap.add_argument("--seed", type=int, help="default: from the clock, printed")
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--max-params", type=float, default=3e7)
-    ap.add_argument("--max-ms", type=float, default=300.0, help="longest iteration kept, milliseconds")
-    ap.add_argument("--ref", nargs="+", help="profiled models timed in turn with each one (default resnet18 "
-                                             "tiny_bert; --smoke: the tiny run's first with an end-to-end time)")
-    ap.add_argument("--ref-batch", type=int, default=1)
-    ap.add_argument("--config", help="a config whose model entries the references are (default: plain names)")
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--seconds", type=float, default=0.5, help="timing cap of each measurement")
-    ap.add_argument("--no-trace", action="store_true", help="overhead from the database instead of a short trace")
-    ap.add_argument("--smoke", action="store_true", help="two tiny models (not drawn), short timings: a functional "
-                                                         "check")
-    args = ap.parse_args()
+def row_of(name: str, n_params: int, p, ratio: list, tx: float, refs: dict) -> dict:
+    """One model's figures: its prediction ``p`` against its time over each reference (``ratio``, in the order of
+    ``refs``: reference -> its end-to-end time in the database) turned into the database's minutes."""
+    by_ref = [q * t for q, t in zip(ratio, refs.values())]
+    scaled = float(np.median(by_ref))
+    methods = p.methods()
+    ops = sum(methods.values()) or 1.0
+    return {"model": name, "params_m": n_params / 1e6, "predicted_ms": p.predicted_s * 1e3,
+            "low_ms": p.low_s * 1e3, "high_ms": p.high_s * 1e3, "timed_ms": scaled * 1e3, "now_ms": tx * 1e3,
+            "error": p.predicted_s / scaled - 1, "ref_spread": max(by_ref) / min(by_ref) - 1,
+            "in_interval": bool(p.low_s <= scaled <= p.high_s), "width": p.high_s / max(p.low_s, 1e-12) - 1,
+            "estimated_share": p.estimated_share, "widest": p.widest or "",
+            "by_method": ", ".join(f"{k} {v / ops:.0%}" for k, v in sorted(methods.items(), key=lambda kv: -kv[1])),
+            "overhead_from": p.overhead_from}
 
-    from opcost import database
+
+def show(row: dict, batch: int) -> None:
+    print(f"{row['model']} b{batch} ({row['params_m']:.1f}M params): predicted {row['predicted_ms']:.3f} ms "
+          f"[{row['low_ms']:.3f}, {row['high_ms']:.3f}], timed {row['timed_ms']:.3f} ms: {row['error']:+.1%} "
+          f"({'in' if row['in_interval'] else 'OUTSIDE'} the interval; references within {row['ref_spread']:.1%}"
+          f"); {row['by_method']}; widest {row['widest'] or '-'}", flush=True)
+
+
+def replay(args, db) -> tuple[list, list]:
+    """(rows, failed) of the draw kept in ``args.replay`` predicted from ``db`` (module docstring)."""
+    from opcost.analysis import estimate, overhead_sources
+
+    kept = json.loads((Path(args.replay) / "kept.json").read_text())
+    args.batch = kept["batch"]
+    refs = {}
+    for r in kept["refs"]:
+        wl = estimate.workload_layers(db, r, kept["ref_batch"], MODE, kept["ref_specs"].get(r, {}))
+        refs[r] = estimate.predict_workload(db, wl, args.db).measured_s
+    rows, failed = [], []
+    for m in kept["models"]:
+        layers = pd.read_parquet(Path(args.replay) / f"{m['model']}.parquet")
+        now = m["overhead_now_s"]
+        estimate.overhead_now = lambda *a, _now=now, **k: _now  # the overhead its own trace gave, kept
+        try:
+            p = estimate.predict_workload(db, layers, args.db, trace_now=(m["model"], {}) if now is not None else None)
+        except Exception as e:  # noqa: BLE001
+            failed.append(m["model"])
+            print(f"{m['model']}: FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
+            continue
+        rows.append(row_of(m["model"], m["params"], p, m["ratio"], m["now_s"], refs))
+        show(rows[-1], args.batch)
+    estimate.overhead_now = overhead_sources.overhead_now
+    return rows, failed
+
+
+def run(args, db, seed: int) -> tuple[list, list, list]:
+    """(rows, failed, too large) of a fresh draw of ``seed``: each model kept predicted and timed (module
+    docstring); with ``args.keep``, what the figures rest on kept for :func:`replay`."""
     from opcost.analysis import estimate
     from opcost.config import load, validate
     from opcost.errors import OpcostError
@@ -132,13 +173,20 @@ def main() -> None:
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
 
-    t0 = time.perf_counter()
-    seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000
+    traced = {}
+    trace = estimate.overhead_now
+
+    def recording(*a, **k):  # the overhead a model's short trace gave, kept for --replay
+        traced["s"] = trace(*a, **k)
+        return traced["s"]
+
+    estimate.overhead_now = recording
+    keep = Path(args.keep) if args.keep else None
+    kept = []
     if args.smoke:
         args.n, args.rounds, args.seconds, args.seq_len = 2, 2, 0.05, 8
         args.config = args.config or str(SMOKE_CONFIG)
     print(f"seed {seed} (python benchmarks/unseen_random.py --seed {seed} repeats this draw)", flush=True)
-    db = database.read_db(args.db)
     specs = load(args.config)["models"] if args.config else {}
     if args.ref is None and args.smoke:  # the tiny run's first profiled model with an end-to-end time
         e2e = db["e2e"][(db["e2e"]["mode"] == MODE) & db["e2e"]["model"].isin(list(specs))]
@@ -181,22 +229,55 @@ def main() -> None:
             failed.append(name)
             print(f"{name}: FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
-        by_ref = [q * t for q, t in zip(ratio, refs.values())]
-        scaled = float(np.median(by_ref))
-        methods = p.methods()
-        ops = sum(methods.values()) or 1.0
-        row = {"model": name, "params_m": n_params / 1e6, "predicted_ms": p.predicted_s * 1e3,
-               "low_ms": p.low_s * 1e3, "high_ms": p.high_s * 1e3, "timed_ms": scaled * 1e3, "now_ms": tx * 1e3,
-               "error": p.predicted_s / scaled - 1, "ref_spread": max(by_ref) / min(by_ref) - 1,
-               "in_interval": bool(p.low_s <= scaled <= p.high_s), "width": p.high_s / max(p.low_s, 1e-12) - 1,
-               "estimated_share": p.estimated_share, "widest": p.widest or "",
-               "by_method": ", ".join(f"{k} {v / ops:.0%}" for k, v in sorted(methods.items(), key=lambda kv: -kv[1])),
-               "overhead_from": p.overhead_from}
-        rows.append(row)
-        print(f"{name} b{args.batch} ({row['params_m']:.1f}M params): predicted {row['predicted_ms']:.3f} ms "
-              f"[{row['low_ms']:.3f}, {row['high_ms']:.3f}], timed {row['timed_ms']:.3f} ms: {row['error']:+.1%} "
-              f"({'in' if row['in_interval'] else 'OUTSIDE'} the interval; references within {row['ref_spread']:.1%}"
-              f"); {row['by_method']}; widest {row['widest'] or '-'}", flush=True)
+        rows.append(row_of(name, n_params, p, ratio, tx, refs))
+        show(rows[-1], args.batch)
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            layers.to_parquet(keep / f"{name}.parquet")
+            kept.append({"model": name, "params": n_params, "ratio": ratio, "now_s": tx,
+                         "overhead_now_s": traced.pop("s", None)})
+            (keep / "kept.json").write_text(json.dumps(
+                {"seed": seed, "batch": args.batch, "refs": list(refs), "ref_batch": args.ref_batch,
+                 "ref_specs": {r: specs.get(r, {}) for r in refs}, "models": kept}, indent=1))
+        traced.pop("s", None)
+    estimate.overhead_now = trace
+    return rows, failed, too_big
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--db", default="results/db")
+    ap.add_argument("--n", type=int, default=30, help="models to predict and time")
+    ap.add_argument("--seed", type=int, help="default: from the clock, printed")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--max-params", type=float, default=3e7)
+    ap.add_argument("--max-ms", type=float, default=300.0, help="longest iteration kept, milliseconds")
+    ap.add_argument("--ref", nargs="+", help="profiled models timed in turn with each one (default resnet18 "
+                                             "tiny_bert; --smoke: the tiny run's first with an end-to-end time)")
+    ap.add_argument("--ref-batch", type=int, default=1)
+    ap.add_argument("--config", help="a config whose model entries the references are (default: plain names)")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=0.5, help="timing cap of each measurement")
+    ap.add_argument("--no-trace", action="store_true", help="overhead from the database instead of a short trace")
+    ap.add_argument("--keep", help="a directory to keep the draw in, for --replay")
+    ap.add_argument("--replay", help="a kept draw's directory: predicted again from --db, nothing timed")
+    ap.add_argument("--smoke", action="store_true", help="two tiny models (not drawn), short timings: a functional "
+                                                         "check")
+    args = ap.parse_args()
+
+    from opcost import database
+
+    t0 = time.perf_counter()
+    db = database.read_db(args.db)
+    if args.replay:
+        seed = json.loads((Path(args.replay) / "kept.json").read_text())["seed"]
+        print(f"the draw of seed {seed} kept in {args.replay}, predicted from {args.db}", flush=True)
+        rows, failed = replay(args, db)
+        too_big = []
+    else:
+        seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000
+        rows, failed, too_big = run(args, db, seed)
     table = pd.DataFrame(rows)
     if len(table):
         pd.set_option("display.width", 250)
