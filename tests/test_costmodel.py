@@ -205,6 +205,37 @@ def test_an_interval_rests_on_the_errors_of_the_calls_that_carry_the_time():
     assert errors[costly].between(lo, hi).mean() >= 0.8  # the range holds the costly calls' errors
 
 
+def test_a_models_interval_is_the_predictive_range_of_the_held_out_models_sums():
+    """Linears of eight models, each call timed with 40% noise of its own and each model 5% off as a whole: a
+    single estimate's 90% range spans the calls' noise, but a model's summed estimate averages it over its calls.
+    A model's interval is read from the held-out models' summed errors (their root mean square, Student's t with as
+    many degrees of freedom as models held out), narrower than a single costly estimate's, and wide enough for the
+    held-out models themselves."""
+    from scipy.stats import t
+
+    from opcost.analysis import heldout
+
+    rows = _synthetic(lambda f, b: 2e-6 + max(f / 5e10, b / 4e9), n=120, seed=5)
+    rng = np.random.default_rng(6)
+    lean = dict(enumerate(rng.normal(0, 0.05, 8)))
+    rows["workload"] = [f"m{i % 8}/inference/b1" for i in range(len(rows))]
+    rows["seconds"] *= np.exp(rng.normal(0, 0.4, len(rows)) + [lean[i % 8] for i in range(len(rows))])
+    model = CostModel.fit(rows)
+    half, models = model.model_error["inference"]
+    assert models == 8
+    chosen = model.heldout[model.chosen_by_mode.get("inference", "law")]
+    sums = heldout.workload_errors(model.heldout.assign(chosen=chosen), ["chosen"])["chosen"]
+    assert len(sums) == 8
+    rms = float(np.sqrt(np.mean(sums ** 2)))
+    assert half == pytest.approx(rms * t.ppf(0.95, 8) * math.sqrt(1 + 1 / 8))
+    assert (sums.abs() <= half).all()  # it holds the held-out models
+    lo, hi = model.interval_of("Linear", "law")
+    assert half < 0.75 * (hi - lo) / 2  # a model's sum errs less than one of its costly calls
+    # fewer than two models held out: none (a prediction composes its estimates' own ranges instead)
+    assert heldout.model_spread(pd.DataFrame({"workload": ["a/inference/b1", "a/inference/b8"],
+                                              "chosen": [0.1, 0.2]}), "chosen") is None
+
+
 def _relu_workload(rng, n, mode, context, factor, tag) -> pd.DataFrame:
     """``n`` ReLU configurations measured among workload ``tag`` of context ``context`` (log10 bytes), costing
     ``factor`` times a roofline law (2% noise)."""

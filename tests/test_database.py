@@ -3,6 +3,7 @@ import io as io_module
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -73,6 +74,51 @@ def test_an_interval_is_never_narrower_than_the_timings_it_rests_on(tiny_run):
     assert p.low_s <= p.predicted_s * (1 + rel.quantile(0.05)) * (1 + 1e-9)
     assert p.high_s >= p.predicted_s * (1 + rel.quantile(0.95)) * (1 - 1e-9)
     assert p.low_s < p.predicted_s < p.high_s
+
+
+def test_the_estimated_part_of_an_interval_spans_a_models_held_out_error(tiny_run):
+    """A prediction's estimated operators span the 90% range of a model's held-out summed error, E x [e^-h, e^h],
+    as a whole, whatever their own ranges; an overhead from the workload's own trace adds no other workload's range,
+    one from the database's median per call adds that median's 10-90% range over the workload's calls; never
+    narrower than the timings it rests on. Without a model-level error (a small database), the estimates' own
+    ranges: ends added within an op type, in quadrature across."""
+    from opcost.analysis import estimate, overhead_sources
+    from opcost.analysis.interval import Overhead, workload_interval
+    from opcost.analysis.predict import DEFAULT_STATISTIC
+
+    db = database.read_db(tiny_run / "results" / "db")
+    used, _ = estimate.conditions(db["measurements"])
+    rows = pd.DataFrame({"op_type": ["Linear", "Linear", "ReLU", "add"], "phase": "forward",
+                         "count": [2, 1, 3, 1], "cost_s": [1e-3, 2e-3, 1e-4, 5e-5],
+                         "low_s": [0.5e-3, 1e-3, 0.5e-4, 5e-5], "high_s": [2e-3, 4e-3, 3e-4, 5e-5],
+                         "method": ["law", "law", "family", "measured"]})
+    rows["total_s"] = rows["count"] * rows["cost_s"]
+    estimated = float(rows["total_s"].iloc[:3].sum())
+    centre = float(rows["total_s"].sum()) + 1e-3
+    times = overhead_sources.every_time(db, used, DEFAULT_STATISTIC)
+    assert overhead_sources.method_error(db, used, "inference", DEFAULT_STATISTIC, 0.0, times) is None
+    floor = overhead_sources.timing_spread(times, "unseen", "inference")
+    assert floor is not None
+
+    def expect(down, up):
+        return min(centre - down, centre * (1 + floor[0])), max(centre + up, centre * (1 + floor[1]))
+
+    own = workload_interval(db, used, rows, Overhead(1e-3, "trace now", (1e-6, 0.0, 3e-6)), DEFAULT_STATISTIC,
+                            "inference", "unseen", 0.2)
+    assert own.centre == pytest.approx(centre)
+    assert (own.low, own.high) == pytest.approx(expect(estimated * (1 - np.exp(-0.2)), estimated * np.expm1(0.2)))
+    assert own.widest == "Linear"
+    calls = float(rows["count"].sum())
+    median = workload_interval(db, used, rows, Overhead(1e-3, "all models", (1e-6, 0.0, 3e-6)), DEFAULT_STATISTIC,
+                               "inference", "unseen", 0.2)
+    assert (median.low, median.high) == pytest.approx(expect(
+        np.hypot(estimated * (1 - np.exp(-0.2)), 1e-6 * calls), np.hypot(estimated * np.expm1(0.2), 2e-6 * calls)))
+    composed = workload_interval(db, used, rows, Overhead(1e-3, "trace now", (1e-6, 0.0, 3e-6)), DEFAULT_STATISTIC,
+                                 "inference", "unseen", None)
+    linear_down, linear_up = 2 * 0.5e-3 + 1e-3, 2 * 1e-3 + 2e-3  # one law: its ends add up
+    relu_down, relu_up = 3 * 0.5e-4, 3 * 2e-4
+    assert (composed.low, composed.high) == pytest.approx(expect(np.hypot(linear_down, relu_down),
+                                                                 np.hypot(linear_up, relu_up)))
 
 
 def test_cli_show_and_predict(tiny_run):

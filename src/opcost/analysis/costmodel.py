@@ -70,7 +70,7 @@ from opcost.model.modes import op_mode
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
 MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to be reported
 FOLDS = 5
-FIT_VERSION = 26  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 27  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
@@ -102,6 +102,7 @@ class CostModel:
     method_quantiles: dict = field(default_factory=dict)  # fallback method -> (q05, q95) of its held-out log ratios
     peaks: dict = field(default_factory=dict)  # (mode, phase) -> the fastest FLOP rate measured: peak_rates
     typical: dict = field(default_factory=dict)  # (mode, phase) -> (compute, memory) rates: typical_rates
+    model_error: dict = field(default_factory=dict)  # mode -> (half-width, models) of a model's log error: model_spread
 
     # -- fitting -----------------------------------------------------------------------------------------------
     @classmethod
@@ -133,6 +134,9 @@ class CostModel:
             # between two measured neighbours (small at any distance: they would flatten the growth)
             apart = held["method"] != "interpolated"
             model.error_growth = heldout.error_growth(held.loc[apart, "distance"], chosen[apart].abs())
+            sums = heldout.workload_errors(held.assign(chosen=chosen), ["chosen"])
+            for mode, g in sums[sums["configs"] >= MIN_WORKLOAD].groupby("mode"):
+                model.model_error[mode] = heldout.model_spread(g, "chosen")
             share = heldout.time_shares(held, heldout.model_groups(held))
             model.quantiles = {None: heldout.quantiles(chosen, share)}
             for op_type, g in chosen.groupby(model.heldout["op_type"]):

@@ -6,18 +6,10 @@ machines or thread counts are never mixed. The overhead between operators comes 
 database holds (:mod:`opcost.analysis.overhead_sources`: the workload's own trace, its model's traces, every
 model's traced decode steps, a short trace taken now, the median per call over the database's workloads).
 
-Intervals: measured parts count as exact (their own noise is small next to an estimate's); an estimated part
-contributes count × its interval (the 5–95% range of the held-out errors of the rule that estimated it:
-:meth:`opcost.analysis.costmodel.CostModel.interval_of`; never of zero width). :attr:`Prediction.widest` names the op
-type whose estimates widen the interval most. Within an op type and phase
-the ends add up (one law errs the same way on all its configurations); across them they combine in quadrature
-(different laws, independent errors), as does the method's own error: the 5–95% range of how far the database's
-fully measured workloads' predictions (isolated costs + their modelled overhead) are off each end-to-end time their
-run took of them (:func:`method_error`: the machine's drift between minutes included), which holds the overhead's
-spread between workloads; with fewer than three such workloads, the overhead's 10–90% range instead. An interval
-is never narrower than the spread of the end-to-end times of its model's measured workloads of its kind (every
-model's where its own has none: :func:`timing_spread`), the timings the prediction rests on and is checked
-against.
+Intervals (:mod:`opcost.analysis.interval`): the estimated part spans the 90% range of a model's summed log error in
+the cost model's held-out workloads, in quadrature with the method's own error (isolated costs + modelled overhead
+against end-to-end times), never narrower than the timings the prediction rests on; measured parts count as exact.
+:attr:`Prediction.widest` names the op type whose estimates widen the interval most.
 """
 from __future__ import annotations
 
@@ -29,17 +21,15 @@ import numpy as np
 import pandas as pd
 
 from opcost.analysis.costmodel import CONTEXT
+from opcost.analysis.interval import Overhead, workload_interval
 from opcost.analysis.overhead_sources import (
     decode_overhead,
-    every_time,
     is_prefill,
     memory_level_shift,
-    method_error,
     on_conditions,
     overhead_now,
     overhead_of,
     overhead_per_call,
-    timing_spread,
     traced_kind,
     traced_overheads,
 )
@@ -52,6 +42,7 @@ from opcost.analysis.predict import (
     rotation_first,
 )
 from opcost.analysis.training import context_bytes, load_or_fit
+from opcost.model.modes import op_mode
 from opcost.database import of_workload, runs
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
@@ -255,7 +246,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     e2e = on_conditions(db["e2e"], used)
     run = reference_run(pool, of_workload(e2e, model, batch, mode), run)
     costs = rotation_first(pool, ("config_id", "phase"), run=run) if run is not None else used
-    rows = _costed(db, layers, costs, used, CostSource(db_dir, condition_key(picked), STATISTICS[statistic], method))
+    rows, cm = _costed(db, layers, costs, used, CostSource(db_dir, condition_key(picked), STATISTICS[statistic], method))
     fast_ops = float((rows["count"].astype(float) * rows["cost_s"]).sum())
     tier_share = tier_measured = None
     if tier is not None:
@@ -265,7 +256,10 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     per_call = overhead_per_call(db, used, mode, statistic)
     overhead_s, overhead_from = _overhead(db, used, layers, per_call[0], run, picked, trace_now)
     level = memory_level_shift(db, e2e, rows, layers, picked)
-    centre, low, high, widest = _interval(db, used, rows, overhead_s, per_call, statistic, model, mode)
+    held = cm.model_error.get(op_mode(mode)) if cm is not None else None  # (half-width, models) or None
+    band = workload_interval(db, used, rows, Overhead(overhead_s, overhead_from, per_call), statistic, mode, model,
+                             held[0] if held else None)
+    centre, low, high, widest = band.centre, band.low, band.high, band.widest
     # the memory level's cost is the least certain part: the interval holds the step with it and without it
     centre, high = centre + level, high + level
     ref = references(of_workload(e2e, model, batch, mode), picked["device"], "isolated", statistic, run)
@@ -300,8 +294,8 @@ class CostSource:
 
 
 def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFrame,
-            source: CostSource) -> pd.DataFrame:
-    """One row per configuration and phase of ``layers`` with its cost per call (``cost_s``, ``low_s``,
+            source: CostSource) -> tuple[pd.DataFrame, object]:
+    """(rows, the cost model that estimated some of them, else None): one row per configuration and phase of ``layers`` with its cost per call (``cost_s``, ``low_s``,
     ``high_s``), ``energy_j``, the ``run`` a measured cost comes from and its ``method`` (``measured`` or the cost
     model's): measured where ``costs`` holds it, estimated by the cost model of ``used`` for the rest; in training
     with the autograd engine's one call per iteration as a row of its own."""
@@ -315,6 +309,7 @@ def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFr
     rows["method"] = np.where(np.isfinite(rows["cost_s"]), "measured", "")
     rows["low_s"] = rows["high_s"] = rows["cost_s"]
     missing = ~np.isfinite(rows["cost_s"])
+    cm = None
     if missing.any():
         rows[CONTEXT] = next(iter(context_bytes(layers).values()))  # the estimated operators' surroundings
         # fitted to the database alone (the workload asked for is not part of it): a fit is saved and reused by the
@@ -343,7 +338,7 @@ def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFr
         rows = pd.concat([rows, pd.DataFrame([{"config_id": ENGINE_ID, "op_type": ENGINE_OP_TYPE, "phase": "backward",
                                                "count": 1, "cost_s": e, "low_s": e, "high_s": e,
                                                "method": "measured"}])], ignore_index=True)
-    return rows
+    return rows, cm
 
 
 def _overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, per_call: float, run: str | None,
@@ -361,34 +356,6 @@ def _overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, per_call: floa
             and not any(m == model for m, _, _ in kin)):  # its own glue
         now = overhead_now(trace_now, batch, mode, picked)
     return overhead_of(traced, model, batch, float(layers["count"].sum()), per_call, now, steps, kin)
-
-
-def _interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead_s: float, per_call: tuple,
-              statistic: str, model: str, mode: str) -> tuple[float, float, float, str | None]:
-    """(centre, low, high, widest op type) of a prediction whose operator rows are ``rows`` (``total_s``, each
-    estimate's ``low_s``/``high_s``) and whose overhead is ``overhead_s``; ``per_call``: the (median, 10th, 90th
-    percentile) overhead per call (:func:`~opcost.analysis.overhead_sources.overhead_per_call`). The estimates' ends
-    add up within an op type and phase and combine in quadrature across them and with the method's own error; the
-    result is never narrower than the timings it rests on (module docstring)."""
-    calls = float(rows.loc[rows["phase"] == "forward", "count"].sum())  # the workload's calls, each once
-    n = rows["count"].astype(float)
-    down = (n * (rows["cost_s"] - rows["low_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
-    up = (n * (rows["high_s"] - rows["cost_s"])).groupby([rows["op_type"], rows["phase"]]).sum()
-    centre = float(rows["total_s"].sum()) + overhead_s
-    # the method's own error (isolated costs + modelled overhead against end-to-end times), which includes the
-    # overhead's spread between workloads; the overhead's range alone where too few workloads show it
-    times = every_time(db, used, statistic)
-    off = method_error(db, used, mode, statistic, per_call[0], times)
-    below, above = ((per_call[0] - per_call[1]) * calls, (per_call[2] - per_call[0]) * calls) if off is None else \
-        (centre * max(0.0, -off[0]), centre * max(0.0, off[1]))
-    spread = down ** 2 + up ** 2
-    widest = str(spread.idxmax()[0]) if len(spread) and spread.max() > 0 else None
-    low = centre - float(np.sqrt((down ** 2).sum() + below ** 2))
-    high = centre + float(np.sqrt((up ** 2).sum() + above ** 2))
-    floor = timing_spread(times, model, mode)  # never narrower than the timings it rests on
-    if floor is not None:
-        low, high = min(low, centre * (1 + floor[0])), max(high, centre * (1 + floor[1]))
-    return centre, low, high, widest
 
 
 def reference_run(pool: pd.DataFrame, e2e: pd.DataFrame, run: str | None = None) -> str | None:

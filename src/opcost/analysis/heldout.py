@@ -101,6 +101,23 @@ def workload_errors(held: pd.DataFrame, methods) -> pd.DataFrame:
     return out.assign(configs=held.groupby(["workload", "mode"])["config_id"].nunique()).reset_index()
 
 
+def model_spread(sums: pd.DataFrame, column: str) -> tuple[float, int] | None:
+    """(half-width, models) of the 90% predictive interval of a model's log error, from the held-out workloads'
+    summed log errors ``sums[column]`` (:func:`workload_errors`, one row per workload): their root mean square about 0
+    (a lean counts as error: no prediction is corrected for it) times Student's t at 95% and ``sqrt(1 + 1/models)``,
+    with as many degrees of freedom as distinct models (a model's batch sizes err together); None with fewer than two
+    models. The interval of a new draw from the same errors, their spread itself known only from these few."""
+    from scipy.stats import t
+
+    e = sums[column].astype(float)
+    e = e[np.isfinite(e)]
+    models = sums.loc[e.index, "workload"].map(model_of).nunique()
+    if models < 2:
+        return None
+    rms = float(np.sqrt(np.mean(e.to_numpy() ** 2)))
+    return rms * float(t.ppf(0.95, models)) * float(np.sqrt(1 + 1 / models)), int(models)
+
+
 def error_growth(distance: pd.Series, abs_error: pd.Series) -> tuple[float, float]:
     """(a, b) of the least-squares line ``|log error| = a + b x distance``, both at least 0 (a flat line at the
     mean without a rise)."""
