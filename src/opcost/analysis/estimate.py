@@ -246,7 +246,8 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     e2e = on_conditions(db["e2e"], used)
     run = reference_run(pool, of_workload(e2e, model, batch, mode), run)
     costs = rotation_first(pool, ("config_id", "phase"), run=run) if run is not None else used
-    rows, cm = _costed(db, layers, costs, used, CostSource(db_dir, condition_key(picked), STATISTICS[statistic], method))
+    source = CostSource(db_dir, condition_key(picked), STATISTICS[statistic], method)
+    rows, cm = _costed(db, layers, costs, used, source)
     fast_ops = float((rows["count"].astype(float) * rows["cost_s"]).sum())
     tier_share = tier_measured = None
     if tier is not None:
@@ -295,8 +296,8 @@ class CostSource:
 
 def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFrame,
             source: CostSource) -> tuple[pd.DataFrame, object]:
-    """(rows, the cost model that estimated some of them, else None): one row per configuration and phase of ``layers`` with its cost per call (``cost_s``, ``low_s``,
-    ``high_s``), ``energy_j``, the ``run`` a measured cost comes from and its ``method`` (``measured`` or the cost
+    """(rows, the cost model that estimated some of them, else None): one row per configuration and phase of
+    ``layers`` with its cost per call (``cost_s``, ``low_s``, ``high_s``), ``energy_j``, the ``run`` a measured cost comes from and its ``method`` (``measured`` or the cost
     model's): measured where ``costs`` holds it, estimated by the cost model of ``used`` for the rest; in training
     with the autograd engine's one call per iteration as a row of its own."""
     model, mode = layers["model"].iloc[0], layers["mode"].iloc[0]
