@@ -298,8 +298,9 @@ def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFr
             source: CostSource) -> tuple[pd.DataFrame, object]:
     """(rows, the cost model that estimated some of them, else None): one row per configuration and phase of
     ``layers`` with its cost per call (``cost_s``, ``low_s``, ``high_s``), ``energy_j``, the ``run`` a measured
-    cost comes from and its ``method`` (``measured`` or the cost model's): measured where ``costs`` holds it, estimated by the cost model of ``used`` for the rest; in training
-    with the autograd engine's one call per iteration as a row of its own."""
+    cost comes from and its ``method`` (``measured`` or the cost model's): measured where ``costs`` holds it,
+    estimated by the cost model of ``used`` for the rest; in training with the autograd engine's one call per
+    iteration as a row of its own."""
     model, mode = layers["model"].iloc[0], layers["mode"].iloc[0]
     rows = _phases(layers)
     measured = costs.set_index(["config_id", "phase"])
