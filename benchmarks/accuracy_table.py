@@ -85,6 +85,8 @@ SHOWN: dict[str, list[Figure]] = {
         Figure("max_abs_err", "the same, the worst model's |error|"),
         Figure("within_15pct", "the same: models within ±15%", "of:models"),
         Figure("in_interval", "the same: the 90% interval holds the time", "of:models"),
+        Figure("median_width", "the same: the 90% interval's median width, high / low", "times",
+               value=lambda line: 1 + line["median_width"]),
     ],
     "generalisation": [
         Figure("median_abs_err_model", "a model left out of the database, median |error|"),

@@ -104,13 +104,14 @@ def test_the_estimated_part_of_an_interval_spans_a_models_held_out_error(tiny_ru
         return min(centre - down, centre * (1 + floor[0])), max(centre + up, centre * (1 + floor[1]))
 
     own = workload_interval(db, used, rows, Overhead(1e-3, "trace now", (1e-6, 0.0, 3e-6)), DEFAULT_STATISTIC,
-                            "inference", "unseen", 0.2)
+                            "inference", "unseen", (0.2, 5))
+    assert own.basis.startswith("the estimated part within x1.22 either way") and "5 held-out models" in own.basis
     assert own.centre == pytest.approx(centre)
     assert (own.low, own.high) == pytest.approx(expect(estimated * (1 - np.exp(-0.2)), estimated * np.expm1(0.2)))
     assert own.widest == "Linear"
     calls = float(rows["count"].sum())
     median = workload_interval(db, used, rows, Overhead(1e-3, "all models", (1e-6, 0.0, 3e-6)), DEFAULT_STATISTIC,
-                               "inference", "unseen", 0.2)
+                               "inference", "unseen", (0.2, 5))
     assert (median.low, median.high) == pytest.approx(expect(
         np.hypot(estimated * (1 - np.exp(-0.2)), 1e-6 * calls), np.hypot(estimated * np.expm1(0.2), 2e-6 * calls)))
     composed = workload_interval(db, used, rows, Overhead(1e-3, "trace now", (1e-6, 0.0, 3e-6)), DEFAULT_STATISTIC,
@@ -119,6 +120,7 @@ def test_the_estimated_part_of_an_interval_spans_a_models_held_out_error(tiny_ru
     relu_down, relu_up = 3 * 0.5e-4, 3 * 2e-4
     assert (composed.low, composed.high) == pytest.approx(expect(np.hypot(linear_down, relu_down),
                                                                  np.hypot(linear_up, relu_up)))
+    assert composed.basis.startswith("each estimate's own held-out range")
 
 
 def test_cli_show_and_predict(tiny_run):

@@ -440,9 +440,11 @@ def _print_prediction(args) -> None:
         print(f"  {label(op_type):<32} {t * 1e3:10.3f} ms")
     methods = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in sorted(p.methods().items()))
     print(f"by source: {methods}")
+    if p.interval_basis:
+        print(f"interval: {p.interval_basis}")
     if p.widest is not None:
-        print(f"widest part of the interval: {label(p.widest)} (estimated; profile it, or sweep its shapes, to narrow "
-              "the interval most)")
+        print(f"least sure of the estimates: {label(p.widest)} (profile it, or sweep its shapes, to narrow the "
+              "interval most)")
     print(expect)
 
 

@@ -125,6 +125,7 @@ class Prediction:
     plain_gap: float | None = None  # a plain process's iteration time over opcost's, minus 1 (plain_gap_of's)
     plain_gap_of: str | None = None  # "this workload", or the median over the database's workloads
     widest: str | None = None  # the op type whose estimates contribute most to the interval's width (None: none)
+    interval_basis: str = ""  # what the estimated part's range rests on (opcost.analysis.interval); "": none estimated
     level_s: float = 0.0  # a decode step's operators' loss to a slower memory level (memory_level_shift), seconds
 
     @property
@@ -161,7 +162,8 @@ class Prediction:
                 "process": PROCESS.format(threads=self.conditions.get("threads")), "plain_gap": self.plain_gap,
                 "plain_gap_of": self.plain_gap_of,
                 "plain_s": None if self.plain_gap is None else self.predicted_s * (1 + self.plain_gap),
-                "by_method_s": self.methods(), "widest": self.widest, "level_s": self.level_s,
+                "by_method_s": self.methods(), "widest": self.widest,
+                "interval_basis": self.interval_basis, "level_s": self.level_s,
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
 
 
@@ -259,7 +261,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     level = memory_level_shift(db, e2e, rows, layers, picked)
     held = cm.model_error.get(op_mode(mode)) if cm is not None else None  # (half-width, models) or None
     band = workload_interval(db, used, rows, Overhead(overhead_s, overhead_from, per_call), statistic, mode, model,
-                             held[0] if held else None)
+                             held)
     centre, low, high, widest = band.centre, band.low, band.high, band.widest
     # the memory level's cost is the least certain part: the interval holds the step with it and without it
     centre, high = centre + level, high + level
@@ -279,7 +281,8 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                       tier_slowdown=(centre - level) / (fast_ops + overhead_s) if tier is not None else None,
                       tier_measured_share=tier_share, run=run, runs_s={k: float(v) for k, v in by_run.items()},
                       runs_held=len(set(runs(pool)) | set(runs(e2e))),
-                      plain_gap=gap, plain_gap_of=gap_of, widest=widest)
+                      plain_gap=gap, plain_gap_of=gap_of, widest=widest,
+                      interval_basis=band.basis if est_rows.any() else "")
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ class Interval:
     low: float
     high: float
     widest: str | None
+    basis: str  # what the estimated part's range rests on, in words
 
 
 OWN_OVERHEAD = ("own trace", "trace now")  # overheads from the workload's own trace (OVERHEAD_FROM's keys)
@@ -58,12 +59,12 @@ class Overhead:
 
 
 def workload_interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead: Overhead, statistic: str,
-                      mode: str, model: str, model_error: float | None) -> Interval:
+                      mode: str, model: str, model_error: tuple | None) -> Interval:
     """The interval of a prediction whose operator rows are ``rows`` (``count``, ``cost_s``, ``total_s``,
     ``method``, each estimate's ``low_s``/``high_s``) and whose overhead is ``overhead_s``; ``per_call``: the
     (median, 10th, 90th percentile) overhead per call (:func:`~opcost.analysis.overhead_sources.overhead_per_call`);
-    ``model_error``: the half-width of a model's held-out log error (None: the estimates' own ranges composed). The
-    module docstring says how."""
+    ``model_error``: (half-width, models) of a model's held-out log error (None: the estimates' own ranges composed).
+    The module docstring says how."""
     n = rows["count"].astype(float)
     key = [rows["op_type"], rows["phase"]]
     down = (n * (rows["cost_s"] - rows["low_s"])).groupby(key).sum()
@@ -72,10 +73,14 @@ def workload_interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead
     widest = str(spread.idxmax()[0]) if len(spread) and spread.max() > 0 else None
     centre = float(rows["total_s"].sum()) + overhead.seconds
     if model_error is not None:
+        h, models = model_error
         estimated = float(rows.loc[rows["method"] != "measured", "total_s"].sum())
-        ops_down, ops_up = estimated * (1 - np.exp(-model_error)), estimated * np.expm1(model_error)
+        ops_down, ops_up = estimated * (1 - np.exp(-h)), estimated * np.expm1(h)
+        basis = (f"the estimated part within x{np.exp(h):.2f} either way, as the cost model's {models} held-out "
+                 "models' summed estimates")
     else:
         ops_down, ops_up = float(np.sqrt((down ** 2).sum())), float(np.sqrt((up ** 2).sum()))
+        basis = "each estimate's own held-out range (too few models held out for a model's)"
     calls = float(rows.loc[rows["phase"] == "forward", "count"].sum())  # the workload's calls, each once
     times = every_time(db, used, statistic)
     per_call = overhead.per_call
@@ -90,4 +95,4 @@ def workload_interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead
     floor = timing_spread(times, model, mode)
     if floor is not None:
         low, high = min(low, centre * (1 + floor[0])), max(high, centre * (1 + floor[1]))
-    return Interval(centre, low, high, widest)
+    return Interval(centre, low, high, widest, basis)
