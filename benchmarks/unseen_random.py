@@ -22,7 +22,8 @@ Targets (issue 56), on N >= 30: median |error| <= 10%, 80% within ±15%, the int
 ``--keep DIR`` also writes what each model's figures rest on (its extracted layers, the overhead its short trace
 gave, its times over each reference's): ``--replay DIR`` predicts the same models again from another database (or
 with another cost model) and scores them against the times kept, each turned into that database's minutes by its
-own references, without timing anything: a change of the estimates judged on one draw and two databases.
+own references, without timing anything: a change of the estimates judged on one draw and two databases. The kept
+times are this host's: replay them against databases measured on the same host.
 
     python benchmarks/unseen_random.py [--db results/db] [--n 30] [--seed S] [--batch 1] [--max-params 3e7]
         [--max-ms 300] [--ref resnet18 tiny_bert] [--ref-batch 1] [--rounds 4] [--seconds 0.5] [--no-trace]
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -271,6 +273,11 @@ def main() -> None:
     t0 = time.perf_counter()
     db = database.read_db(args.db)
     if args.replay:
+        import _common
+
+        if _common.RECORD:  # a replay times nothing: its figures are no measurement of their own to show
+            print("record: not written for a --replay run", file=sys.stderr)
+            _common.RECORD = False
         seed = json.loads((Path(args.replay) / "kept.json").read_text())["seed"]
         print(f"the draw of seed {seed} kept in {args.replay}, predicted from {args.db}", flush=True)
         rows, failed = replay(args, db)

@@ -42,11 +42,11 @@ from opcost.analysis.predict import (
     rotation_first,
 )
 from opcost.analysis.training import context_bytes, load_or_fit
-from opcost.model.modes import op_mode
 from opcost.database import of_workload, runs
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
 from opcost.measure.plain import PROCESS, workload_gap  # the process the costs hold in; a plain one's gap
+from opcost.model.modes import op_mode
 
 CONDITIONS = (("host", "--host"), ("device", "--device"), ("threads", "--threads"))
 

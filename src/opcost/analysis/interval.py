@@ -15,7 +15,11 @@ its overhead between operators and its timings leave uncertain.
 * **The method's own error**, in quadrature: the 5-95% range of how far the database's fully measured workloads'
   predictions (isolated costs + their modelled overhead) are off each end-to-end time their run took of them
   (:func:`~opcost.analysis.overhead_sources.method_error`: the machine's drift between minutes included), which holds
-  the overhead's spread between workloads; with fewer than three such workloads, the overhead's 10-90% range.
+  the overhead's spread between workloads. With fewer than three such workloads (a study whose coverage loop
+  profiled some op types only), an overhead taken from other workloads (the database's median per call, or its
+  model's traces at other batch sizes) adds their 10-90% range per call over the workload's calls, and one from the
+  workload's own trace (a profiled workload's, or a short trace taken at predict time) adds no other workload's
+  range: that range, up to 80 µs a call on a default study, spanned several times a small model's whole overhead.
 * **Never narrower than the timings it rests on**: the spread of the end-to-end times of its model's measured
   workloads of its kind (every model's where its own has none: :func:`~opcost.analysis.overhead_sources.
   timing_spread`).
