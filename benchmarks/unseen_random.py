@@ -137,16 +137,28 @@ def show(row: dict, batch: int) -> None:
           f"); {row['by_method']}; widest {row['widest'] or '-'}", flush=True)
 
 
+def reference_times(db, names, batch: int, specs: dict, db_dir) -> dict:
+    """Reference -> its end-to-end time in the database at ``batch`` (``specs``: config entries by name), refused
+    where the database holds none."""
+    from opcost.analysis import estimate
+    from opcost.errors import OpcostError
+
+    refs = {}
+    for r in names:
+        p = estimate.predict_workload(db, estimate.workload_layers(db, r, batch, MODE, specs.get(r, {})), db_dir)
+        if not p.measured_s:
+            raise OpcostError(f"--ref {r}", f"the database holds no end-to-end time of it at batch {batch}")
+        refs[r] = p.measured_s
+    return refs
+
+
 def replay(args, db) -> tuple[list, list]:
     """(rows, failed) of the draw kept in ``args.replay`` predicted from ``db`` (module docstring)."""
     from opcost.analysis import estimate, overhead_sources
 
     kept = json.loads((Path(args.replay) / "kept.json").read_text())
     args.batch = kept["batch"]
-    refs = {}
-    for r in kept["refs"]:
-        wl = estimate.workload_layers(db, r, kept["ref_batch"], MODE, kept["ref_specs"].get(r, {}))
-        refs[r] = estimate.predict_workload(db, wl, args.db).measured_s
+    refs = reference_times(db, kept["refs"], kept["ref_batch"], kept["ref_specs"], args.db)
     rows, failed = [], []
     for m in kept["models"]:
         layers = pd.read_parquet(Path(args.replay) / f"{m['model']}.parquet")
@@ -193,14 +205,8 @@ def run(args, db, seed: int) -> tuple[list, list, list]:
     if args.ref is None and args.smoke:  # the tiny run's first profiled model with an end-to-end time
         e2e = db["e2e"][(db["e2e"]["mode"] == MODE) & db["e2e"]["model"].isin(list(specs))]
         args.ref, args.ref_batch = [str(e2e["model"].iloc[0])], int(e2e["batch"].iloc[0])
-    refs = {}
-    for r in args.ref or ["resnet18", "tiny_bert"]:
-        wl = estimate.workload_layers(db, r, args.ref_batch, MODE, specs.get(r, {}))
-        p = estimate.predict_workload(db, wl, args.db)
-        if not p.measured_s:
-            raise OpcostError(f"--ref {r}", f"the database holds no end-to-end time of it at batch {args.ref_batch}")
-        refs[r] = p.measured_s
-    threads = int(p.conditions.get("threads") or 1)
+    refs = reference_times(db, args.ref or ["resnet18", "tiny_bert"], args.ref_batch, specs, args.db)
+    threads = int(estimate.conditions(db["measurements"])[1].get("threads") or 1)
     prepare(threads)
     pin_threads(threads)
     settings = TimingSettings(target_rel_ci=0.01, max_seconds=args.seconds, warmup_s=min(0.3, args.seconds / 3),
@@ -231,17 +237,16 @@ def run(args, db, seed: int) -> tuple[list, list, list]:
             failed.append(name)
             print(f"{name}: FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
+        now = traced.pop("s", None)  # None: no short trace was taken for it
         rows.append(row_of(name, n_params, p, ratio, tx, refs))
         show(rows[-1], args.batch)
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
             layers.to_parquet(keep / f"{name}.parquet")
-            kept.append({"model": name, "params": n_params, "ratio": ratio, "now_s": tx,
-                         "overhead_now_s": traced.pop("s", None)})
+            kept.append({"model": name, "params": n_params, "ratio": ratio, "now_s": tx, "overhead_now_s": now})
             (keep / "kept.json").write_text(json.dumps(
                 {"seed": seed, "batch": args.batch, "refs": list(refs), "ref_batch": args.ref_batch,
                  "ref_specs": {r: specs.get(r, {}) for r in refs}, "models": kept}, indent=1))
-        traced.pop("s", None)
     estimate.overhead_now = trace
     return rows, failed, too_big
 

@@ -378,9 +378,7 @@ def _print_prediction(args) -> None:
     import json
 
     from opcost import database
-    from opcost.analysis import estimate, overhead_sources
-    from opcost.analysis.optypes import label
-    from opcost.measure.plain import PROCESS
+    from opcost.analysis import estimate
     from opcost.report import trust
 
     db = database.read_db(args.db)
@@ -420,32 +418,9 @@ def _print_prediction(args) -> None:
     if args.json:
         print(json.dumps({**p.as_dict(), "expect": expect}))
         return
-    cond = ", ".join(f"{k} {v}" for k, v in p.conditions.items())
-    on = "" if p.tier is None else (f" with {p.scenario} on tier {p.tier}, {p.tier_slowdown:.2f}x the fast tier, "
-                                    f"{p.tier_measured_share:.0%} of it from measured slowdowns")
-    print(f"{args.model} {mode} b{args.batch} ({cond}; isolated costs, {args.statistic}){on}: "
-          f"predicted {p.predicted_s * 1e3:.3f} ms [{p.low_s * 1e3:.3f}, {p.high_s * 1e3:.3f}], "
-          f"{p.estimated_share:.0%} estimated" +
-          (f"; measured {p.measured_s * 1e3:.3f} ms (ratio {p.predicted_s / p.measured_s:.3f})"
-           if p.measured_s else "; no end-to-end measurement"))
-    if p.runs_held > 1:
-        print(_runs_line(p))
-    process = PROCESS.format(threads=p.conditions.get("threads"))
-    print(f"  costs hold in opcost's measuring process ({process})" + (
-        f"; in a plain process of yours (a script's own): {p.predicted_s * (1 + p.plain_gap) * 1e3:.3f} ms, "
-        f"{p.plain_gap * 100:+.1f}% ({p.plain_gap_of})" if p.plain_gap is not None else ""))
-    print(f"  {'overhead between operators':<32} {p.overhead_s * 1e3:10.3f} ms "
-          f"({overhead_sources.OVERHEAD_FROM[p.overhead_from]})")
-    for op_type, t in p.by_op_type().head(12).items():
-        print(f"  {label(op_type):<32} {t * 1e3:10.3f} ms")
-    methods = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in sorted(p.methods().items()))
-    print(f"by source: {methods}")
-    if p.interval_basis:
-        print(f"interval: {p.interval_basis}")
-    if p.widest is not None:
-        print(f"least sure of the estimates: {label(p.widest)} (profile it, or sweep its shapes, to narrow the "
-              "interval most)")
-    print(expect)
+    from opcost.report.prediction import describe
+
+    print(f"{describe(p, args.model, args.statistic)}\n{expect}")
 
 
 def _beyond_measured(db: dict, model: str, mode: str) -> float | None:
@@ -456,19 +431,6 @@ def _beyond_measured(db: dict, model: str, mode: str) -> float | None:
     asked = decode_context(mode)
     held = [c for c in map(decode_context, set(db["layers"].loc[db["layers"]["model"] == model, "mode"])) if c]
     return asked / max(held) if asked and held else None
-
-
-def _runs_line(p) -> str:
-    """Where a prediction on a merged database of several runs took its costs and reference from."""
-    total = sum(p.runs_s.values()) or 1.0
-    shares = ", ".join(f"{r or '(unnamed)'} {s / total:.0%}" for r, s in sorted(p.runs_s.items()) if r != p.run)
-    if p.run is None:
-        return f"  runs: no end-to-end reference; measured costs from {shares or 'one run'}"
-    if not p.other_runs_share:
-        return (f"  run {p.run}: measured costs and end-to-end reference of this run (the database holds "
-                f"{p.runs_held} runs on these conditions; --run picks another)")
-    return (f"  mixes runs: end-to-end reference of run {p.run}, {p.other_runs_share:.0%} of the measured operator "
-            f"time from other runs ({shares}), which it lacks")
 
 
 def _advise(args) -> None:

@@ -65,8 +65,7 @@ class Overhead:
 def workload_interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead: Overhead, statistic: str,
                       mode: str, model: str, model_error: tuple | None) -> Interval:
     """The interval of a prediction whose operator rows are ``rows`` (``count``, ``cost_s``, ``total_s``,
-    ``method``, each estimate's ``low_s``/``high_s``) and whose overhead is ``overhead_s``; ``per_call``: the
-    (median, 10th, 90th percentile) overhead per call (:func:`~opcost.analysis.overhead_sources.overhead_per_call`);
+    ``method``, each estimate's ``low_s``/``high_s``) and whose overhead between operators is ``overhead``;
     ``model_error``: (half-width, models) of a model's held-out log error (None: the estimates' own ranges composed).
     The module docstring says how."""
     n = rows["count"].astype(float)
