@@ -479,6 +479,11 @@ def test_a_view_does_no_work_and_an_unmeasured_type_takes_its_twins_or_its_famil
     assert configuration_features("reshape", {}, [strided], [_spec([256 * 128])])["bytes"] == 2 * 256 * 128 * 4
     assert configuration_features("reshape", {}, [strided], [strided])["bytes"] == 0
     assert drop[0]["bytes"] == 0 < drop[1]["bytes"]
+    # a `to` returns its input where the dtype stays and no device is named; a conversion or a move copies
+    half = {**_spec([64, 64]), "dtype": "float16"}
+    cast = [configuration_features("to", {"args": [_spec([64, 64]), {"S": to}]}, [_spec([64, 64])], [out])
+            for to, out in (("torch.float32", _spec([64, 64])), ("torch.float16", half), ("cuda:0", _spec([64, 64])))]
+    assert cast[0]["bytes"] == 0 < cast[1]["bytes"] < cast[2]["bytes"]
 
     def act(op, n, seconds):
         shape = json.dumps([_spec([n, 64])])

@@ -55,6 +55,26 @@ def test_predict_from_the_database_estimates_what_it_lacks(tiny_run, tmp_path):
     assert partial.low_s <= partial.predicted_s <= partial.high_s
 
 
+def test_a_module_the_op_table_cannot_place_is_estimated_as_the_aten_calls_it_runs(tiny_run):
+    """A leaf module of the model's own class, never measured, has no law, twin or family: its estimate is the sum
+    of the aten calls it runs (three more scalings cost three more calls), not the global law's one pass over the
+    same input and output."""
+    from opcost.analysis import composed, estimate
+
+    db = database.read_db(tiny_run / "results" / "db")
+
+    def costed(passes: int) -> pd.Series:
+        entry = {"model": "tests.tiny_models:make_passes", "kwargs": {"passes": passes}, "input_shapes": [[8]]}
+        layers = estimate.workload_layers(db, f"passes{passes}", 2, "inference", entry)
+        return estimate.predict_workload(db, layers).layers.set_index("op_type").loc["Passes"]
+
+    one, four = costed(1), costed(4)
+    assert one["method"] == four["method"] == composed.METHOD
+    assert four["cost_s"] > 1.5 * one["cost_s"]  # 4 scalings and a relu against 1 and a relu, all alike in size
+    for row in (one, four):
+        assert row["low_s"] < row["cost_s"] < row["high_s"]
+
+
 def test_an_interval_is_never_narrower_than_the_timings_it_rests_on(tiny_run):
     """A database of one measured workload: nothing is estimated and no other workload shows the method's error or
     the overhead's range, yet the prediction's interval spans the spread of the end-to-end times the run took of it

@@ -155,3 +155,14 @@ def test_extraction_leaves_the_model_usable():
     assert not loaded.module._forward_hooks and not loaded.module._forward_pre_hooks
     with torch.inference_mode():
         assert loaded.module(*wl.inputs).shape == (2, 1)
+
+
+
+def test_a_module_the_op_table_cannot_place_keeps_the_aten_calls_it_runs():
+    entry = {"model": "tests.tiny_models:make_passes", "kwargs": {"passes": 3}, "input_shapes": [[8]]}
+    df = extract(make_workload(load_model("passes", entry), 2, "inference"))
+    inside = json.loads(df.loc[df["op_type"] == "Passes", "inside"].iloc[0])
+    assert {e["op_type"]: e["count"] for e in inside} == {"mul": 3, "relu": 1}  # one entry per distinct call
+    assert [s["T"] for s in inside[0]["inputs"]] == [[2, 16]]
+    assert df.loc[df["op_type"] == "Linear", "inside"].isna().all()  # a class the table places: nothing kept
+    assert counts(df, "functional") == {}  # the calls inside a leaf are no functional rows of the workload

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from opcost.analysis.composed import compose
 from opcost.analysis.costmodel import CONTEXT
 from opcost.analysis.interval import Overhead, workload_interval
 from opcost.analysis.overhead_sources import (
@@ -327,6 +328,7 @@ def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFr
         est = cm.estimate(rows[missing], source.method)
         for col, what in (("cost_s", "estimate"), ("low_s", "low"), ("high_s", "high"), ("method", "method")):
             rows.loc[missing, col] = est[what].to_numpy()
+        compose(rows, measured[source.column], lambda r: cm.estimate(r, source.method))
         if used["energy_j"].notna().sum() >= 3:
             em = load_or_fit(source.db_dir, source.key, db["layers"], used.dropna(subset=["energy_j"]), "energy_j",
                              db.get("configs"), alone)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pandas as pd
 
@@ -143,6 +144,15 @@ def misaligned(op_type: str, outputs, base: str | None = None) -> bool:
         ALIGN_BYTES != 0
 
 
+_DEVICE = re.compile(r'"S":\s*"(cpu|cuda|mps|xpu|meta)')
+
+
+def _returns_input(p: dict, ins: list, outs: list) -> bool:
+    """Whether a ``to`` returns its input: its output has the input's dtype and it names no device (a copy to
+    another device keeps the dtype; specs do not say where a tensor lives)."""
+    return bool(ins and outs) and ins[0].get("dtype") == outs[0].get("dtype") and not _DEVICE.search(json.dumps(p))
+
+
 def configuration_features(op_type: str, params, inputs, outputs, mode: str | None = None,
                            phase: str | None = None) -> dict:
     """The features of one configuration (see the module docstring); ``params``/``inputs``/``outputs`` are the
@@ -208,7 +218,8 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
     viewed = dense or not all(contiguous(s) for s in outs)
     if (work == "view" or (work in ("slice", "expand") and not backward)
             or (work == "copy_if_strided" and viewed)
-            or (work == "dropout" and (mode != "training" or _dropout_p(p) == 0))):
+            or (work == "dropout" and (mode != "training" or _dropout_p(p) == 0))
+            or (work == "cast" and _returns_input(p, ins, outs))):
         flops = nbytes = 0
     log = lambda v: math.log10(max(float(v), 1.0))  # noqa: E731
     return {"flops": float(flops), "bytes": float(nbytes), "param_bytes": float(param_bytes),

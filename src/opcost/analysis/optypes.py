@@ -27,6 +27,8 @@ work                 FLOPs and bytes
 ``copy_if_strided``  a copy of a strided input to a contiguous output (bytes); no work where it returns a
                      view (a contiguous input, or an output with the input's strides)
 ``dropout``          an identity in inference and at ``p = 0``; elementwise in training
+``cast``             ``to``: no work where its output has its input's dtype (it returns its input),
+                     elementwise otherwise
 ``elementwise``      (any other op type) the larger of the largest input's and the outputs' element counts
 ===================  ====================================================================================
 
@@ -201,7 +203,7 @@ cat                            copy           -              elementwise
 stack                          copy           -              elementwise
 clone                          copy           -              elementwise
 copy_                          copy           -              elementwise
-to                             copy           -              elementwise
+to                             copy           -              cast
 index                          copy           -              elementwise
 gather                         copy           -              elementwise
 index_select                   copy           -              elementwise
@@ -240,7 +242,7 @@ expand_as                      view           -              expand
 """
 
 WORK = ("conv", "linear", "conv1d_gpt", "matmul", "addmm", "attention", "embedding", "norm", "pool", "view", "slice",
-        "expand", "copy_if_strided", "dropout", "elementwise")
+        "expand", "copy_if_strided", "dropout", "cast", "elementwise")
 
 
 @dataclass(frozen=True)
@@ -293,6 +295,14 @@ def lookup(op_type: str, base: str | None = None) -> OpType:
         t = OP_TYPES[like]
         return OpType(op_type, t.family, t.twin or like, t.work)
     return OpType(op_type, None, None, "elementwise")
+
+
+def unplaced(op_type: str, base: str | None = None) -> bool:
+    """Whether the table cannot place ``op_type``: no line of its own, no base it names, no suffix rule (so no
+    family, no twin and no work rule but the elementwise default): a model's own module class, whose calls run
+    aten operators the table does know (:mod:`opcost.analysis.composed`)."""
+    t = lookup(op_type, base)
+    return op_type not in OP_TYPES and t.family is None and t.twin is None
 
 
 def family(op_type: str, base: str | None = None) -> str | None:

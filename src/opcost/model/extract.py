@@ -9,6 +9,10 @@ One iteration of the workload (see :mod:`opcost.model.workload`) runs under thre
   ``add_``, ``flatten``, ``cat``, functional activations, the attention inside ``nn.MultiheadAttention``, the loss);
 * a ``TorchFunctionMode`` labels those aten records with the Python-level API call that issued them (``api``).
 
+A leaf module of a class the op table cannot place (:func:`opcost.analysis.optypes.unplaced`: timm's
+``EvoNorm2dS0``, a model's own activation) also keeps the aten operators one call of it dispatches (``inside``):
+what its estimate is composed from when no measurement of its class exists (:mod:`opcost.analysis.composed`).
+
 In training mode the backward pass runs after the forward capture; each autograd node that executes is attributed
 to the forward record that created it (by autograd sequence number; parameter gradient accumulation to the record
 that used the parameter), so every configuration carries the backward work it causes (column ``backward``).
@@ -55,6 +59,7 @@ class Call:
     # per tensor input (the order of opcost.model.replay.tensor_inputs): [position, output index] of the record whose
     # output it is (the latest, for an output an in-place op returned again), or None (a model input, a parameter)
     feeds: list = field(default_factory=list)
+    inside: list | None = None  # the aten calls one call of an unplaced leaf module dispatched (module docstring)
 
 
 def is_leaf(m: torch.nn.Module) -> bool:
@@ -113,6 +118,7 @@ class _Recorder:
         self.recording = True
         self.suspended = 0  # >0 while opcost itself reads tensors (describe): those ops are not the model's
         self.api: str | None = None
+        self.inside: list | None = None  # the running unplaced leaf call's aten calls (module docstring)
         self.params = {id(p): p for p in module.parameters()}
         self.param_owner: dict[int, int] = {}  # id(param) -> index of the first record that used it
         self.released: dict[int, int] = {}  # record index -> index of the record during or after which its
@@ -185,6 +191,8 @@ class _Recorder:
                         replay={"model": self.model_name, "path": path, "args": inputs, "kwargs": kw},
                         feeds=self.feeds(args, kwargs)))
                     self._own(m.parameters(recurse=False))
+                    if _unplaced(m):
+                        self.inside = self.calls[-1].inside = []
                 self.leaf_depth += 1
         return hook
 
@@ -193,6 +201,8 @@ class _Recorder:
             self.stack.pop()
             if leaf:
                 self.leaf_depth -= 1
+                if self.leaf_depth == 0:
+                    self.inside = None
                 if self.active() and self.calls and self.calls[-1].seq_after < 0:
                     self.calls[-1].outputs = list(tensors_in(self.describe(out)))
                     self.calls[-1].seq_after = _get_sequence_nr()
@@ -225,6 +235,8 @@ class _AtenOutsideLeaves(TorchDispatchMode):
         kwargs = kwargs or {}
         rec = self.rec
         if not rec.active():
+            if rec.inside is not None and rec.recording and rec.suspended == 0 and rec.leaf_depth == 1:
+                return self._inside(func, args, kwargs)
             return func(*args, **kwargs)
         op = overload_name(func)
         params = {"args": rec.describe(list(args)), "kwargs": rec.describe(kwargs) if kwargs else None}
@@ -238,6 +250,41 @@ class _AtenOutsideLeaves(TorchDispatchMode):
         call.seq_after = _get_sequence_nr()
         rec.watch(out)
         return out
+
+    def _inside(self, func, args, kwargs):
+        """Run an aten call of the unplaced leaf module running now, kept in its record's ``inside``."""
+        rec = self.rec
+        params = {"args": rec.describe(list(args)), "kwargs": rec.describe(kwargs) if kwargs else None}
+        out = func(*args, **kwargs)
+        op = overload_name(func)
+        rec.inside.append({"op": op, "op_type": op.split(".")[1], "params": params,
+                           "inputs": strip_replay(list(tensors_in([params["args"], params["kwargs"]]))),
+                           "outputs": strip_replay(list(tensors_in(rec.describe(out))))})
+        return out
+
+
+def _unplaced(m: torch.nn.Module) -> bool:
+    """A leaf module of a class the op table cannot place (:func:`opcost.analysis.optypes.unplaced`), not a fused
+    fast path (one call of several modules the table places)."""
+    from opcost.analysis import optypes
+
+    base = optypes.base_class(type(m))
+    return not fastpath.is_fused(m) and optypes.unplaced(type(m).__name__, base.__name__ if base else None)
+
+
+def inside_json(inside: list | None) -> str | None:
+    """The `inside` column of a configuration from its first call's aten calls: one entry per distinct call, with
+    its ``count`` per module call (None: not an unplaced leaf module)."""
+    if inside is None:
+        return None
+    seen: dict[str, dict] = {}
+    for c in inside:
+        key = canonical_json([c["op"], strip_replay(c["params"])])
+        if key in seen:
+            seen[key]["count"] += 1
+        else:
+            seen[key] = {**c, "count": 1}
+    return canonical_json(list(seen.values()))
 
 
 @dataclass
@@ -367,6 +414,7 @@ def extract(workload: Workload, capture: Capture | None = None) -> pd.DataFrame:
             "module_paths": json.dumps(g["paths"]),
             "backward": canonical_json(dict(sorted(g["backward"].items()))) if workload.mode == "training" else None,
             "replay": canonical_json({**c.replay, "model": workload.model.name}),
+            "inside": inside_json(c.inside),
         })
     return frame(LAYERS, rows)
 

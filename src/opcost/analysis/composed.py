@@ -1,0 +1,80 @@
+"""A module the op table cannot place, estimated as the aten operators it runs.
+
+A leaf module of a model's own class (timm's ``EvoNorm2dS0``, an ``XIELUActivation``, a custom normalisation: no
+line, base or suffix in :data:`opcost.analysis.optypes.TABLE`) is one call in the workload, but each call runs
+several aten operators: a group normalisation's reshape, variance, square root and division; an activation's dozen
+elementwise steps. Never measured, its class has no law, no twin and no family, so the cost model can only answer
+with its ``global`` fallback: a law fitted to every op type at once, which sees one elementwise pass where the
+module makes ten (timm's EvoNorm2dS0 in ``ese_vovnet39b_evos`` came out 0.05 times its in-model time).
+
+Extraction keeps the aten calls one call of such a module dispatches (the `layers` column ``inside``:
+:func:`opcost.model.extract.inside_json`). :func:`compose` costs each of them as a functional call of the workload
+would be (measured where the database holds that configuration, else the cost model's estimate, whose law for a
+`mul` or a `var` rests on measurements of those op types) and gives the module their sum, ``count x cost`` per call,
+with ``method = composed``; its low and high ends are the parts' ends added (the parts of one module err together).
+The Python of the module's own ``forward`` between those calls is not in the sum: the overhead between operators
+covers it as it covers any model's glue.
+
+A module whose class the database measured keeps its law (the cost model answers it with ``law``), and so does
+every phase but the forward: the backward of a module's aten calls is not recorded.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from opcost.analysis.costmodel import CONTEXT
+from opcost.model.opspec import canonical_json, config_id
+
+METHOD = "composed"
+REPLACES = ("global",)  # the cost model's answers a composition replaces: none rests on the module's own class
+
+
+def parts(rows: pd.DataFrame) -> pd.DataFrame:
+    """One functional row per aten call inside each forward row of ``rows`` that has an ``inside`` composition,
+    with the `layers` columns the cost model reads, ``count`` per module call and ``parent`` (the row's index)."""
+    out = []
+    has = rows["inside"].notna() & (rows["phase"] == "forward") if "inside" in rows else pd.Series(False, rows.index)
+    for i, row in rows[has].iterrows():
+        for e in json.loads(row["inside"]):
+            out.append({**{c: row[c] for c in ("model", "batch", "mode", "phase") if c in row},
+                        "config_id": config_id(e["op"], e["params"], e["inputs"], row["mode"]), "op": e["op"],
+                        "op_type": e["op_type"], "scope": "functional", "params": canonical_json(e["params"]),
+                        "inputs": canonical_json(e["inputs"]), "outputs": canonical_json(e["outputs"]),
+                        "count": int(e["count"]), "parent": i,
+                        **({CONTEXT: row[CONTEXT]} if CONTEXT in row else {})})
+    return pd.DataFrame(out)
+
+
+def compose(rows: pd.DataFrame, measured: pd.Series, estimate) -> pd.Series:
+    """In place on ``rows`` (costed per configuration and phase: ``cost_s``, ``low_s``, ``high_s``, ``method``): each
+    row the cost model answered with a fallback of :data:`REPLACES` and that has an ``inside`` composition gets the
+    sum of its aten calls' costs, ``method`` :data:`METHOD` (module docstring). ``measured``: cost per
+    (config_id, phase) the database holds; ``estimate``: the cost model's :meth:`~opcost.analysis.costmodel.
+    CostModel.estimate` bound to its method. Returns the mask of the rows composed."""
+    done = pd.Series(False, index=rows.index)
+    if "inside" not in rows:
+        return done
+    todo = rows[rows["method"].isin(REPLACES) & rows["inside"].notna()]
+    p = parts(todo)
+    if p.empty:
+        return done
+    key = pd.MultiIndex.from_arrays([p["config_id"], p["phase"]])
+    cost = measured.reindex(key).to_numpy(dtype=float)
+    low, high = cost.copy(), cost.copy()
+    est = ~np.isfinite(cost)
+    if est.any():
+        e = estimate(p[est])
+        cost[est], low[est], high[est] = (e[c].to_numpy(dtype=float) for c in ("estimate", "low", "high"))
+    ok = np.isfinite(cost)  # a module with a part nothing estimates keeps the fallback's answer
+    use = ok & ~p["parent"].isin(set(p.loc[~ok, "parent"])).to_numpy()
+    n = p["count"].to_numpy(dtype=float)[use]
+    sums = pd.DataFrame({"parent": p["parent"].to_numpy()[use], "cost_s": n * cost[use], "low_s": n * low[use],
+                         "high_s": n * high[use]}).groupby("parent").sum()
+    for col in ("cost_s", "low_s", "high_s"):
+        rows.loc[sums.index, col] = sums[col].to_numpy()
+    rows.loc[sums.index, "method"] = METHOD
+    done.loc[sums.index] = True
+    return done
