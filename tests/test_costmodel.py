@@ -885,7 +885,7 @@ def test_transformer_module_classes_take_the_sweeps_measured_types_as_twins():
     assert "scaled_dot_product_attention" in optypes.twins("_scaled_dot_product_flash_attention_for_cpu")
     # the glue a decoder's forward runs around its layers (positions, its mask check): families of their kind
     assert (optypes.family("arange"), optypes.family("sum"), optypes.work("is_nonzero")) == \
-        ("allocation", "pooling", "view")
+        ("allocation", "reduction", "view")
 
     def norm(op, rows, seconds):
         shape = json.dumps([_spec([rows, 256])])

@@ -55,7 +55,7 @@ def test_predict_from_the_database_estimates_what_it_lacks(tiny_run, tmp_path):
     assert partial.low_s <= partial.predicted_s <= partial.high_s
 
 
-def test_a_module_the_op_table_cannot_place_is_estimated_as_the_aten_calls_it_runs(tiny_run):
+def test_a_module_class_the_op_table_does_not_list_is_estimated_as_the_aten_calls_it_runs(tiny_run):
     """A leaf module of the model's own class, never measured, has no law, twin or family: its estimate is the sum
     of the aten calls it runs (three more scalings cost three more calls), not the global law's one pass over the
     same input and output."""

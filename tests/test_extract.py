@@ -158,7 +158,7 @@ def test_extraction_leaves_the_model_usable():
 
 
 
-def test_a_module_the_op_table_cannot_place_keeps_the_aten_calls_it_runs():
+def test_a_module_class_the_op_table_does_not_list_keeps_the_aten_calls_it_runs():
     entry = {"model": "tests.tiny_models:make_passes", "kwargs": {"passes": 3}, "input_shapes": [[8]]}
     df = extract(make_workload(load_model("passes", entry), 2, "inference"))
     inside = json.loads(df.loc[df["op_type"] == "Passes", "inside"].iloc[0])

@@ -195,7 +195,7 @@ def make_one_sample_only():
 
 
 class Passes(nn.Module):
-    """A leaf module of a class the op table cannot place: ``passes`` scalings and a relu per call."""
+    """A leaf module of a class the op table does not list: ``passes`` scalings and a relu per call."""
 
     def __init__(self, passes: int = 1):
         super().__init__()

@@ -102,11 +102,11 @@ LAYERS = Table(
         _c("replay", "string", "JSON: what the profiler needs to rebuild the call (model and module path, or the "
                                "aten arguments, including stored integer index values)"),
         _c("inside", "string", "JSON list of the aten operators one call of a leaf module dispatches, for a class "
-                               "the op table cannot place (no line, base or suffix of its own: timm's `EvoNorm2dS0`, "
-                               "a model's own activation), each `{op, op_type, params, inputs, outputs, count}` as "
-                               "the columns of a functional row, `count` per module call; what the cost model "
-                               "composes such a module's estimate from (`opcost.analysis.composed`); missing for "
-                               "every other row", optional=True),
+                               "the op table does not list (no line of its own or of a base class: timm's "
+                               "`EvoNorm2dS0`, a decoder's `...RMSNorm`, a model's own activation), each `{op, "
+                               "op_type, params, inputs, outputs, count}` as the columns of a functional row, "
+                               "`count` per module call; what the cost model composes such a module's estimate "
+                               "from (`opcost.analysis.composed`); missing for every other row", optional=True),
     ),
 )
 

@@ -1,22 +1,25 @@
-"""A module the op table cannot place, estimated as the aten operators it runs.
+"""A module class the op table does not list, estimated as the aten operators its calls run.
 
-A leaf module of a model's own class (timm's ``EvoNorm2dS0``, an ``XIELUActivation``, a custom normalisation: no
-line, base or suffix in :data:`opcost.analysis.optypes.TABLE`) is one call in the workload, but each call runs
-several aten operators: a group normalisation's reshape, variance, square root and division; an activation's dozen
-elementwise steps. Never measured, its class has no law, no twin and no family, so the cost model can only answer
-with its ``global`` fallback: a law fitted to every op type at once, which sees one elementwise pass where the
-module makes ten (timm's EvoNorm2dS0 in ``ese_vovnet39b_evos`` came out 0.05 times its in-model time).
+A leaf module of a model's own class (timm's ``EvoNorm2dS0``, Apertus's ``XIELUActivation``, a decoder's
+``...RMSNorm``: no line of its own or of a base class in :data:`opcost.analysis.optypes.TABLE`) is one call in the
+workload, but each call runs several aten operators: a group normalisation's reshape, variance, square root and
+division; an activation's dozen elementwise steps. Never measured, the cost model can answer it only from a
+family (a :data:`~opcost.analysis.optypes.SUFFIXES` rule puts a ``...RMSNorm`` among the normalisations, whose
+measured members are fused kernels) or from the ``global`` law fitted to every op type at once, which sees one
+elementwise pass where the module makes ten: timm's EvoNorm2dS0 in ``ese_vovnet39b_evos`` came out at 0.05 of its
+in-model time, a ``...RMSNorm`` of a small decoder at 0.32.
 
 Extraction keeps the aten calls one call of such a module dispatches (the `layers` column ``inside``:
 :func:`opcost.model.extract.inside_json`). :func:`compose` costs each of them as a functional call of the workload
 would be (measured where the database holds that configuration, else the cost model's estimate, whose law for a
-`mul` or a `var` rests on measurements of those op types) and gives the module their sum, ``count x cost`` per call,
-with ``method = composed``; its low and high ends are the parts' ends added (the parts of one module err together).
-The Python of the module's own ``forward`` between those calls is not in the sum: the overhead between operators
-covers it as it covers any model's glue.
+`mul` or a `mean` rests on measurements of those op types or their family) and gives the module their sum,
+``count x cost`` per call, with ``method = composed``; its low and high ends are the parts' ends added (the parts of
+one module err together). The Python of the module's own ``forward`` between those calls is not in the sum: the
+overhead between operators covers it as it covers any model's glue.
 
-A module whose class the database measured keeps its law (the cost model answers it with ``law``), and so does
-every phase but the forward: the backward of a module's aten calls is not recorded.
+Only the answers of :data:`REPLACES` are replaced: a class the database measured keeps its law, one with a measured
+twin its twin's. Every phase but the forward keeps the cost model's answer: the backward of a module's aten calls
+is not recorded.
 """
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ from opcost.analysis.costmodel import CONTEXT
 from opcost.model.opspec import canonical_json, config_id
 
 METHOD = "composed"
-REPLACES = ("global",)  # the cost model's answers a composition replaces: none rests on the module's own class
+# the cost model's answers a composition replaces: none rests on a measurement of the module's class or of a twin
+REPLACES = ("family", "global")
 
 
 def parts(rows: pd.DataFrame) -> pd.DataFrame:

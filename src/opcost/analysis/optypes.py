@@ -140,10 +140,10 @@ AdaptiveAvgPool1d              pooling        -              elementwise
 AdaptiveAvgPool2d              pooling        adaptive_avg   elementwise
 adaptive_avg_pool2d            pooling        adaptive_avg   elementwise
 AdaptiveMaxPool2d              pooling        -              elementwise
-mean                           pooling        -              elementwise
-sum                            pooling        -              elementwise
-all                            pooling        -              elementwise
-any                            pooling        -              elementwise
+mean                           reduction      -              elementwise
+sum                            reduction      -              elementwise
+all                            reduction      -              elementwise
+any                            reduction      -              elementwise
 SweepRotaryEmbedding           rotary         rotary_emb     elementwise
 Embedding                      embedding      embedding      embedding
 embedding                      embedding      embedding      elementwise
@@ -297,12 +297,11 @@ def lookup(op_type: str, base: str | None = None) -> OpType:
     return OpType(op_type, None, None, "elementwise")
 
 
-def unplaced(op_type: str, base: str | None = None) -> bool:
-    """Whether the table cannot place ``op_type``: no line of its own, no base it names, no suffix rule (so no
-    family, no twin and no work rule but the elementwise default): a model's own module class, whose calls run
-    aten operators the table does know (:mod:`opcost.analysis.composed`)."""
-    t = lookup(op_type, base)
-    return op_type not in OP_TYPES and t.family is None and t.twin is None
+def unlisted(op_type: str, base: str | None = None) -> bool:
+    """Whether the table has no line for ``op_type`` of its own or of a base class (a model's own module class;
+    a :data:`SUFFIXES` rule gives it a family and a twin to learn from, no measurement of its computation): its
+    calls run aten operators the table does know (:mod:`opcost.analysis.composed`)."""
+    return op_type not in OP_TYPES and base not in OP_TYPES
 
 
 def family(op_type: str, base: str | None = None) -> str | None:

@@ -9,9 +9,10 @@ One iteration of the workload (see :mod:`opcost.model.workload`) runs under thre
   ``add_``, ``flatten``, ``cat``, functional activations, the attention inside ``nn.MultiheadAttention``, the loss);
 * a ``TorchFunctionMode`` labels those aten records with the Python-level API call that issued them (``api``).
 
-A leaf module of a class the op table cannot place (:func:`opcost.analysis.optypes.unplaced`: timm's
-``EvoNorm2dS0``, a model's own activation) also keeps the aten operators one call of it dispatches (``inside``):
-what its estimate is composed from when no measurement of its class exists (:mod:`opcost.analysis.composed`).
+A leaf module of a class the op table does not list (:func:`opcost.analysis.optypes.unlisted`: timm's
+``EvoNorm2dS0``, a decoder's ``...RMSNorm``, a model's own activation) also keeps the aten operators one call of it
+dispatches (``inside``): what its estimate is composed from where nothing measured its class or a twin
+(:mod:`opcost.analysis.composed`).
 
 In training mode the backward pass runs after the forward capture; each autograd node that executes is attributed
 to the forward record that created it (by autograd sequence number; parameter gradient accumulation to the record
@@ -59,7 +60,7 @@ class Call:
     # per tensor input (the order of opcost.model.replay.tensor_inputs): [position, output index] of the record whose
     # output it is (the latest, for an output an in-place op returned again), or None (a model input, a parameter)
     feeds: list = field(default_factory=list)
-    inside: list | None = None  # the aten calls one call of an unplaced leaf module dispatched (module docstring)
+    inside: list | None = None  # the aten calls one call of an unlisted leaf module dispatched (module docstring)
 
 
 def is_leaf(m: torch.nn.Module) -> bool:
@@ -118,7 +119,7 @@ class _Recorder:
         self.recording = True
         self.suspended = 0  # >0 while opcost itself reads tensors (describe): those ops are not the model's
         self.api: str | None = None
-        self.inside: list | None = None  # the running unplaced leaf call's aten calls (module docstring)
+        self.inside: list | None = None  # the running unlisted leaf call's aten calls (module docstring)
         self.params = {id(p): p for p in module.parameters()}
         self.param_owner: dict[int, int] = {}  # id(param) -> index of the first record that used it
         self.released: dict[int, int] = {}  # record index -> index of the record during or after which its
@@ -191,7 +192,7 @@ class _Recorder:
                         replay={"model": self.model_name, "path": path, "args": inputs, "kwargs": kw},
                         feeds=self.feeds(args, kwargs)))
                     self._own(m.parameters(recurse=False))
-                    if _unplaced(m):
+                    if _unlisted(m):
                         self.inside = self.calls[-1].inside = []
                 self.leaf_depth += 1
         return hook
@@ -252,7 +253,7 @@ class _AtenOutsideLeaves(TorchDispatchMode):
         return out
 
     def _inside(self, func, args, kwargs):
-        """Run an aten call of the unplaced leaf module running now, kept in its record's ``inside``."""
+        """Run an aten call of the unlisted leaf module running now, kept in its record's ``inside``."""
         rec = self.rec
         params = {"args": rec.describe(list(args)), "kwargs": rec.describe(kwargs) if kwargs else None}
         out = func(*args, **kwargs)
@@ -263,18 +264,18 @@ class _AtenOutsideLeaves(TorchDispatchMode):
         return out
 
 
-def _unplaced(m: torch.nn.Module) -> bool:
-    """A leaf module of a class the op table cannot place (:func:`opcost.analysis.optypes.unplaced`), not a fused
+def _unlisted(m: torch.nn.Module) -> bool:
+    """A leaf module of a class the op table does not list (:func:`opcost.analysis.optypes.unlisted`), not a fused
     fast path (one call of several modules the table places)."""
     from opcost.analysis import optypes
 
     base = optypes.base_class(type(m))
-    return not fastpath.is_fused(m) and optypes.unplaced(type(m).__name__, base.__name__ if base else None)
+    return not fastpath.is_fused(m) and optypes.unlisted(type(m).__name__, base.__name__ if base else None)
 
 
 def inside_json(inside: list | None) -> str | None:
     """The `inside` column of a configuration from its first call's aten calls: one entry per distinct call, with
-    its ``count`` per module call (None: not an unplaced leaf module)."""
+    its ``count`` per module call (None: not an unlisted leaf module)."""
     if inside is None:
         return None
     seen: dict[str, dict] = {}
