@@ -929,30 +929,52 @@ def test_a_sweep_points_cost_is_translated_into_its_cost_inside_a_model(tiny_run
     _, _, mode, phase = linear[0]
     per = [r[(r["op_type"] == "Linear") & (r["mode"] == mode) & (r["phase"] == phase)].groupby("config_id")[col]
            .median() for r in (alone, in_order)]
-    by_hand = max(0.0, float((per[1] - per[0]).dropna().median()))  # a configuration once, however many workloads
-    assert table[linear[0]] == pytest.approx(by_hand)
+    both = pd.concat(per, axis=1, join="inner")  # a configuration once, however many workloads
+    assert table[linear[0]] == in_model.Extra.fit(both.iloc[:, 0], both.iloc[:, 1] - both.iloc[:, 0])
     plain = training_data(db["layers"], used, col, db["configs"])
     moved = training_data(db["layers"], used, col, db["configs"], rows)
     swept = plain["workload"].str.startswith(PREFIX).to_numpy()
     added = (moved["seconds"] - plain["seconds"]).to_numpy()
     assert swept.any() and np.allclose(added[~swept], 0.0)  # a model's own configurations as measured
-    same = (plain["op_type"] == "Linear") & (plain["mode"] == mode) & (plain["phase"] == phase)
-    assert np.allclose(added[swept & same.to_numpy()], table[linear[0]])
+    same = ((plain["op_type"] == "Linear") & (plain["mode"] == mode) & (plain["phase"] == phase)).to_numpy()
+    assert np.allclose(added[swept & same], [table[linear[0]].of(t) for t in plain["seconds"][swept & same]])
     energy = training_data(db["layers"], used.assign(energy_j=1.0), "energy_j", db["configs"], rows)
     assert np.allclose(energy["seconds"], 1.0)  # energy is left as measured
 
 
 def test_a_types_extra_falls_back_to_its_familys_then_to_every_types_and_only_plain_sweep_points_take_it():
-    from opcost.analysis.in_model import extra_of
+    from opcost.analysis.in_model import Extra, extra_of
     from opcost.analysis.training import in_model_extras
 
-    table = {("type", "Conv2d", "inference", "forward"): 9e-6, ("family", "activation", "inference", "forward"): 5e-6,
-             ("all", None, "inference", "forward"): 2e-6}
-    assert extra_of(table, "Conv2d", "convolution", "inference", "forward") == 9e-6
-    assert extra_of(table, "GELU", "activation", "decode64", "forward") == 5e-6  # a decode step's: inference
-    assert extra_of(table, "LayerNorm", "normalisation", "inference", "forward") == 2e-6
-    assert extra_of(table, "LayerNorm", "normalisation", "training", "backward") == 0.0  # nothing measured: as is
+    flat = lambda s: Extra(0.0, float(np.log(s)), 1.0)  # noqa: E731  (a constant per call)
+    table = {("type", "Conv2d", "inference", "forward"): flat(9e-6),
+             ("family", "activation", "inference", "forward"): flat(5e-6),
+             ("all", None, "inference", "forward"): flat(2e-6)}
+    assert extra_of(table, "Conv2d", "convolution", "inference", "forward", 1e-4) == pytest.approx(9e-6)
+    assert extra_of(table, "GELU", "activation", "decode64", "forward", 1e-4) == pytest.approx(5e-6)  # inference
+    assert extra_of(table, "LayerNorm", "normalisation", "inference", "forward", 1e-4) == pytest.approx(2e-6)
+    assert extra_of(table, "LayerNorm", "normalisation", "training", "backward", 1e-4) == 0.0  # none: as is
     rows = pd.DataFrame({"op_type": ["Conv2d", "Conv2d", "Conv2d", "Conv2d"], "mode": "inference", "phase": "forward",
+                         "seconds": 1e-4,
                          "workload": ["sweep-Conv2d-c16/inference/b1", "sweep-Conv2d-c16-block/inference/b1",
                                       "sweep-Conv2d-c16-block-evict/inference/b1", "resnet18/inference/b1"]})
-    assert in_model_extras(rows, table).tolist() == [9e-6, 0.0, 0.0, 0.0]
+    assert in_model_extras(rows, table) == pytest.approx([9e-6, 0.0, 0.0, 0.0])
+
+
+def test_an_extra_grows_with_the_calls_time_as_the_profiled_calls_show_and_never_beyond_the_largest():
+    """A constant per call where the profiled calls' extras do not grow with their size, a ratio where they grow in
+    proportion, a power between where they grow more slowly (ResNet-18's convolutions: weights fetched again); a
+    configuration that a busy moment slowed does not move it, and no call takes more than the largest extra."""
+    from opcost.analysis.in_model import Extra
+
+    alone = np.array([20e-6, 50e-6, 200e-6, 1e-3, 5e-3])
+    constant = Extra.fit(alone, np.full(5, 12e-6))
+    assert constant.power == pytest.approx(0.0, abs=1e-9) and constant.of(1e-5) == pytest.approx(12e-6)
+    ratio = Extra.fit(alone, 0.2 * alone)
+    assert ratio.power == pytest.approx(1.0) and ratio.of(3e-3) == pytest.approx(0.6e-3)
+    sqrt = Extra.fit(alone, 1e-3 * np.sqrt(alone / 1e-3))
+    assert sqrt.power == pytest.approx(0.5) and sqrt.of(1e-5) == pytest.approx(1e-4)
+    assert sqrt.of(1.0) == pytest.approx(sqrt.top) and sqrt.top == pytest.approx(1e-3 * np.sqrt(5))
+    noisy = Extra.fit(alone, np.array([12e-6, 12e-6, 900e-6, 12e-6, 12e-6]))  # one busy moment
+    assert noisy.of(1e-3) < 2 * 12e-6  # the extras' mean: 190 µs
+    assert Extra.fit(alone, np.full(5, -1e-6)).of(1e-3) == pytest.approx(0.0, abs=1e-5)  # never below 0 (1%)

@@ -47,7 +47,7 @@ def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
     set of conditions): its `layers` description, ``column`` as ``seconds``, the ``workload`` it was profiled among
     and that workload's :func:`context_bytes` (the `configs` table's ``workload``; without ``configs``, the catalogue of
     ``layers``; missing where that workload is not in ``layers``) and its ``count`` of calls per iteration there.
-    A plain sweep point's time is its cost inside a model: its type's extra per call in model order added, from
+    A plain sweep point's time is its cost inside a model: its type's extra in model order at its time added, from
     ``alone`` (the rows of the sources alone and in order on the same conditions; :mod:`opcost.analysis.in_model`);
     energy is left as measured."""
     from opcost.database import catalog
@@ -67,17 +67,18 @@ def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
 
 
 def in_model_extras(rows: pd.DataFrame, table: dict) -> np.ndarray:
-    """Per training row (``op_type``, ``mode``, ``phase``, ``workload``): the seconds its time takes more in model
-    order, its type's extra (:func:`opcost.analysis.in_model.extra_of`) for a plain sweep point's row (not a ``block``
-    or ``evict`` one), else 0."""
+    """Per training row (``op_type``, ``mode``, ``phase``, ``workload``, ``seconds`` alone): the seconds its time takes
+    more in model order, its type's extra at that time (:func:`opcost.analysis.in_model.extra_of`) for a plain sweep
+    point's row (not a ``block`` or ``evict`` one), else 0."""
     from opcost.analysis.optypes import family
     from opcost.model.sweep_points import BLOCKED, EVICTED, PREFIX
 
     work = rows["workload"].astype(str)
     name = work.map(lambda w: w.rsplit("/", 2)[0] if w.count("/") >= 2 else w)
     plain = (work.str.startswith(PREFIX) & ~name.str.endswith(BLOCKED) & ~name.str.endswith(EVICTED)).to_numpy()
-    return np.array([in_model.extra_of(table, t, family(t), m, ph) if p else 0.0
-                     for t, m, ph, p in zip(rows["op_type"], rows["mode"], rows["phase"], plain)], dtype=float)
+    return np.array([in_model.extra_of(table, t, family(t), m, ph, s) if p else 0.0
+                     for t, m, ph, s, p in zip(rows["op_type"], rows["mode"], rows["phase"], rows["seconds"], plain)],
+                    dtype=float)
 
 
 def fingerprint(used: pd.DataFrame, configs: pd.DataFrame | None = None, alone: pd.DataFrame | None = None) -> str:
