@@ -18,8 +18,10 @@ one module err together). The Python of the module's own ``forward`` between tho
 overhead between operators covers it as it covers any model's glue.
 
 Only the answers of :data:`REPLACES` are replaced: a class the database measured keeps its law, one with a measured
-twin its twin's. Every phase but the forward keeps the cost model's answer: the backward of a module's aten calls
-is not recorded.
+twin its twin's. Every phase but the forward keeps the cost model's answer (the backward of a module's aten calls
+is not recorded), and so does the energy where a meter measured it. A module of many small calls (RecurrentGemma's
+``RecurrentGemmaRglru``: a scan of 1,313 aten calls per call) comes out high: each call's estimate holds a per-call
+cost measured between other operators, about 9 µs where such a loop spends about 3.
 """
 from __future__ import annotations
 
@@ -52,19 +54,17 @@ def parts(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def compose(rows: pd.DataFrame, measured: pd.Series, estimate) -> pd.Series:
+def compose(rows: pd.DataFrame, measured: pd.Series, estimate) -> None:
     """In place on ``rows`` (costed per configuration and phase: ``cost_s``, ``low_s``, ``high_s``, ``method``): each
     row the cost model answered with a fallback of :data:`REPLACES` and that has an ``inside`` composition gets the
     sum of its aten calls' costs, ``method`` :data:`METHOD` (module docstring). ``measured``: cost per
     (config_id, phase) the database holds; ``estimate``: the cost model's :meth:`~opcost.analysis.costmodel.
-    CostModel.estimate` bound to its method. Returns the mask of the rows composed."""
-    done = pd.Series(False, index=rows.index)
+    CostModel.estimate` bound to its method."""
     if "inside" not in rows:
-        return done
-    todo = rows[rows["method"].isin(REPLACES) & rows["inside"].notna()]
-    p = parts(todo)
+        return
+    p = parts(rows[rows["method"].isin(REPLACES) & rows["inside"].notna()])
     if p.empty:
-        return done
+        return
     key = pd.MultiIndex.from_arrays([p["config_id"], p["phase"]])
     cost = measured.reindex(key).to_numpy(dtype=float)
     low, high = cost.copy(), cost.copy()
@@ -80,5 +80,3 @@ def compose(rows: pd.DataFrame, measured: pd.Series, estimate) -> pd.Series:
     for col in ("cost_s", "low_s", "high_s"):
         rows.loc[sums.index, col] = sums[col].to_numpy()
     rows.loc[sums.index, "method"] = METHOD
-    done.loc[sums.index] = True
-    return done
