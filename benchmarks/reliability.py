@@ -285,6 +285,9 @@ MISTAKES = [
             'input_shapes: [[8]]}\nprofile:\n  timing: {abs_ci_s: 2e-7}\n', []),
     Mistake("a sweep with grid: {}", {"models": {"mlp": MLP}, "sweeps": [{"op": "Linear", "grid": {}}]},
             ["sweeps[0].grid"]),
+    Mistake("modes: [inferance]", {"models": {"mlp": MLP}, "modes": ["inferance"]}, ["modes[0]"]),
+    Mistake("a Conv2d sweep point whose groups do not divide its channels", {"models": {"mlp": MLP}, "sweeps": [
+        {"op": "Conv2d", "points": [{"channels": 30, "groups": 4}]}]}, ["groups 4"]),
     Mistake("a config file that does not exist", None, ["no_such.yaml"], snakemake_owns=True, fname="no_such.yaml"),
     Mistake("a YAML syntax error", "models:\n  mlp: {model: tests.tiny_models:make_mlp\nthreads: 1\n",
             ["broken.yaml"], BOTH, snakemake_owns=True, fname="broken.yaml"),

@@ -371,7 +371,9 @@ REFUSED = [
     (yaml.safe_load("models: {2024: {input_shapes: [[8]]}}"), "config: models.2024: YAML reads this name as a number: "
                                                                "quote it"),
     ({"models": {"mlp": MLP}, "placement": {"tiers": {"dram": {"numa": 0}, "far.1": {"numa": 1}}}},
-     "config: placement.tiers: 'far.1' does not match"),
+     "config: placement.tiers: 'far.1' is not of the expected form (expected: a tier name names files"),
+    ({"models": {"mlp": MLP}, "modes": ["inferance"]}, "config: modes[0]: 'inferance' is not of the expected form "
+                                                       "(expected: inference, training, decode"),
     ({"models": {"mlp": MLP}, "generate": {"prompts": [16]}}, "config: generate.new_tokens: missing beside "
                                                               "generate.prompts"),
     ({"models": {"mlp": MLP}, "generate": {"prompts": [16], "new_tokens": [4]}}, "config: generate: no model has a "
@@ -380,6 +382,10 @@ REFUSED = [
      "config: e2e.timing.min_samples: 50 is more than max_samples 10"),
     ({"models": {"mlp": MLP}, "sweeps": [{"op": "Linear", "points": []}]}, "config: sweeps[0].points: [] should be "
                                                                            "non-empty"),
+    ({"models": {"mlp": MLP}, "sweeps": [{"op": "Conv2d", "points": [{"channels": 30, "groups": 4}]}]},
+     'config: sweeps: Conv2d point {"channels": 30, "groups": 4}: groups 4 must divide channels 30'),
+    ({"models": {"mlp": MLP}, "sweeps": [{"op": "attention", "points": [{"heads": 6, "heads_kv": 4}]}]},
+     'config: sweeps: attention point {"heads": 6, "heads_kv": 4}: heads_kv 4 must divide heads 6'),
 ]
 
 

@@ -100,6 +100,10 @@ def _line(e) -> str:
                own.message if own is not None else f"{e.instance!r} is none of the forms expected")
         said = _description(e.schema_path)
         return str(OpcostError(f"config: {_where(e.path)}", why + (f" (expected: {said})" if said else "")))
+    if e.validator == "pattern":  # the regular expression says nothing to a user; the value's description does
+        said = e.schema.get("description") if isinstance(e.schema, dict) else None
+        return str(OpcostError(f"config: {_where(e.path)}", f"{e.instance!r} is not of the expected form"
+                                                             + (f" (expected: {said})" if said else "")))
     return str(OpcostError(f"config: {_where(e.path)}", e.message))
 
 

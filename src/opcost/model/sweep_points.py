@@ -82,6 +82,7 @@ LayerNorm leaves its output so). The batch size of a point is its grid's ``batch
 from __future__ import annotations
 
 import itertools
+import json
 import random
 
 from opcost.errors import OpcostError
@@ -161,14 +162,27 @@ def points(sweep: dict) -> list[dict]:
     grid = sweep.get("grid") or {}
     keys = sorted(grid)
     combos = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
-    if sweep.get("op") == "Conv2d":  # groups must divide the channels
-        combos = [c for c in combos if c.get("channels", 32) % c.get("groups", 1) == 0]
-    if sweep.get("op") in ("attention", "decode_attention"):  # key/value heads must divide the heads
-        combos = [c for c in combos if c.get("heads", 4) % (c.get("heads_kv") or c.get("heads", 4)) == 0]
+    if sweep.get("op") in DEFAULTS:  # combinations no layer can take (groups that do not divide the channels...)
+        combos = [c for c in combos if impossible(sweep["op"], c) is None]
     n = sweep.get("samples")
     if n is not None and n < len(combos):
         combos = random.Random(0).sample(combos, n)
     return combos
+
+
+def impossible(op: str, point: dict) -> str | None:
+    """Why a listed point of ``op`` cannot be built (None: it can): groups that do not divide a convolution's
+    channels, key/value heads that do not divide the heads (a grid leaves such combinations out)."""
+    q = {**DEFAULTS[op], **point}
+    if op == "Conv2d":
+        g, c = int(q["groups"]), int(q["channels"])
+        if g < 1 or c % g:
+            return f"groups {g} must divide channels {c}"
+    if op in ("attention", "decode_attention"):
+        h, kv = int(q["heads"]), int(q["heads_kv"]) or int(q["heads"])
+        if kv < 1 or h % kv:
+            return f"heads_kv {kv} must divide heads {h}"
+    return None
 
 
 def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dict[str, dict]:
@@ -182,6 +196,9 @@ def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dic
             if unknown:
                 raise OpcostError(f"config: sweeps: {op}", f"unknown parameter(s) {', '.join(unknown)} (it takes "
                                                            f"{', '.join([*DEFAULTS[op], 'batch'])})")
+            why = impossible(op, p)
+            if why:
+                raise OpcostError(f"config: sweeps: {op} point {json.dumps(p, sort_keys=True)}", why)
             batch = p.pop("batch", None)
             shape = {k: float(v) if k in _FLOAT else int(v) for k, v in p.items()}
             name = PREFIX + op + "-" + "-".join(f"{_SHORT.get(k, k)}{v}" for k, v in sorted(shape.items())) + \
