@@ -98,13 +98,16 @@ def _line(e) -> str:
         why = (f"{e.instance!r} is not of the expected form" if own is not None and own.validator == "pattern" else
                f"{_where(own.path)}: {own.message}" if own is not None and own.path else
                own.message if own is not None else f"{e.instance!r} is none of the forms expected")
-        said = _description(e.schema_path)
-        return str(OpcostError(f"config: {_where(e.path)}", why + (f" (expected: {said})" if said else "")))
+        return _expected(e.path, why, _description(e.schema_path))
     if e.validator == "pattern":  # the regular expression says nothing to a user; the value's description does
-        said = e.schema.get("description") if isinstance(e.schema, dict) else None
-        return str(OpcostError(f"config: {_where(e.path)}", f"{e.instance!r} is not of the expected form"
-                                                             + (f" (expected: {said})" if said else "")))
+        return _expected(e.path, f"{e.instance!r} is not of the expected form",
+                         e.schema.get("description") if isinstance(e.schema, dict) else None)
     return str(OpcostError(f"config: {_where(e.path)}", e.message))
+
+
+def _expected(path, why: str, said: str | None) -> str:
+    """One line naming the key at ``path``: what is wrong and, where the schema describes it, what is expected."""
+    return str(OpcostError(f"config: {_where(path)}", why + (f" (expected: {said})" if said else "")))
 
 
 def _own_alternative_error(e):

@@ -42,8 +42,7 @@ def parts(rows: pd.DataFrame) -> pd.DataFrame:
     """One functional row per aten call inside each forward row of ``rows`` that has an ``inside`` composition,
     with the `layers` columns the cost model reads, ``count`` per module call and ``parent`` (the row's index)."""
     out = []
-    has = rows["inside"].notna() & (rows["phase"] == "forward") if "inside" in rows else pd.Series(False, rows.index)
-    for i, row in rows[has].iterrows():
+    for i, row in rows[rows["inside"].notna() & (rows["phase"] == "forward")].iterrows():
         for e in json.loads(row["inside"]):
             out.append({**{c: row[c] for c in ("model", "batch", "mode", "phase") if c in row},
                         "config_id": config_id(e["op"], e["params"], e["inputs"], row["mode"]), "op": e["op"],

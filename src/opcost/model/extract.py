@@ -192,7 +192,7 @@ class _Recorder:
                         replay={"model": self.model_name, "path": path, "args": inputs, "kwargs": kw},
                         feeds=self.feeds(args, kwargs)))
                     self._own(m.parameters(recurse=False))
-                    if _unlisted(m):
+                    if _unlisted(m, self.calls[-1].params):
                         self.inside = self.calls[-1].inside = []
                 self.leaf_depth += 1
         return hook
@@ -264,13 +264,12 @@ class _AtenOutsideLeaves(TorchDispatchMode):
         return out
 
 
-def _unlisted(m: torch.nn.Module) -> bool:
-    """A leaf module of a class the op table does not list (:func:`opcost.analysis.optypes.unlisted`), not a fused
-    fast path (one call of several modules the table places)."""
+def _unlisted(m: torch.nn.Module, params: dict) -> bool:
+    """A leaf module of a class the op table does not list (:func:`opcost.analysis.optypes.unlisted`; ``params``: its
+    record's, which name its base class), not a fused fast path (one call of several modules the table places)."""
     from opcost.analysis import optypes
 
-    base = optypes.base_class(type(m))
-    return not fastpath.is_fused(m) and optypes.unlisted(type(m).__name__, base.__name__ if base else None)
+    return not fastpath.is_fused(m) and optypes.unlisted(type(m).__name__, params.get(optypes.BASE))
 
 
 def inside_json(inside: list | None) -> str | None:
