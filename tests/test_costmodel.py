@@ -978,3 +978,43 @@ def test_an_extra_grows_with_the_calls_time_as_the_profiled_calls_show_and_never
     noisy = Extra.fit(alone, np.array([12e-6, 12e-6, 900e-6, 12e-6, 12e-6]))  # one busy moment
     assert noisy.of(1e-3) < 2 * 12e-6  # the extras' mean: 190 µs
     assert Extra.fit(alone, np.full(5, -1e-6)).of(1e-3) == pytest.approx(0.0, abs=1e-5)  # never below 0 (1%)
+
+
+def _conv(channels, size, batch, seconds, order=""):
+    """A depthwise 3x3 convolution's row; ``order``: "" (NCHW), "tokens" (a channels-last input, NCHW weights: a
+    transformer's tokens viewed as an image) or "nhwc" (input and weights channels last)."""
+    shape = [batch, channels, size, size]
+    spec = _spec(shape)
+    if order:
+        spec["stride"] = [size * size * channels, 1, size * channels, channels]
+    params = {"in_channels": channels, "out_channels": channels, "kernel_size": [3, 3], "stride": [1, 1],
+              "groups": channels, "bias": True, **({"weight_format": "channels_last"} if order == "nhwc" else {})}
+    return {"config_id": f"c{channels}-{size}-{batch}-{order}", "op_type": "Conv2d", "mode": "inference",
+            "phase": "forward", "params": json.dumps(params), "inputs": json.dumps([spec]),
+            "outputs": json.dumps([spec]), "seconds": seconds}
+
+
+def test_a_convolution_on_a_token_major_input_has_a_law_of_its_own_and_else_the_plain_ones():
+    """A convolution whose input is channels last and whose weights are not runs other kernels (a transformer's
+    tokens viewed as an image, PVT-v2's depthwise convolutions: several times the time of either plain order on a
+    CPU): measured, that layout has its own law; never measured, it takes the plain layout's law, labelled a twin."""
+    from opcost.analysis.features import image_format, layout
+
+    token_major = {"T": [1, 32, 56, 56], "stride": [32, 1, 1792, 32]}  # [1, 3136, 32] transposed and viewed
+    assert image_format(token_major) == "nhwc" and image_format(_spec([1, 32, 56, 56])) == "nchw"
+    assert image_format({"T": [1, 32, 1, 1], "stride": [32, 1, 1, 1]}) == "nchw"  # one pixel, made contiguous
+    assert image_format({"T": [1, 32, 1, 1], "stride": [32, 1, 32, 32]}) == "nhwc"  # ... made channels last
+    assert layout({}, [token_major]) == "nhwc-input"
+    assert layout({"weight_format": "channels_last"}, [token_major]) == "nhwc" and layout({}, [_spec([1, 3])]) == ""
+    law = lambda c, s, b: 5e-6 + b * c * s * s * 8 / 4e9  # noqa: E731
+    sizes = [(c, s, b) for c in (32, 128, 512) for s in (14, 28, 56) for b in (1, 4)]
+    plain = [_conv(c, s, b, law(c, s, b)) for c, s, b in sizes]
+    slow = [_conv(c, s, b, 3 * law(c, s, b), "tokens") for c, s, b in sizes[::3]]
+    asked = pd.DataFrame([_conv(96, 40, 2, 0, "tokens"), _conv(96, 40, 2, 0)])
+    both = CostModel.fit(pd.DataFrame(plain + slow)).estimate(asked)
+    assert list(both["method"]) == ["law", "law"]
+    ratio = both["estimate"].iloc[0] / both["estimate"].iloc[1]
+    assert 2.4 < ratio < 3.6, both  # its own law, not the plain one's
+    alone = CostModel.fit(pd.DataFrame(plain)).estimate(asked)
+    assert list(alone["method"]) == ["twin", "law"]
+    assert alone["estimate"].iloc[0] == pytest.approx(alone["estimate"].iloc[1])

@@ -1,6 +1,7 @@
 """Operator sweeps: points expand into model entries that are profiled like a model's operators."""
 import json
 
+import pandas as pd
 import pytest
 import torch
 
@@ -132,19 +133,28 @@ def test_an_evicting_point_ends_each_iteration_by_writing_twice_the_last_level_c
 
 
 def test_a_channels_last_point_is_profiled_in_nhwc_as_a_channels_last_model_runs():
-    """ConvNeXt's convolutions read channels-last tensors (its LayerNorm leaves them so), which the CPU kernels run
-    at another speed: a point with ``channels_last`` is a distinct configuration whose tensors have NHWC strides."""
+    """ConvNeXt's convolutions read channels-last tensors (its LayerNorm leaves them so), and PVT-v2's a channels-last
+    view of its tokens with weights in NCHW order, which the CPU kernels run at other speeds: a point with
+    ``channels_last`` 1 (input and weights) or 2 (the input alone) is a distinct configuration whose input has NHWC
+    strides and whose layout the cost model keeps apart; any other value is refused."""
+    from opcost.analysis.features import features
+
     cfg = cfgmod.validate({"models": {"x": {}}, "batch_sizes": [2], "sweeps": [
-        {"op": "Conv2d", "grid": {"channels": [4], "size": [6], "kernel": [1], "channels_last": [0, 1]}, "depth": 2}]})
-    nchw, nhwc = (cfg["models"][f"sweep-Conv2d-c4-nhwc{v}-k1-h6"] for v in (0, 1))
-    assert nhwc["memory_format"] == "channels_last" and "memory_format" not in nchw
+        {"op": "Conv2d", "grid": {"channels": [4], "size": [6], "kernel": [1], "channels_last": [0, 1, 2]},
+         "depth": 2}]})
+    entries = [cfg["models"][f"sweep-Conv2d-c4-nhwc{v}-k1-h6"] for v in (0, 1, 2)]
+    assert [e.get("memory_format") for e in entries] == [None, "channels_last", "channels_last_input"]
     convs = []
-    for entry in (nchw, nhwc):
+    for entry in entries:
         layers = extract(make_workload(load_model("p", entry), 2, "inference"))
         convs.append(layers[layers["op_type"] == "Conv2d"].iloc[0])
     strides = [json.loads(c["inputs"])[0]["stride"] for c in convs]
-    assert strides == [[144, 36, 6, 1], [144, 1, 24, 4]]  # [2, 4, 6, 6]: NCHW, then NHWC
-    assert convs[0]["config_id"] != convs[1]["config_id"]
+    assert strides == [[144, 36, 6, 1], [144, 1, 24, 4], [144, 1, 24, 4]]  # [2, 4, 6, 6]: NCHW, then NHWC twice
+    assert [json.loads(c["params"]).get("weight_format") for c in convs] == [None, "channels_last", None]
+    assert list(features(pd.DataFrame(convs))["layout"]) == ["", "nhwc", "nhwc-input"]
+    assert len({c["config_id"] for c in convs}) == 3
+    with pytest.raises(OpcostError, match="channels_last 3"):
+        model_entries([{"op": "Conv2d", "points": [{"channels_last": 3}]}], [1], ["inference"])
 
 
 def test_parameter_free_chains_back_propagate_in_training():

@@ -92,7 +92,8 @@ LAYERS = Table(
                               "round before left it (`cache: fresh`)"),
         _c("params", "string", "JSON: module constructor parameters read from the module (a class the op "
                                "table does not name: also `base_class`, its nearest base the table names, and that "
-                               "base's parameters), or the aten op's arguments with tensors as specs"),
+                               "base's parameters; `weight_format: channels_last` where its 4-D weight is in "
+                               "that order), or the aten op's arguments with tensors as specs"),
         _c("inputs", "string", "JSON list of input tensor specs `{T: shape, dtype, stride, grad}`"),
         _c("outputs", "string", "JSON list of output tensor specs"),
         _c("module_paths", "string", "JSON list of module paths (leaf module, or the module enclosing a "

@@ -16,6 +16,11 @@ the simplest method whose median |log error| per configuration is within one sta
 (:meth:`CostModel._choose`). The held-out errors of the method chosen give every estimate its interval (the 5th to 95th
 percentile of the held-out ratios of its op type, or of all types where it has fewer than :data:`MIN_INTERVAL` of them).
 
+**Layouts**: a convolution whose input or weights are channels last runs other kernels at other rates than the
+plain NCHW one (:func:`opcost.analysis.features.layout`); its rows are keyed by the layout variant
+(``Conv2d@nhwc-input``, :func:`by_layout`), which has a law of its own where measured and else takes the op type's as
+a ``twin``.
+
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
 (else the phase's global law) at the two configurations (without either, by the ratio of bytes; FLOPs for matrix
@@ -70,7 +75,7 @@ from opcost.model.modes import op_mode
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
 MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to be reported
 FOLDS = 5
-FIT_VERSION = 30  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 31  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
@@ -120,6 +125,7 @@ class CostModel:
             **{CONTEXT: data[CONTEXT] if CONTEXT in data else np.nan,
                "workload": data["workload"] if "workload" in data else None,
                "count": data["count"].fillna(1) if "count" in data else 1})
+        data = by_layout(data)
         data["family"] = _families(data)  # once: every fit and fold reads it
         model = cls._fit_once(data, target)
         model.heldout = held = cls._cross_validate(data, target, folds)
@@ -354,7 +360,7 @@ class CostModel:
         out = pd.concat([keys.reset_index(drop=True),
                          features(rows).reset_index(drop=True)], axis=1).assign(line=line, dims=dims)
         out[CONTEXT] = rows[CONTEXT].to_numpy(dtype=float) if CONTEXT in rows else np.nan
-        return out
+        return by_layout(out)
 
     def distance(self, data: pd.DataFrame) -> np.ndarray:
         """Per row of a feature frame: decades (the larger of the log FLOPs and log bytes differences) to the
@@ -451,6 +457,20 @@ def one_thread():
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="openmp")
+
+
+def by_layout(data: pd.DataFrame) -> pd.DataFrame:
+    """A feature frame whose rows in a layout other than the plain one (column ``layout``:
+    :func:`opcost.analysis.features.layout`) are keyed by their layout variant (``Conv2d@nhwc-input``:
+    :func:`opcost.analysis.optypes.variant`), their op type their ``base``: a layout measured often enough has a
+    law of its own, and one never measured takes its op type's law as a twin."""
+    order = data["layout"].fillna("").astype(str) if "layout" in data else None
+    if order is None or not order.ne("").any():
+        return data
+    other = order.ne("")
+    base = data["base"] if "base" in data else pd.Series(None, index=data.index, dtype=object)
+    return data.assign(op_type=[optypes.variant(t, o) for t, o in zip(data["op_type"], order)],
+                       base=base.where(~other | base.notna(), data["op_type"]))
 
 
 def _families(data: pd.DataFrame) -> pd.Series:

@@ -28,6 +28,9 @@ work rule is a line of :data:`opcost.analysis.optypes.TABLE`; in short:
   GPT-2's 50,257 logits) runs at about 0.7 times the rate of an aligned one; a feature of the trees, and part of a
   shape line (:mod:`opcost.analysis.shape_lines`).
 
+* Layout (:func:`layout`): a 2-D convolution whose input or weights are in channels-last order runs other kernels
+  than the plain NCHW one, at other rates; the cost model keeps a law per layout (:mod:`opcost.analysis.costmodel`).
+
 The numbers are hand-checkable (``tests/test_costmodel.py``); :data:`NUMERIC` are the columns a learned model uses.
 """
 from __future__ import annotations
@@ -67,6 +70,37 @@ def contiguous(spec: dict) -> bool:
             return False
         expect *= size
     return True
+
+
+def image_format(spec: dict) -> str:
+    """The memory order of a 4-D tensor spec from its strides: ``nchw`` (contiguous, or no strides recorded),
+    ``nhwc`` (channels last: a model converted to it, or a transformer's tokens viewed as an image, ``[B, N, C]``
+    transposed to ``[B, C, H, W]``) or ``strided`` (anything else); ``""`` for another rank. Where the two orders
+    share one memory (one channel, one pixel) the strides still say which the tensor was made in, as PyTorch's own
+    choice of a convolution's path reads them."""
+    shape, stride = list(spec.get("T") or []), spec.get("stride")
+    if len(shape) != 4:
+        return ""
+    if stride is None:
+        return "nchw"
+    n, c, h, w = shape
+    if all(size == 1 or st == want for size, st, want in zip(shape, stride, (h * w * c, 1, w * c, c))) and \
+            list(stride) != [c * h * w, h * w, w, 1]:
+        return "nhwc"
+    return "nchw" if contiguous(spec) else "strided"
+
+
+def layout(params: dict, ins: list) -> str:
+    """A 2-D convolution's memory layout when it is not the plain one (its input and weights in NCHW order):
+    ``nhwc`` (both channels last), ``nhwc-input`` (a channels-last input, weights in NCHW order: the depthwise
+    convolutions of PVT-v2, SegFormer, CoaT and XCiT on their token-major activations, several times slower than
+    either plain order on a CPU) or ``nhwc-weight``; ``""`` for the plain layout and for anything else. Its weights'
+    order is the `params` key ``weight_format`` (:func:`opcost.model.extract.module_params`)."""
+    fmt = image_format(ins[0]) if ins else ""
+    weight = params.get("weight_format") == "channels_last"
+    if fmt == "nhwc":
+        return "nhwc" if weight else "nhwc-input"
+    return "nhwc-weight" if weight and fmt == "nchw" else ""
 
 
 def _pair(v, default=1) -> list[int]:
@@ -173,7 +207,9 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
     backward = phase == "backward"
     io_bytes = sum(_nbytes(s) for s in ins) + sum(_nbytes(s) for s in outs)
     elementwise = max(max((_numel(s) for s in ins), default=0), out_numel)
+    order = ""
     if work == "conv":
+        order = layout(p, ins)
         k = _pair(p.get("kernel_size"))
         kernel, stride, groups = math.prod(k), math.prod(_pair(p.get("stride"))), int(p.get("groups", 1))
         cin, cout = int(p.get("in_channels", channels)), int(p.get("out_channels", 1))
@@ -228,13 +264,13 @@ def configuration_features(op_type: str, params, inputs, outputs, mode: str | No
             "batch": int(first[0]) if first else 1, "kernel": kernel, "stride": stride, "groups": groups,
             "channels": int(channels), "reduce_dim": reduce_dim,
             "contiguous": int(dense), "misaligned": int(misaligned(op_type, outs, base)),
-            "intensity": float(flops) / max(float(nbytes), 1.0), "base": base}
+            "intensity": float(flops) / max(float(nbytes), 1.0), "base": base, "layout": order}
 
 
 def features(rows: pd.DataFrame) -> pd.DataFrame:
     """:func:`configuration_features` of each row of a `layers` or `configs` frame (same index)."""
     if rows.empty:
-        return pd.DataFrame(columns=["flops", "bytes", "param_bytes", *NUMERIC], index=rows.index)
+        return pd.DataFrame(columns=["flops", "bytes", "param_bytes", *NUMERIC, "base", "layout"], index=rows.index)
     n = len(rows)
     out = [configuration_features(t, p, i, o, m, ph) for t, p, i, o, m, ph in
            zip(rows["op_type"], rows["params"], rows["inputs"], rows.get("outputs", [None] * n),

@@ -308,8 +308,22 @@ def family(op_type: str, base: str | None = None) -> str | None:
     return lookup(op_type, base).family
 
 
+LAYOUT = "@"  # joins an op type and a layout the cost model keeps apart: Conv2d@nhwc-input (features.layout)
+
+
+def variant(op_type: str, layout: str | None) -> str:
+    """The name the cost model keys ``op_type`` by in ``layout`` (none or "": the op type itself)."""
+    return f"{op_type}{LAYOUT}{layout}" if layout else op_type
+
+
 def twins(op_type: str, base: str | None = None) -> tuple[str, ...]:
-    """The other op types of ``op_type``'s twin group (none without one); a subclass's include its base."""
+    """The other op types of ``op_type``'s twin group (none without one); a subclass's include its base. Of a
+    layout variant (:func:`variant`): its twins in the same layout first, then its own op type and its twins in any
+    layout (a law of the plain layout answers where no law of its own is measured)."""
+    if LAYOUT in op_type:
+        plain, order = op_type.split(LAYOUT, 1)
+        others = (plain, *twins(plain, None if base == plain else base))
+        return tuple(dict.fromkeys([*(variant(t, order) for t in others if t != plain), *others]))
     group = lookup(op_type, base).twin
     members = TWINS.get(group, (group,) if group in OP_TYPES else ())
     return tuple(t for t in members if t != op_type) if group else ()

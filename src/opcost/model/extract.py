@@ -78,7 +78,8 @@ def leaf_modules(module: torch.nn.Module) -> list[torch.nn.Module]:
 def module_params(m: torch.nn.Module) -> dict:
     """Constructor parameters read back from a module's attributes (tensors become 'present' flags); of a class the
     op table does not name, also its nearest base's that it names (:func:`opcost.analysis.optypes.base_class`, under
-    :data:`opcost.analysis.optypes.BASE`) and that base's constructor parameters (what its cost is counted from)."""
+    :data:`opcost.analysis.optypes.BASE`) and that base's constructor parameters (what its cost is counted from);
+    ``weight_format: channels_last`` where its 4-D weight is in channels-last order."""
     from opcost.analysis import optypes  # the op table's names: no torch, no measurement
 
     out = {}
@@ -95,6 +96,10 @@ def module_params(m: torch.nn.Module) -> dict:
         out[name] = describe(v)
     if base:
         out[optypes.BASE] = base.__name__
+    weight = getattr(m, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.dim() == 4 and weight.stride() != torch.empty(
+            weight.shape, device="meta").stride() and weight.is_contiguous(memory_format=torch.channels_last):
+        out["weight_format"] = "channels_last"  # what a convolution's kernel choice reads (features.layout)
     dtypes = sorted({dtype_name(p.dtype) for p in m.parameters(recurse=False)})
     if dtypes:
         out["param_dtype"] = dtypes

@@ -76,8 +76,10 @@ features are: the lookups are microseconds, and a lone call in a rotation measur
 took 12 to 14 µs per call among tiny_dlrm's eight). The image operators (``Conv2d`` and those with ``channels`` and
 ``size``) also take ``channels_last`` (0; 1: the chain's weights and input in NHWC order, the model entry's
 ``memory_format: channels_last``, as in a model converted to it or in ConvNeXt's blocks, whose channels-last
-LayerNorm leaves its output so). The batch size of a point is its grid's ``batch`` values
-(default: the config's ``batch_sizes``).
+LayerNorm leaves its output so; 2: its input alone, ``memory_format: channels_last_input``, the weights in NCHW order,
+as a transformer's tokens ``[B, N, C]`` transposed and viewed as an image meet the depthwise convolutions of
+PVT-v2, SegFormer, CoaT and XCiT, whose convolution then runs other, slower kernels). The batch size of a point is
+its grid's ``batch`` values (default: the config's ``batch_sizes``).
 """
 from __future__ import annotations
 
@@ -172,8 +174,11 @@ def points(sweep: dict) -> list[dict]:
 
 def impossible(op: str, point: dict) -> str | None:
     """Why a listed point of ``op`` cannot be built (None: it can): groups that do not divide a convolution's
-    channels, key/value heads that do not divide the heads (a grid leaves such combinations out)."""
+    channels, key/value heads that do not divide the heads (a grid leaves such combinations out), a
+    ``channels_last`` other than 0, 1 or 2."""
     q = {**DEFAULTS[op], **point}
+    if "channels_last" in q and q["channels_last"] not in (0, 1, 2):
+        return f"channels_last {q['channels_last']}: 0 (NCHW), 1 (input and weights channels last) or 2 (input alone)"
     if op == "Conv2d":
         g, c = int(q["groups"]), int(q["channels"])
         if g < 1 or c % g:
@@ -211,7 +216,7 @@ def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dic
             if op in _LOOKUPS:  # token ids below the table's size
                 entry.update(input_dtype="int64", input_range=[0, {**DEFAULTS[op], **shape}["num"]])
             if shape.get("channels_last"):
-                entry["memory_format"] = "channels_last"
+                entry["memory_format"] = "channels_last" if shape["channels_last"] == 1 else "channels_last_input"
             for b in ([batch] if batch is not None else batch_sizes):
                 if int(b) not in entry["batch_sizes"]:
                     entry["batch_sizes"].append(int(b))

@@ -14,7 +14,8 @@ Every model is built with random weights; nothing is downloaded. Inputs come fro
 it sets them (per-sample shapes; the batch dimension is prepended; ``input_dtype``, integer inputs drawn from
 ``input_range``), else from the source's own example inputs (timm's input size, token ids and attention mask or
 pixel values for transformers) or the module's ``example_inputs(batch, generator)``, else ``[[3, 224, 224]]``.
-With ``memory_format: channels_last`` the module's 4-D weights and its 4-D inputs are in NHWC order.
+With ``memory_format: channels_last`` the module's 4-D weights and its 4-D inputs are in NHWC order; with
+``channels_last_input`` its inputs alone (a transformer's tokens viewed as an image, its weights left in NCHW order).
 """
 from __future__ import annotations
 
@@ -178,8 +179,9 @@ def load_model(name: str, spec: dict, device: str = "cpu", dtype: str = "float32
     float_dtype = dtype_from_name(dtype)
     module = module.to(device=device, dtype=float_dtype)
     dev = torch.device(device)
-    layout = torch.channels_last if spec.get("memory_format") == "channels_last" else None
-    if layout is not None:  # 4-D weights and images in NHWC order, as PyTorch's CPU performance guide advises
+    fmt = spec.get("memory_format")
+    layout = torch.channels_last if fmt in ("channels_last", "channels_last_input") else None
+    if fmt == "channels_last":  # 4-D weights and images in NHWC order, as PyTorch's CPU performance guide advises
         module = module.to(memory_format=layout)
 
     shapes = spec.get("input_shapes")
