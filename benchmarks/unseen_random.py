@@ -27,8 +27,8 @@ times are this host's: replay them against databases measured on the same host.
 
     python benchmarks/unseen_random.py [--db results/db] [--n 30] [--seed S] [--batch 1] [--max-params 3e7]
         [--max-ms 300] [--ref resnet18 tiny_bert] [--ref-batch 1] [--rounds 4] [--seconds 0.5] [--no-trace]
-        [--keep DIR]
-    python benchmarks/unseen_random.py --replay DIR [--db results/db]   # the kept draw, predicted again
+        [--keep DIR] [--method M]
+    python benchmarks/unseen_random.py --replay DIR [--db results/db] [--method M]   # the kept draw, predicted again
     python benchmarks/unseen_random.py --smoke --db <a tiny run's results/db>   # two tiny models, seconds
 """
 from __future__ import annotations
@@ -165,7 +165,8 @@ def replay(args, db) -> tuple[list, list]:
         now = m["overhead_now_s"]
         estimate.overhead_now = lambda *a, _now=now, **k: _now  # the overhead its own trace gave, kept
         try:
-            p = estimate.predict_workload(db, layers, args.db, trace_now=(m["model"], {}) if now is not None else None)
+            p = estimate.predict_workload(db, layers, args.db, method=args.method,
+                                          trace_now=(m["model"], {}) if now is not None else None)
         except Exception as e:  # noqa: BLE001
             failed.append(m["model"])
             print(f"{m['model']}: FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
@@ -231,7 +232,8 @@ def run(args, db, seed: int) -> tuple[list, list, list]:
                 too_big.append(name)
                 continue
             layers = estimate.workload_layers(db, name, args.batch, MODE, spec)
-            p = estimate.predict_workload(db, layers, args.db, trace_now=None if args.no_trace else (name, spec))
+            p = estimate.predict_workload(db, layers, args.db, method=args.method,
+                                          trace_now=None if args.no_trace else (name, spec))
             ratio, tx, tr, ratios = interleaved_ratios(wl, ref_wls, args.rounds, settings)
         except (OpcostError, RuntimeError, ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
             failed.append(name)
@@ -269,6 +271,8 @@ def main() -> None:
     ap.add_argument("--no-trace", action="store_true", help="overhead from the database instead of a short trace")
     ap.add_argument("--keep", help="a directory to keep the draw in, for --replay")
     ap.add_argument("--replay", help="a kept draw's directory: predicted again from --db, nothing timed")
+    ap.add_argument("--method", help="the cost model's estimate for every configuration with a law (law, law+trees, "
+                                     "law+trees+context; default: the one its cross-validation chose)")
     ap.add_argument("--smoke", action="store_true", help="two tiny models (not drawn), short timings: a functional "
                                                          "check")
     args = ap.parse_args()

@@ -8,12 +8,13 @@ configuration does not pull the law). **Correction**: gradient-boosted trees (sc
 baseline, from the shape features of :mod:`opcost.analysis.features` (``law+trees``), and a second set that also sees
 the workload around the configuration (``law+trees+context``; :func:`~opcost.analysis.training.context_bytes`: the bytes
 the operators of the workload it was profiled among move per iteration; for an estimate, those of the workload
-predicted). Which of the three estimates is used is chosen per mode by held-out error: K-fold cross-validation with the
+predicted). Which of the three estimates are used is chosen per mode by held-out error: K-fold cross-validation with the
 folds grouped by the model each configuration was profiled among, its batch sizes together, and the sweep points kept in
 every fold's training (so that a held-out configuration is estimated as in a model never profiled, from the sweeps and
 the other models, without the configurations measured beside it), each fold refitting the laws and the trees without it;
-the simplest method whose median |log error| per configuration is within one standard error of the lowest is used
-(:meth:`CostModel._choose`). The held-out errors of the method chosen give every estimate its interval (the 5th to 95th
+the methods whose median |log error| per configuration is within one standard error of the lowest are averaged
+(their estimates' geometric mean, labelled ``averaged``; one better by more is used alone: :meth:`CostModel._choose`).
+The held-out errors of the estimate chosen give every estimate its interval (the 5th to 95th
 percentile of the held-out ratios of its op type, or of all types where it has fewer than :data:`MIN_INTERVAL` of them).
 
 **Layouts**: a convolution whose input or weights are channels last runs other kernels at other rates than the
@@ -50,8 +51,8 @@ measured ones, a batch between two measured; :mod:`opcost.analysis.shape_lines`)
 of their costs, before any law: the measured curve at its points, where one roofline law per op type misses a
 last-level-cache crossing.
 
-Every estimate row says its ``method`` (``interpolated``, ``law``, ``law+trees``, ``law+trees+context``, ``nearest``,
-``twin``, ``family`` or ``global``). The model is fitted to one set of measurement conditions (host, device, threads:
+Every estimate row says its ``method`` (``interpolated``, ``law``, ``law+trees``, ``law+trees+context``,
+``averaged``, ``nearest``, ``twin``, ``family`` or ``global``). The model is fitted to one set of measurement conditions (host, device, threads:
 :func:`opcost.database.conditions`) and kept in the user's cache (:func:`~opcost.analysis.training.cache_path`), with a
 fingerprint of the rows it was fitted to: a database that changed since is refitted, never answered from a stale model.
 :meth:`CostModel.uncertainty` is the error to expect where nothing is measured nearby (held-out errors grow with the
@@ -75,11 +76,12 @@ from opcost.model.modes import op_mode
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
 MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to be reported
 FOLDS = 5
-FIT_VERSION = 31  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 32  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
 FALLBACKS = ("nearest", "twin", "family", "global")  # estimates of a type without a law of its own
+AVERAGED = "averaged"  # the label of an estimate that is the geometric mean of several methods (CostModel._choose)
 PRIOR = math.log(2.0)  # |log error| assumed where nothing was held out: a factor of 2 either way
 MIN_WIDTH = 0.04  # the narrowest interval, in log ratio (about ±2%): the spread of any fit's own held-out errors
 
@@ -95,7 +97,7 @@ class CostModel:
     family_laws: dict = field(default_factory=dict)  # (family, mode, phase) -> Law (configurations with work)
     family_calls: dict = field(default_factory=dict)  # (family, mode, phase) -> median seconds of those without
     trees: dict = field(default_factory=dict)  # method (a key of TREES) -> fitted trees
-    chosen_by_mode: dict = field(default_factory=dict)  # mode -> the method of METHODS its estimates use
+    chosen_by_mode: dict = field(default_factory=dict)  # mode -> the methods of METHODS its estimates average
     categories: list = field(default_factory=list)
     points: pd.DataFrame | None = None  # measured configurations: key columns, flops, bytes, y, family
     quantiles: dict = field(default_factory=dict)  # op_type -> (q05, q95) of held-out log ratios; None: all types
@@ -135,7 +137,8 @@ class CostModel:
                 best = model._choose(g)
                 if best is not None:
                     model.chosen_by_mode[mode] = best
-                    chosen[g.index] = g[best]
+                    chosen[g.index] = g[list(best)].mean(axis=1)  # a log ratio: the geometric mean's
+            held["chosen"] = chosen
             # what to expect where nothing is measured nearby: the estimates of the laws, not those interpolated
             # between two measured neighbours (small at any distance: they would flatten the growth)
             apart = held["method"] != "interpolated"
@@ -296,22 +299,24 @@ class CostModel:
             m.lines = Lines.of(rest["line"], rest["dims"], rest["bytes"], rest["flops"], y, rest[CONTEXT])
         return m
 
-    def _choose(self, held: pd.DataFrame) -> str | None:
-        """The simplest method of :data:`METHODS` (in their order) whose median |log error| over the held-out
-        configurations of one mode is within one standard error of the lowest (the one-standard-error rule; the error's
-        standard error from :data:`~opcost.analysis.heldout.BOOTSTRAP` resamples of the held-out models); None: nothing
-        of it was estimated. Per configuration, not per held-out workload's sum: a choice by the sums of the fifteen to
-        twenty model workloads changed with the model left out of the database, mostly against that model. And within
-        one standard error, not by the lowest median: the trees with and without the context came out within about a
-        hundredth of each other on every inference study's database, and a choice that flipped between them with the
-        data was worse than either alone (docs/methodology.md, "The one-standard-error rule")."""
+    def _choose(self, held: pd.DataFrame) -> tuple[str, ...] | None:
+        """The methods of :data:`METHODS` (in their order) whose median |log error| over the held-out configurations
+        of one mode is within one standard error of the lowest (the error's standard error from
+        :data:`~opcost.analysis.heldout.BOOTSTRAP` resamples of the held-out models): those the held-out models cannot
+        tell apart, whose estimates are averaged (their geometric mean); None: nothing of it was estimated. Per
+        configuration, not per held-out workload's sum: a choice by the sums of the fifteen to twenty model workloads
+        changed with the model left out of the database, mostly against that model. Averaged, not the simplest of
+        them: on 120 models never profiled the three methods came out equally close (70%, 67% and 71% within ±15%)
+        while one model's estimate moved by up to 17% between them, and the choice of one flipped with four
+        configurations more or less in the database; their mean came out closer than any (docs/methodology.md, "Methods
+        the held-out errors cannot tell apart")."""
         err = held[self.methods()].abs()
         per_config = err.median()
         if per_config.isna().all():
             return None
         best = str(per_config.idxmin())
         margin = heldout.bootstrap_se(err[best], heldout.model_groups(held))
-        return next(m for m in self.methods() if per_config[m] <= per_config[best] + margin)
+        return tuple(m for m in self.methods() if per_config[m] <= per_config[best] + margin)
 
     # -- estimating --------------------------------------------------------------------------------------------
     def _matrix(self, data: pd.DataFrame, context: bool) -> np.ndarray:
@@ -323,18 +328,23 @@ class CostModel:
 
     def _estimated(self, data: pd.DataFrame, how, baseline=None) -> tuple[np.ndarray, np.ndarray]:
         """(estimate, method) per row of a feature frame: the laws and fallbacks, and the law rows corrected by the
-        trees of ``how``: a method of :data:`METHODS`, or one per row (a method that was not fitted: the law).
+        trees of ``how``: a method of :data:`METHODS` or a tuple of them (their estimates' geometric mean, labelled
+        :data:`AVERAGED` where there are several), or one such per row (a method that was not fitted: the law).
         ``baseline``: :func:`~opcost.analysis.fallbacks.baseline` of ``data`` when already computed."""
         base, method = baseline if baseline is not None else fallbacks.baseline(self, data)
-        est = base.copy()
-        how = np.broadcast_to(np.asarray(how, dtype=object), len(data))
+        how = [(h,) if isinstance(h, str) else tuple(h) for h in
+               ([how] * len(data) if how is None or isinstance(how, (str, tuple)) else how)]
+        lawful = method == "law"
+        log_sum, parts = np.zeros(len(data)), np.array([len(h) for h in how], dtype=float)
         for name in self.trees:
-            rows = (method == "law") & (how == name)
+            rows = lawful & np.array([name in h for h in how], dtype=bool)
             if rows.any():
                 with one_thread():
-                    correction = self.trees[name].predict(self._matrix(data[rows], TREES[name]))
-                est[rows] = base[rows] * np.exp(correction)
-                method = np.where(rows, name, method)
+                    log_sum[rows] += self.trees[name].predict(self._matrix(data[rows], TREES[name]))
+        est = np.where(lawful, base * np.exp(log_sum / np.maximum(parts, 1.0)), base)
+        label = np.array([h[0] if len(h) == 1 else AVERAGED for h in how], dtype=object)
+        known = np.array([all(m == "law" or m in self.trees for m in h) for h in how], dtype=bool)
+        method = np.where(lawful & known, label, method)
         return self._monotone(data, est), method
 
     def _monotone(self, data: pd.DataFrame, est: np.ndarray) -> np.ndarray:
@@ -395,7 +405,7 @@ class CostModel:
         if method is not None and method not in METHODS:
             raise ValueError(f"cost model method {method!r}: one of {', '.join(METHODS)}")
         data = self.features_of(rows)
-        how = method or [self.chosen_by_mode.get(m, "law") for m in data["mode"]]
+        how = method or [self.chosen_by_mode.get(m, ("law",)) for m in data["mode"]]
         est, method = self._estimated(data, how)
         lo, hi = np.array([self.interval_of(t, m) for t, m in zip(data["op_type"], method)]).reshape(-1, 2).T
         # a held-out ratio r = log(estimate / measured): the measured value lies in [estimate / e^q95, estimate / e^q05]
@@ -422,17 +432,18 @@ class CostModel:
 
     # -- held-out summary --------------------------------------------------------------------------------------
     def heldout_summary(self) -> dict:
-        """Per method: the median |error| and the share within ±10% / ±25% of the held-out estimates per
-        configuration (what :meth:`_choose` compares), and the median |error| and the mean |log error| of the
-        held-out workloads' sums (workloads of at least :data:`MIN_WORKLOAD` configurations; ``workloads``: how
-        many)."""
+        """Per method (and ``chosen``: the estimate the cost model makes, the mean of the methods chosen): the
+        median |error| and the share within ±10% / ±25% of the held-out estimates per configuration (what
+        :meth:`_choose` compares), and the median |error| and the mean |log error| of the held-out workloads' sums
+        (workloads of at least :data:`MIN_WORKLOAD` configurations; ``workloads``: how many)."""
         if self.heldout is None or self.heldout.empty:
             return {}
-        sums = heldout.workload_errors(self.heldout, self.methods())
+        named = [*self.methods(), *(["chosen"] if "chosen" in self.heldout else [])]
+        sums = heldout.workload_errors(self.heldout, named)
         sums = sums[sums["configs"] >= MIN_WORKLOAD]
         out = {"configurations": int(self.heldout["config_id"].nunique()), "workloads": len(sums),
                "chosen": self.chosen()}
-        for m in self.methods():
+        for m in named:
             err = np.exp(self.heldout[m]) - 1
             out[m] = {"median_abs_error": float(err.abs().median()), "within_10pct": float((err.abs() <= .1).mean()),
                       "within_25pct": float((err.abs() <= .25).mean()),
@@ -446,8 +457,9 @@ class CostModel:
         return [m for m in METHODS if m == "law" or m in self.trees]
 
     def chosen(self) -> str:
-        """The method chosen per mode: ``inference: law+trees+context, training: law+trees``."""
-        return ", ".join(f"{mode}: {m}" for mode, m in sorted(self.chosen_by_mode.items())) or "law"
+        """The methods chosen per mode: ``inference: law and law+trees+context averaged, training: law+trees``."""
+        return ", ".join(f"{mode}: {' and '.join(m)}{' averaged' if len(m) > 1 else ''}"
+                         for mode, m in sorted(self.chosen_by_mode.items())) or "law"
 
 
 def one_thread():

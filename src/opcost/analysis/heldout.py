@@ -1,6 +1,6 @@
 """The held-out errors of the cost model's cross-validation (:mod:`opcost.analysis.costmodel`), summarised: the
 groups a fold holds out together (a model's workloads), each row's share of its group's time, the time-weighted
-quantiles an interval is read from, the bootstrap standard error the one-standard-error rule compares with, the
+quantiles an interval is read from, the bootstrap standard error the choice of methods compares with, the
 held-out sums per workload and the growth of the error with the distance to the nearest measured configuration."""
 from __future__ import annotations
 

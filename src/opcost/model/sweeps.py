@@ -143,10 +143,9 @@ class _DecodeAttention(nn.Module):
     def __init__(self, heads: int, heads_kv: int, depth: int):
         super().__init__()
         self.heads, self.heads_kv, self.depth = heads, heads_kv or heads, depth
-        self.keep = nn.Identity()  # a child makes the chain a non-leaf: its operators are recorded one by one
+        self.keep = nn.Identity()  # a child, never called, makes the chain a non-leaf: its operators are recorded
 
     def forward(self, x, *caches):
-        x = self.keep(x)
         b, n, width = x.shape
         d = width // (self.heads + 2 * self.heads_kv)
         gqa = {"enable_gqa": True} if self.heads_kv < self.heads else {}
@@ -199,7 +198,7 @@ class _Functional(nn.Module):
         return torch.cat((out, kv, kv), dim=-1)
 
     def forward(self, x):
-        x = self.keep(_differentiable(self, x))
+        x = _differentiable(self, x)  # self.keep: never called, a child alone makes the chain a non-leaf
         for _ in range(self.depth):
             if self.op == "attention":
                 x = self._attention(x)
