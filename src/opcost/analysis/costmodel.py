@@ -52,9 +52,10 @@ of their costs, before any law: the measured curve at its points, where one roof
 last-level-cache crossing.
 
 Every estimate row says its ``method`` (``interpolated``, ``law``, ``law+trees``, ``law+trees+context``,
-``averaged``, ``nearest``, ``twin``, ``family`` or ``global``). The model is fitted to one set of measurement conditions (host, device, threads:
-:func:`opcost.database.conditions`) and kept in the user's cache (:func:`~opcost.analysis.training.cache_path`), with a
-fingerprint of the rows it was fitted to: a database that changed since is refitted, never answered from a stale model.
+``averaged``, ``nearest``, ``twin``, ``family`` or ``global``). The model is fitted to one set of measurement
+conditions (host, device, threads: :func:`opcost.database.conditions`) and kept in the user's cache
+(:func:`~opcost.analysis.training.cache_path`), with a fingerprint of the rows it was fitted to: a database that changed
+since is refitted, never answered from a stale model.
 :meth:`CostModel.uncertainty` is the error to expect where nothing is measured nearby (held-out errors grow with the
 distance to the nearest measured configuration).
 """
