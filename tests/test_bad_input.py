@@ -1,6 +1,7 @@
 """Bad input and faults: each is one line naming the culprit (and the remedy), and completed work is kept.
 
 Cases that need a completed run use the shared tiny run; the rest run the library or the CLI directly."""
+import copy
 import errno
 import logging
 import os
@@ -129,12 +130,21 @@ def test_advise_names_a_tier_given_twice(tiny_run):
                           tiny_run / "results" / "db")
     assert code == 1 and _one_line(err) == ("opcost: --tiers dram_b,dram_b: names one tier twice: give the fast tier, "
                                             "then a slower one (dram,dram_b)")
+    # a model the database holds but its name alone cannot build (a module:callable of the run's config)
+    code, out, err = _cli("advise", "mlp", "--batch", 2, "--budget", "25%", "--db", tiny_run / "results" / "db")
+    assert code == 1 and _one_line(err) == ("opcost: model mlp: advise builds the model to see its tensors, and the "
+                                            "database does not say how: give --config with the config file of the run "
+                                            "that profiled it")
 
 
 def test_db_show_names_a_shape_that_is_no_list_of_sizes(tiny_run):
-    code, _, err = _cli("db", "show", "--shape", "8,abc", "--db", tiny_run / "results" / "db")
-    assert code == 1 and _one_line(err) == ("opcost: --shape 8,abc: expected an input's sizes as whole numbers, "
-                                            "e.g. 8,64,56,56")
+    for shape in ("8,abc", "8,x"):  # "8,x" once read as the shape 8
+        code, _, err = _cli("db", "show", "--shape", shape, "--db", tiny_run / "results" / "db")
+        assert code == 1 and _one_line(err) == (f"opcost: --shape {shape}: expected an input's sizes as whole numbers, "
+                                                "e.g. 8,64,56,56")
+    code, _, err = _cli("db", "show", "--param", "kernel_size=[3,", "--db", tiny_run / "results" / "db")
+    assert code == 1 and _one_line(err) == ("opcost: --param kernel_size=[3,: the value is no well-formed list or "
+                                            "mapping (as in kernel_size=[3,3])")
 
 
 def test_predict_refuses_a_device_the_database_does_not_hold(tiny_run):
@@ -149,7 +159,7 @@ def test_predict_refuses_a_device_the_database_does_not_hold(tiny_run):
     assert code == 0 and out.startswith("mlp inference b2 (host ") and "device cpu, threads 1;" in out
 
 
-def test_predict_refuses_another_variant_of_a_model_the_database_holds(tiny_run):
+def test_predict_refuses_another_variant_of_a_model_the_database_holds(tiny_run, tmp_path):
     db = tiny_run / "results" / "db"
     # tiny_dlrm was profiled with its config's small kwargs; the name alone builds the default size
     code, out, err = _cli("predict", "tiny_dlrm", "--batch", 3, "--db", db, "--no-trace")
@@ -161,6 +171,19 @@ def test_predict_refuses_another_variant_of_a_model_the_database_holds(tiny_run)
                               "another variant")
     code, out, err = _cli("predict", "tiny_dlrm", "--batch", 3, "--db", db, "--no-trace", "--config", TINY)
     assert code == 0 and out.startswith("tiny_dlrm inference b3 ("), err  # built as profiled: answered
+    # a workload the database holds, asked about with a config that builds it otherwise (size, dtype): refused
+    cfg = yaml.safe_load(TINY.read_text())
+    for change, said in ((lambda c: c["models"]["mlp"].setdefault("kwargs", {}).update(width=512), "Linear with"),
+                         (lambda c: c.update(dtype="float64"), "dtype float32 there, float64 now")):
+        mine = copy.deepcopy(cfg)
+        change(mine)
+        (tmp_path / "mine.yaml").write_text(yaml.safe_dump(mine))
+        code, out, err = _cli("predict", "mlp", "--batch", 2, "--db", db, "--no-trace", "--config",
+                              tmp_path / "mine.yaml")
+        assert code == 1 and out == "" and said in _one_line(err), err
+    # without a config, the database's variant, said
+    code, out, err = _cli("predict", "tiny_dlrm", "--batch", 2, "--db", db, "--no-trace")
+    assert code == 0 and "tiny_dlrm: the variant the database holds (as its run's config built it)" in out, out
 
 
 @pytest.mark.parametrize("batch", ["0", "-3", "two"])
@@ -289,7 +312,8 @@ def test_a_generate_question_a_model_cannot_answer_is_named_before_the_first_job
     assert preflight.problems(validate({"models": {"m": lm}, "batch_sizes": [2], "generate": {
         "prompts": [1020], "new_tokens": [8]}})) == [
         "model m: context 1027: the model has 1024 learned positions, and a step at context 1027 takes position "
-        "1028: use a shorter context (context_lens), or more positions in its kwargs"]
+        "1028: use a shorter prompt or fewer new tokens (generate.prompts, generate.new_tokens), or more positions in "
+        "its kwargs"]
     assert preflight.problems(validate({"models": {"m": lm}, "batch_sizes": [2], "generate": {
         "prompts": [16], "new_tokens": [8]}})) == []
 
@@ -386,6 +410,12 @@ REFUSED = [
      'config: sweeps: Conv2d point {"channels": 30, "groups": 4}: groups 4 must divide channels 30'),
     ({"models": {"mlp": MLP}, "sweeps": [{"op": "attention", "points": [{"heads": 6, "heads_kv": 4}]}]},
      'config: sweeps: attention point {"heads": 6, "heads_kv": 4}: heads_kv 4 must divide heads 6'),
+    ({"models": {"mlp": MLP}, "advise": {"budgets": ["..%", 0.5]}}, "config: advise.budgets[0]: '..%' is not of the "
+     "expected form"),
+    ({"models": {"mlp": MLP}, "advise": {"budgets": ["150%"]}}, "config: advise.budgets[0]: '150%' is not of the "
+     "expected form"),
+    ({"models": {"mlp": MLP}, "sweeps": [{"op": "Conv2d", "points": [{"channels_last": 3}]}]},
+     "config: sweeps[0].points[0].channels_last: 3 is not one of [0, 1, 2]"),
 ]
 
 
@@ -426,6 +456,11 @@ def test_a_meter_asked_for_by_name_that_the_host_lacks_is_named_before_the_first
     (["extract", "tiny_dlrm", "--batch", "2", "--out", "l.csv"], "opcost: --out l.csv: the layers table is written"),
     (["check-config", ""], "opcost: config '': an empty path"),
     (["db", "show", "--param", "=3"], "opcost: --param =3: expected NAME=VALUE"),
+    (["advise", "mlp", "--batch", "2", "--budget", "50%", "--out", "l.parquet"],
+     "opcost: --out l.parquet: the plan file is YAML"),
+    (["advise", "mlp", "--batch", "2", "--budget", "50%", "--db", "db", "--out", "db/plan.yaml"],
+     "opcost: --out db/plan.yaml: lies inside the database db, which advise only reads"),
+    (["check-models", str(TINY), "--models", "nosuch"], "opcost: --models nosuch: not a model of"),
 ])
 def test_cli_mistakes_found_by_the_probe_are_named_in_one_line(argv, culprit, tmp_path):
     code, out, err = _cli(*argv, cwd=tmp_path)
@@ -509,6 +544,16 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     assert {"profile", "trace"} <= set(got["jobs"]) and not {"extract", "e2e", "insitu", "coplace"} & set(got["jobs"])
 
     cfg = yaml.safe_load(TINY.read_text())
+    cfg.setdefault("placement", {})["max_per_config"] = 5  # the profiling's and co-placement's, not a tier's timing
+    got = _scheduled(tiny_run, cfg)
+    assert "profile" in got["jobs"] and not {"e2e_tier", "e2e", "extract", "placement_tiers"} & set(got["jobs"]), got
+
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg.setdefault("e2e", {})["plain"] = not cfg["e2e"].get("plain", True)  # the e2e stage's own
+    got = _scheduled(tiny_run, cfg)
+    assert "e2e" in got["jobs"] and not {"e2e_tier", "profile", "extract"} & set(got["jobs"]), got
+
+    cfg = yaml.safe_load(TINY.read_text())
     cfg["models"]["mlp"]["kwargs"]["width"] = 32
     got = _scheduled(tiny_run, cfg)
     assert got["jobs"]["extract"] == 1 and got["models"] == {"mlp"}  # tiny_dlrm's and broken's jobs untouched
@@ -520,7 +565,7 @@ REPAIRS = [
     ("results/validation/predictions.tsv", "delete"),  # no job reads it: Snakemake alone never rebuilds it
     ("results/layers/mlp/inference_b2.parquet", "delete"),  # rebuilt, its profiling reused from the journal
     ("results/db/measurements.parquet", "truncate"),  # unreadable, its time kept
-    ("results/figures/breakdown.png", "delete"),  # a file of a folder output
+    ("results/figures/breakdown.png", "truncate"),  # a file of a folder output, cut short (the folder's time kept)
 ]
 
 
@@ -554,6 +599,41 @@ def test_a_deleted_or_damaged_result_is_rebuilt_by_rerunning_the_same_command(ti
     logs = [p.read_text() for p in (tiny_run / "logs" / "profile").glob("iter0_chunk*.log")]
     assert logs and all(re.search(r"configurations: 0 measured now", t) for t in logs), logs  # nothing re-measured
     assert "Nothing to be done" in snakemake("--configfile", str(TINY), "--cores", "1", cwd=tiny_run).stderr
+
+
+def test_damage_is_found_in_every_kind_of_result_file(tiny_run, tmp_path):
+    """What a plain rerun must rebuild: a table cut short or of another table, a database table whose footer reads
+    but whose pages do not, a text table that is no text, an image or a trace cut short, an empty file."""
+    import pyarrow.parquet as pq
+
+    from opcost.repair import damage
+
+    r = tiny_run / "results"
+    (tmp_path / "db").mkdir()
+    traces = sorted((r / "trace").rglob("*.json.gz"))
+    good = [r / "db/measurements.parquet", r / "validation/predictions.tsv", r / "figures/breakdown.png", traces[0]]
+    assert [damage(f) for f in good] == [None] * 4
+    cases = {}
+    shutil.copy(r / "db/layers.parquet", tmp_path / "db/e2e.parquet")
+    cases["db/e2e.parquet"] = "columns of another table"
+    data = bytearray((r / "db/measurements.parquet").read_bytes())
+    meta = pq.read_metadata(r / "db/measurements.parquet").row_group(0)
+    at = next(meta.column(i).data_page_offset for i in range(meta.num_columns)
+              if meta.column(i).path_in_schema == "median_s")
+    data[at + 4:at + 20] = b"\x7f" * 16  # a data page, the footer intact
+    (tmp_path / "db/measurements.parquet").write_bytes(bytes(data))
+    cases["db/measurements.parquet"] = ""
+    (tmp_path / "p.tsv").write_bytes(b"\xff\xfe\x00junk")
+    cases["p.tsv"] = "codec can't decode"
+    (tmp_path / "b.png").write_bytes((r / "figures/breakdown.png").read_bytes()[:400])
+    cases["b.png"] = "a PNG image cut short"
+    (tmp_path / "t.json.gz").write_bytes(traces[0].read_bytes()[:100])
+    cases["t.json.gz"] = "ended before the end-of-stream marker"
+    (tmp_path / "e.tsv").write_bytes(b"")
+    cases["e.tsv"] = "empty"
+    for name, why in cases.items():
+        found = damage(tmp_path / name)
+        assert found is not None and why in found, (name, found)
 
 
 def test_a_repair_command_repeats_the_users_own_command(tmp_path, monkeypatch):

@@ -326,6 +326,10 @@ def _check_models(args) -> int:
     from opcost.check import check_workload
 
     cfg = config.load(args.config)
+    unknown = sorted(set(args.models or ()) - set(cfg["models"]))
+    if unknown:
+        raise OpcostError(f"--models {' '.join(unknown)}", f"not a model of {args.config} (it has "
+                                                           f"{', '.join(sorted(cfg['models']))})")
     torch.set_num_threads(int(cfg["threads"]))
     failed = 0
     for model, mode, batch in config.workloads(cfg):
@@ -382,9 +386,10 @@ def _print_prediction(args) -> None:
     from opcost.report import trust
 
     db = database.read_db(args.db)
-    spec = {}
+    spec, dtype = {}, None  # with a config, its entry and dtype: a workload the database holds is checked against it
     if args.config:
-        spec = (_config(args).get("models") or {}).get(args.model) or {}
+        cfg = _config(args)
+        spec, dtype = (cfg.get("models") or {}).get(args.model) or {}, cfg["dtype"]
     if args.scenario and not args.tier:
         raise OpcostError("--scenario", "says which tensors are on a slower tier: give the tier with --tier")
     mode = _mode(args)
@@ -395,12 +400,12 @@ def _print_prediction(args) -> None:
         from opcost.report.generate import describe
 
         g = generate.predict(db, generate.Question(args.model, args.batch, args.prompt, args.new), spec, args.db,
-                             args.statistic, trace_now=not args.no_trace, host=args.host, device=args.device,
-                             threads=args.threads)
+                             args.statistic, trace_now=not args.no_trace, dtype=dtype, host=args.host,
+                             device=args.device, threads=args.threads)
         expect = trust.expect("generate")
         print(json.dumps({**g, "expect": expect}) if args.json else f"{describe(g)}\n{expect}")
         return
-    layers = estimate.workload_layers(db, args.model, args.batch, mode, spec)
+    layers = estimate.workload_layers(db, args.model, args.batch, mode, spec, dtype)
     p = estimate.predict_workload(db, layers, args.db, args.statistic, host=args.host, device=args.device,
                                   threads=args.threads, run=args.run,
                                   on_tier=estimate.OnTier(args.tier, args.scenario) if args.tier else None,
@@ -415,12 +420,16 @@ def _print_prediction(args) -> None:
         step = summary(p, layers)
         print(json.dumps({**p.as_dict(), **step, "expect": expect}) if args.json else f"{describe(step)}\n{expect}")
         return
+    # without a config, a workload the database holds is answered as held, which another entry may not build
+    held = dtype is None and len(estimate.of_workload(db["layers"], args.model, args.batch, mode)) > 0
+    note = (f"{args.model}: the variant the database holds (as its run's config built it); --config with your config "
+            "file checks that it is yours") if held else None
     if args.json:
-        print(json.dumps({**p.as_dict(), "expect": expect}))
+        print(json.dumps({**p.as_dict(), "expect": expect, "variant": note}))
         return
     from opcost.report.prediction import describe
 
-    print(f"{describe(p, args.model, args.statistic)}\n{expect}")
+    print("\n".join([describe(p, args.model, args.statistic), *([note] if note else []), expect]))
 
 
 def _beyond_measured(db: dict, model: str, mode: str) -> float | None:
@@ -445,12 +454,21 @@ def _advise(args) -> None:
     tiers = tuple(t.strip() for t in args.tiers.split(",")) if args.tiers else None
     if tiers is not None and (len(tiers) != 2 or not all(tiers)):
         raise OpcostError(f"--tiers {args.tiers}", "expected two tier names, FAST,SLOW (e.g. dram,cxl)")
+    if args.out:
+        from pathlib import Path
+
+        out = Path(args.out).resolve()
+        if out.suffix not in (".yaml", ".yml"):
+            raise OpcostError(f"--out {args.out}", "the plan file is YAML: give a path ending in .yaml")
+        if out.is_relative_to(Path(args.db).resolve()):
+            raise OpcostError(f"--out {args.out}", f"lies inside the database {args.db}, which advise only reads: "
+                                                   "write the plan file elsewhere")
     cfg = _config(args) if args.config else None
     conds = {k: getattr(args, k) for k in ("host", "device", "threads") if getattr(args, k) is not None}
     settings = placement_problem.AdviseSettings(tiers=tiers, statistic=args.statistic, conditions=conds, db_dir=args.db)
     problem = advise.for_workload(database.read_db(args.db), (args.model, args.batch, args.mode),
-                                  cfg["models"].get(args.model) if cfg else {}, cfg["dtype"] if cfg else "float32",
-                                  settings)
+                                  cfg["models"].get(args.model) if cfg else {}, cfg["dtype"] if cfg else None,
+                                  settings, check=cfg is not None)
     made = placement_problem.plans(problem, placement_problem.budget_bytes(args.budget, problem), settings)
     if args.out:
         advise.write_advice(advise.advise(problem, [args.budget], settings), args.out)

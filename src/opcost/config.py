@@ -317,14 +317,16 @@ def generate_questions(config: dict) -> list[tuple[str, int, int, int]]:
 # rule declares this slice (``params``), so that a changed key reruns exactly the jobs it affects and an unchanged
 # config reruns nothing.
 _HOST = ("device", "dtype", "threads", "affinity")
+_PLACED = ("placement.tiers", "placement.on_missing", "placement.params")  # where a placement puts what
 STAGE_KEYS: dict[str, tuple[str, ...]] = {
     "extract": ("device", "dtype"),
     "sweeps": ("device", "dtype", "sweeps", "batch_sizes", "modes"),
-    "placement_tiers": ("device", "placement"),
-    # of the loop, only the first iteration's types: the stopping rule (target, iterations) is the evaluation's
-    "profile": (*_HOST, "models", "profile", "placement", "loop.initial_op_types", "energy"),
+    "placement_tiers": ("device", "placement.tiers", "placement.on_missing"),
+    # of the loop, only the first iteration's types: the stopping rule (target, iterations) is the evaluation's;
+    # of the placement, all but `simultaneous` (the coplace stage's)
+    "profile": (*_HOST, "models", "profile", *_PLACED, "placement.max_per_config", "loop.initial_op_types", "energy"),
     "e2e": (*_HOST, "e2e", "energy"),
-    "e2e_tier": (*_HOST, "e2e", "placement"),
+    "e2e_tier": (*_HOST, "e2e.timing", *_PLACED),  # a whole model on a tier: its timing and where its tensors go
     "insitu": (*_HOST, "insitu"),
     # the profiling's own conditions, all but how its configurations are split into jobs
     "alone": (*_HOST, *(f"profile.{k}" for k in ("timing", "cache", "order", "rotation_size", "e2e_every", "remeasure",
@@ -359,10 +361,12 @@ def rerun_table() -> list[str]:
             rows.append(("models.<name>", [f"{st} (that model's)" for st in PER_WORKLOAD_STAGES] + whole))
             continue
         rows.append((top, whole))
+        settings: dict[str, set] = {}  # a setting some stages declare alone -> those stages
         for st, keys in STAGE_KEYS.items():
             for key in keys:
                 if key.startswith(top + "."):
-                    rows.append((key, sorted(set(whole) | {st}, key=list(STAGE_KEYS).index)))
+                    settings.setdefault(key, set()).add(st)
+        rows += [(key, sorted(set(whole) | sts, key=list(STAGE_KEYS).index)) for key, sts in settings.items()]
     def jobs(key, stages):
         said = ", ".join(stages) or "none"
         if key in _WORKLOAD_CHOICE:  # a model entry's own list works alike

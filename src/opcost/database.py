@@ -175,10 +175,16 @@ def show(db: dict, where: Filter = Filter(), statistic: str | None = None) -> pd
     compact = lambda v: json.dumps(v, separators=(",", ":")) if not isinstance(v, str) else v  # noqa: E731
     for key, want in (where.params or {}).items():
         want = str(want).replace(" ", "")
+        if want[:1] in "[{":  # a list or a mapping, as params hold them: it must parse as one
+            try:
+                json.loads(want)
+            except ValueError:
+                raise OpcostError(f"--param {key}={want}", "the value is no well-formed list or mapping (as in "
+                                                           "kernel_size=[3,3])") from None
         m = m[m["params"].map(lambda p: p is not None and not pd.isna(p) and key in json.loads(p)
                               and compact(json.loads(p)[key]).strip('"') == want.strip('"'))]
     if where.shape is not None:
-        parts = [d.strip() for d in str(where.shape).replace("x", ",").split(",") if d.strip()]
+        parts = [d.strip() for d in str(where.shape).replace("x", ",").split(",")]
         if not parts or not all(d.isdigit() for d in parts):
             raise OpcostError(f"--shape {where.shape}", "expected an input's sizes as whole numbers, e.g. 8,64,56,56")
         dims = [int(d) for d in parts]

@@ -231,9 +231,10 @@ def _context_problems(name: str, entry: dict, config: dict, limits: dict) -> lis
 
     contexts = [int(c) for c in entry.get("context_lens") or config.get("context_lens") or [128]]
     contexts += [n for n in map(_length, _modes(config, entry)) if n is not None]
-    contexts += [p + n - 1 for m, _, p, n in generate_questions(config) if m == name]  # generate()'s last step
-    longest, batch = max(contexts), max(_batches(config, entry))
-    fix = "use a shorter context (context_lens)"
+    asked = [p + n - 1 for m, _, p, n in generate_questions(config) if m == name]  # generate()'s last step
+    longest, batch = max(contexts + asked), max(_batches(config, entry))
+    fix = ("use a shorter prompt or fewer new tokens (generate.prompts, generate.new_tokens)"
+           if asked and max(asked) == longest and longest > max(contexts) else "use a shorter context (context_lens)")
     if limits["positions"] is not None and longest + 1 > limits["positions"]:
         return [f"model {name}: context {longest}: the model has {limits['positions']} learned positions, and a step "
                 f"at context {longest} takes position {longest + 1}: {fix}, or more positions in its kwargs"]

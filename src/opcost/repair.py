@@ -55,23 +55,71 @@ def record_lost(results: str = "results", metadata=METADATA) -> bool:
     return not made_files(metadata) and any(Path(results).glob("*/**/*.parquet"))
 
 
+CHECKED = (".parquet", ".json", ".tsv", ".txt", ".png", ".gz")  # the kinds of result file damage() reads back
+FULL_READ = 64 << 20  # a compressed trace up to this size is decompressed whole (larger: its header only)
+
+
 def damage(path) -> str | None:
-    """Why a result file that exists cannot be read back (None: it reads, or its kind is not checked): a Parquet
-    table without its footer, a JSON file that does not parse, an empty file of either."""
+    """Why a result file that exists cannot be read back (None: it reads, or its kind is not checked): an empty
+    file; a Parquet table without its footer, and a database table (``db/<table>.parquet``) that does not read whole
+    or holds another table's columns; a JSON file that does not parse; a text table that is not UTF-8 text; a PNG
+    image without its signature or its end; a gzip file (a trace) cut short."""
     path = Path(path)
-    if path.suffix not in (".parquet", ".json") or not path.is_file():
+    if path.suffix not in CHECKED or not path.is_file():
         return None
     try:
         if path.stat().st_size == 0:
             return "empty"
         if path.suffix == ".json":
             json.loads(path.read_text())
+        elif path.suffix in (".tsv", ".txt"):
+            path.read_text(encoding="utf-8")
+        elif path.suffix == ".png":
+            return _png_damage(path)
+        elif path.suffix == ".gz":
+            return _gzip_damage(path)
         else:
-            import pyarrow.parquet as pq
-
-            pq.read_metadata(path)
-    except (OSError, ValueError, UnicodeDecodeError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            return _parquet_damage(path)
+    except (OSError, ValueError, UnicodeDecodeError, EOFError) as e:  # pyarrow's ArrowInvalid is a ValueError
         return str(e).splitlines()[0][:80] or type(e).__name__
+    return None
+
+
+def _parquet_damage(path: Path) -> str | None:
+    import pyarrow.parquet as pq
+
+    from opcost.tables import ALL
+
+    meta = pq.read_metadata(path)
+    table = next((t for t in ALL if path.parent.name == "db" and path.stem == t.name), None)
+    if table is None:
+        return None
+    extra = sorted(set(meta.schema.names) - set(table.names) - {"__index_level_0__"})
+    if extra:
+        return f"columns of another table ({', '.join(extra[:3])})"
+    pq.read_table(path)  # a database table: every page, as a query reads it
+    return None
+
+
+def _png_damage(path: Path) -> str | None:
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        fh.seek(max(0, path.stat().st_size - 12))
+        tail = fh.read()
+    if head != b"\x89PNG\r\n\x1a\n":
+        return "not a PNG image"
+    return None if b"IEND" in tail else "a PNG image cut short"
+
+
+def _gzip_damage(path: Path) -> str | None:
+    import gzip
+
+    with gzip.open(path, "rb") as fh:
+        if path.stat().st_size > FULL_READ:
+            fh.read(1)
+        else:
+            while fh.read(1 << 20):
+                pass
     return None
 
 
@@ -93,8 +141,9 @@ def find(rules, under: str = "results/", metadata=METADATA) -> list[Repair]:
     for path in made_files(metadata):
         if not path.startswith(under):
             continue
-        if os.path.isdir(path):  # a folder of files (the figures): one deleted or added since its job made them
-            why = _changed_folder(path, metadata)
+        if os.path.isdir(path):  # a folder of files (the figures): one deleted, added or damaged since its job
+            why = _changed_folder(path, metadata) or next(
+                (f"{f.name} damaged ({d})" for f in sorted(Path(path).iterdir()) if (d := damage(f))), None)
             if why is None:
                 continue
         elif os.path.lexists(path):

@@ -162,18 +162,26 @@ def build_problem(db: dict, layers: pd.DataFrame, module, settings: AdviseSettin
 
 # --- the advice of one workload: plans per budget, the curve, the plan file ---------------------------------------
 
-def for_workload(db: dict, workload: tuple[str, int, str], spec: dict | None = None, dtype: str = "float32",
-                 settings: AdviseSettings = AdviseSettings()) -> Problem:
+def for_workload(db: dict, workload: tuple[str, int, str], spec: dict | None = None, dtype: str | None = None,
+                 settings: AdviseSettings = AdviseSettings(), check: bool = False) -> Problem:
     """The placement problem of a workload (model, batch, mode): its layers from the database, else extracted now
-    (:func:`opcost.analysis.estimate.workload_layers`), its tensors from the model built on the CPU (``spec``: its
-    config entry)."""
+    (:func:`opcost.analysis.estimate.workload_layers`; with ``check``, a user's own entry, the database's are
+    checked against it), its tensors from the model built on the CPU (``spec``: its config entry, in ``dtype``)."""
     from opcost.analysis.estimate import workload_layers
     from opcost.model.sources import load_model
 
     model, batch, mode = workload
     _placed(db, settings)  # a database without a slower tier is said before the model is built
-    layers = workload_layers(db, model, int(batch), mode, spec)
-    return build_problem(db, layers, load_model(model, spec or {}, "cpu", dtype).module, settings)
+    layers = workload_layers(db, model, int(batch), mode, spec, (dtype or "float32") if check else None)
+    try:
+        module = load_model(model, spec or {}, "cpu", dtype or "float32").module
+    except OpcostError as e:
+        if spec or db["layers"]["model"].ne(model).all():
+            raise
+        raise OpcostError(f"model {model}", "advise builds the model to see its tensors, and the database does not "
+                                            "say how: give --config with the config file of the run that profiled "
+                                            "it") from e
+    return build_problem(db, layers, module, settings)
 
 
 def advise(problem: Problem, budgets, settings: AdviseSettings = AdviseSettings(), curve_points: int = 11) -> dict:

@@ -398,26 +398,31 @@ def refit(db_dir, statistic: str | None = None) -> dict[str, dict]:
     return out
 
 
-def workload_layers(db: dict, model: str, batch: int, mode: str, spec: dict | None = None) -> pd.DataFrame:
+def workload_layers(db: dict, model: str, batch: int, mode: str, spec: dict | None = None,
+                    dtype: str | None = None) -> pd.DataFrame:
     """The workload's `layers` rows: from the database when it holds them, else extracted now (no timing) from
-    the model's config entry ``spec`` (``{}``: a torchvision, built-in or zoo name)."""
+    the model's config entry ``spec`` (``{}``: a torchvision, built-in or zoo name) in ``dtype`` (default float32).
+    With a ``dtype`` (a user's config: its entry and dtype), a workload the database holds is also built now and
+    refused where the database's variant differs from it (another module, size or dtype): the answer is never for
+    another model than the one asked about. A model the database holds at other batches or modes only is refused
+    where its variant differs from the one built now."""
     layers = db["layers"]
     wl = of_workload(layers, model, batch, mode)
-    if len(wl):
+    if len(wl) and dtype is None:
         return wl.reset_index(drop=True)
     from opcost.model.extract import extract
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
 
-    fresh = extract(make_workload(load_model(model, spec or {}), batch, mode)).reset_index(drop=True)
-    held = layers[layers["model"] == model]
+    fresh = extract(make_workload(load_model(model, spec or {}, dtype=dtype or "float32"), batch, mode))
+    held = wl if len(wl) else layers[layers["model"] == model]
     if len(held) and (diff := variant_difference(held, fresh)):
         got = held.iloc[0]
         raise OpcostError(f"model {model}", f"the database holds another variant of it than the one built now "
                                             f"(profiled at batch {got['batch']}, {got['mode']}; {diff}): give "
                                             "--config with the config file of the run that profiled it, so that "
                                             "it is built as profiled, or another name for another variant")
-    return fresh
+    return wl.reset_index(drop=True) if len(wl) else fresh.reset_index(drop=True)
 
 
 def _variant(rows: pd.DataFrame) -> tuple[set, set]:

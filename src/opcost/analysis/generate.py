@@ -90,20 +90,22 @@ def stand_in(model: str, spec: dict | None, dtype: str = "float32"):
 
 
 def predict(db: dict, q: Question, spec: dict | None = None, db_dir=None, statistic: str | None = None,
-            trace_now: bool = True, loop=None, bandwidth: dict | None = None, dtype: str = "float32",
+            trace_now: bool = True, loop=None, bandwidth: dict | None = None, dtype: str | None = None,
             **chosen) -> dict:
     """The prediction of ``generate()`` (:class:`Question`) from the database ``db`` on the conditions ``chosen``
     (``host``, ``device``, ``threads``), as a JSON-ready dict (the module's doc says what each part is).
     ``loop``: a :class:`opcost.measure.generation.LoopOverhead` (default: measured now with the model's stand-in);
     ``bandwidth``: a read-bandwidth curve (default: this host's, :func:`opcost.analysis.decode.bandwidth_curve`;
-    none, and no bound, for a database of another host)."""
+    none, and no bound, for a database of another host). ``dtype``: a user's config's (the prefill the database
+    holds is checked against the entry built in it: :func:`opcost.analysis.estimate.workload_layers`)."""
     from opcost.analysis import decode, estimate
     from opcost.measure.generation import loop_overhead
 
-    small = stand_in(q.model, spec, dtype) if loop is None else None  # refused before anything is predicted
+    small = stand_in(q.model, spec, dtype or "float32") if loop is None else None  # refused before predicting
 
     def one(mode):
-        layers = estimate.workload_layers(db, q.model, q.batch, mode, spec)
+        checked = dtype if mode == prefill_mode(q.prompt) else None  # one check: the steps are the same model's
+        layers = estimate.workload_layers(db, q.model, q.batch, mode, spec, checked)
         return layers, estimate.predict_workload(db, layers, db_dir, statistic,
                                                  trace_now=(q.model, spec or {}) if trace_now else None, **chosen)
 

@@ -64,7 +64,7 @@ class Settings:
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "Settings":
-        cfg = cfg or {}
+        cfg = dict(cfg or {})  # the settings a stage declared (opcost.config.StageConfig); the others at defaults
         tiers = []
         for name, spec in (cfg.get("tiers") or {}).items():
             (kind, where), = spec.items()
