@@ -322,6 +322,12 @@ MISTAKES = [
             ["min_samples"]),
     Mistake("energy.meter: rapl", {"models": {"mlp": MLP}, "energy": {"meter": "rapl"}},
             [] if HAS_RAPL else ["energy.meter"]),
+    Mistake("advise.budgets: ['..%']", {"models": {"mlp": MLP}, "advise": {"budgets": ["..%", 0.5]}},
+            ["advise.budgets[0]"]),
+    Mistake("advise.budgets: ['150%']", {"models": {"mlp": MLP}, "advise": {"budgets": ["150%"]}},
+            ["advise.budgets[0]"]),
+    Mistake("a sweep point with channels_last: 3", {"models": {"mlp": MLP}, "sweeps": [
+        {"op": "Conv2d", "points": [{"channels_last": 3}]}]}, ["channels_last"]),
     Mistake("a million-token context", {"models": {"llm": {
         "model": "hf:llama", "modes": ["decode"], "context_lens": [10 ** 6],
         "kwargs": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
@@ -426,6 +432,18 @@ def _check_empty_path(work: Path) -> Verdict:
 @case("cli: db show --param =3")
 def _show_param_without_name(work: Path) -> Verdict:
     return refused(opcost(work, "db", "show", "--param", "=3"), ["--param =3"])
+
+
+@case("cli: advise --out a table's path")
+def _advise_out_parquet(work: Path) -> Verdict:
+    return refused(opcost(work, "advise", "mlp", "--batch", "2", "--budget", "50%", "--out", "plan.parquet"),
+                   ["--out plan.parquet"])
+
+
+@case("cli: check-models --models a name the config lacks")
+def _check_models_unknown(work: Path) -> Verdict:
+    return refused(opcost(work, "check-models", ROOT / "tests" / "data" / "tiny.yaml", "--models", "nosuch"),
+                   ["--models nosuch"])
 
 
 @case("cli: extract a model given as module:callable")
@@ -642,6 +660,21 @@ def _predict(work: Path) -> Verdict:
     if not 0 < low <= mid <= high:
         return SILENT, f"predicted {mid:.3g} s outside its interval [{low:.3g}, {high:.3g}]"
     return GOOD, f"mlp_wide b2 predicted {mid * 1e3:.3f} ms [{low * 1e3:.3f}, {high * 1e3:.3f}]"
+
+
+@case("run: predict a profiled model with a config that builds it wider", runs=("tiny",))
+def _predict_other_variant(work: Path) -> Verdict:
+    tiny = RUNS.tiny()
+    cfg = yaml.safe_load((tiny / "c.yaml").read_text())
+    cfg["models"]["mlp"].setdefault("kwargs", {})["width"] = 512
+    write_config(work / "wide.yaml", cfg)
+    return refused(opcost(tiny, "predict", "mlp", "--batch", "2", "--config", work / "wide.yaml", "--no-trace"),
+                   ["model mlp", "another variant"])
+
+
+@case("run: db show --shape 8,x", runs=("tiny",))
+def _show_shape_x(work: Path) -> Verdict:
+    return refused(opcost(RUNS.tiny(), "db", "show", "--shape", "8,x"), ["--shape 8,x"])
 
 
 @case("run: predict an unknown torchvision name", runs=("tiny",))
