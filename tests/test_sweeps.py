@@ -147,6 +147,7 @@ def test_a_channels_last_point_is_profiled_in_nhwc_as_a_channels_last_model_runs
     convs = []
     for entry in entries:
         layers = extract(make_workload(load_model("p", entry), 2, "inference"))
+        assert set(layers["op_type"]) == {"Conv2d"}  # reading the weights' order records no call of its own
         convs.append(layers[layers["op_type"] == "Conv2d"].iloc[0])
     strides = [json.loads(c["inputs"])[0]["stride"] for c in convs]
     assert strides == [[144, 36, 6, 1], [144, 1, 24, 4], [144, 1, 24, 4]]  # [2, 4, 6, 6]: NCHW, then NHWC twice

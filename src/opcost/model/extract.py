@@ -97,8 +97,8 @@ def module_params(m: torch.nn.Module) -> dict:
     if base:
         out[optypes.BASE] = base.__name__
     weight = getattr(m, "weight", None)
-    if isinstance(weight, torch.Tensor) and weight.dim() == 4 and weight.stride() != torch.empty(
-            weight.shape, device="meta").stride() and weight.is_contiguous(memory_format=torch.channels_last):
+    if isinstance(weight, torch.Tensor) and weight.dim() == 4 and weight.is_contiguous(
+            memory_format=torch.channels_last) and weight.stride() != _contiguous_strides(weight.shape):
         out["weight_format"] = "channels_last"  # what a convolution's kernel choice reads (features.layout)
     dtypes = sorted({dtype_name(p.dtype) for p in m.parameters(recurse=False)})
     if dtypes:
@@ -106,6 +106,16 @@ def module_params(m: torch.nn.Module) -> dict:
     if fastpath.is_fused(m):  # a module with children, recorded as one call
         out.update(fastpath.params(m))
     return out
+
+
+def _contiguous_strides(shape) -> tuple[int, ...]:
+    """The strides of a contiguous tensor of ``shape``, by arithmetic: no tensor is made while the model's calls
+    are recorded (one would be recorded as the model's)."""
+    out, step = [], 1
+    for size in reversed(shape):
+        out.append(step)
+        step *= size
+    return tuple(reversed(out))
 
 
 def overload_name(func) -> str:
