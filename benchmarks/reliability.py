@@ -368,6 +368,12 @@ def _default_config(work: Path) -> Verdict:
     return accepted(snakemake(work, "-n", "--configfile", ROOT / "config" / "config.yaml"), "Job stats")
 
 
+@case("config: --config threads=1 without --configfile [snakemake -n]")
+def _default_config_changed(work: Path) -> Verdict:
+    shutil.copytree(ROOT / "config", work / "config")  # the embedded default, where a run in the repository finds it
+    return accepted(snakemake(work, "-n", "--config", "threads=1"), "Job stats")
+
+
 @case("cli: predict --batch 0", smoke=True)
 def _predict_batch_zero(work: Path) -> Verdict:
     done = opcost(work, "predict", "resnet18", "--batch", "0")
