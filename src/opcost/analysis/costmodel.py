@@ -309,8 +309,8 @@ class CostModel:
         changed with the model left out of the database, mostly against that model. Averaged, not the simplest of
         them: on 120 models never profiled the three methods came out equally close (70%, 67% and 71% within ±15%)
         while one model's estimate moved by up to 17% between them, and the choice of one flipped with four
-        configurations more or less in the database; their mean came out closer than any (docs/methodology.md, "Methods
-        the held-out errors cannot tell apart")."""
+        configurations more or less in the database; their mean came out as close (72%) with intervals a third
+        narrower (docs/methodology.md, "Methods the held-out errors cannot tell apart")."""
         err = held[self.methods()].abs()
         per_config = err.median()
         if per_config.isna().all():
