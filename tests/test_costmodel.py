@@ -981,11 +981,13 @@ def test_an_extra_grows_with_the_calls_time_as_the_profiled_calls_show_and_never
 
 
 def _conv(channels, size, batch, seconds, order=""):
-    """A depthwise 3x3 convolution's row; ``order``: "" (NCHW), "tokens" (a channels-last input, NCHW weights: a
-    transformer's tokens viewed as an image) or "nhwc" (input and weights channels last)."""
+    """A depthwise 3x3 convolution's row; ``order``: "" (NCHW), "tokens" (a transformer's one-sample batch of tokens
+    viewed as an image: neither order to PyTorch) or "nhwc" (input and weights channels last)."""
     shape = [batch, channels, size, size]
     spec = _spec(shape)
-    if order:
+    if order == "tokens":
+        spec["stride"] = [channels, 1, size * channels, channels]
+    elif order == "nhwc":
         spec["stride"] = [size * size * channels, 1, size * channels, channels]
     params = {"in_channels": channels, "out_channels": channels, "kernel_size": [3, 3], "stride": [1, 1],
               "groups": channels, "bias": True, **({"weight_format": "channels_last"} if order == "nhwc" else {})}
@@ -995,17 +997,22 @@ def _conv(channels, size, batch, seconds, order=""):
 
 
 def test_a_convolution_on_a_token_major_input_has_a_law_of_its_own_and_else_the_plain_ones():
-    """A convolution whose input is channels last and whose weights are not runs other kernels (a transformer's
-    tokens viewed as an image, PVT-v2's depthwise convolutions: several times the time of either plain order on a
-    CPU): measured, that layout has its own law; never measured, it takes the plain layout's law, labelled a twin."""
+    """PyTorch picks a convolution's kernels by the order it reads from the input's strides: a one-sample batch of a
+    transformer's tokens viewed as an image ([1, N, C] transposed) is neither order to it and is copied to NCHW
+    first (PVT-v2's depthwise convolutions: several times the plain time on a CPU); the same view of a larger batch,
+    and a model in channels-last order, take the channels-last kernels. Measured, a layout has its own law; never
+    measured, it takes the plain layout's law, labelled a twin."""
     from opcost.analysis.features import image_format, layout
 
-    token_major = {"T": [1, 32, 56, 56], "stride": [32, 1, 1792, 32]}  # [1, 3136, 32] transposed and viewed
-    assert image_format(token_major) == "nhwc" and image_format(_spec([1, 32, 56, 56])) == "nchw"
+    tokens = {"T": [1, 32, 56, 56], "stride": [32, 1, 1792, 32]}  # [1, 3136, 32] transposed and viewed
+    batch = {"T": [2, 32, 56, 56], "stride": [100352, 1, 1792, 32]}  # [2, 3136, 32] transposed and viewed
+    assert image_format(tokens) == "strided" and image_format(batch) == "nhwc"
+    assert image_format(_spec([1, 32, 56, 56])) == "nchw"
     assert image_format({"T": [1, 32, 1, 1], "stride": [32, 1, 1, 1]}) == "nchw"  # one pixel, made contiguous
     assert image_format({"T": [1, 32, 1, 1], "stride": [32, 1, 32, 32]}) == "nhwc"  # ... made channels last
-    assert layout({}, [token_major]) == "nhwc-input"
-    assert layout({"weight_format": "channels_last"}, [token_major]) == "nhwc" and layout({}, [_spec([1, 3])]) == ""
+    assert layout({}, [tokens]) == "strided" and layout({}, [batch]) == "nhwc"
+    assert layout({"weight_format": "channels_last"}, [_spec([1, 32, 8, 8])]) == "nhwc"
+    assert layout({}, [_spec([1, 3])]) == ""
     law = lambda c, s, b: 5e-6 + b * c * s * s * 8 / 4e9  # noqa: E731
     sizes = [(c, s, b) for c in (32, 128, 512) for s in (14, 28, 56) for b in (1, 4)]
     plain = [_conv(c, s, b, law(c, s, b)) for c, s, b in sizes]

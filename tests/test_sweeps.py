@@ -143,7 +143,7 @@ def test_a_channels_last_point_is_profiled_in_nhwc_as_a_channels_last_model_runs
         {"op": "Conv2d", "grid": {"channels": [4], "size": [6], "kernel": [1], "channels_last": [0, 1, 2]},
          "depth": 2}]})
     entries = [cfg["models"][f"sweep-Conv2d-c4-nhwc{v}-k1-h6"] for v in (0, 1, 2)]
-    assert [e.get("memory_format") for e in entries] == [None, "channels_last", "channels_last_input"]
+    assert [e.get("memory_format") for e in entries] == [None, "channels_last", "token_major"]
     convs = []
     for entry in entries:
         layers = extract(make_workload(load_model("p", entry), 2, "inference"))
@@ -152,7 +152,10 @@ def test_a_channels_last_point_is_profiled_in_nhwc_as_a_channels_last_model_runs
     strides = [json.loads(c["inputs"])[0]["stride"] for c in convs]
     assert strides == [[144, 36, 6, 1], [144, 1, 24, 4], [144, 1, 24, 4]]  # [2, 4, 6, 6]: NCHW, then NHWC twice
     assert [json.loads(c["params"]).get("weight_format") for c in convs] == [None, "channels_last", None]
-    assert list(features(pd.DataFrame(convs))["layout"]) == ["", "nhwc", "nhwc-input"]
+    assert list(features(pd.DataFrame(convs))["layout"]) == ["", "nhwc", "nhwc"]  # a batch of 2: channels last
+    one = extract(make_workload(load_model("p", entries[2]), 1, "inference"))  # one sample: neither order
+    assert json.loads(one["inputs"].iloc[0])[0]["stride"] == [4, 1, 24, 4]
+    assert list(features(one)["layout"]) == ["strided", ""]  # the chain's first layer; the next reads NCHW
     assert len({c["config_id"] for c in convs}) == 3
     with pytest.raises(OpcostError, match="channels_last 3"):
         model_entries([{"op": "Conv2d", "points": [{"channels_last": 3}]}], [1], ["inference"])

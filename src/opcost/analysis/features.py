@@ -73,34 +73,36 @@ def contiguous(spec: dict) -> bool:
 
 
 def image_format(spec: dict) -> str:
-    """The memory order of a 4-D tensor spec from its strides: ``nchw`` (contiguous, or no strides recorded),
-    ``nhwc`` (channels last: a model converted to it, or a transformer's tokens viewed as an image, ``[B, N, C]``
-    transposed to ``[B, C, H, W]``) or ``strided`` (anything else); ``""`` for another rank. Where the two orders
-    share one memory (one channel, one pixel) the strides still say which the tensor was made in, as PyTorch's own
-    choice of a convolution's path reads them."""
+    """The memory order of a 4-D tensor spec as PyTorch reads it from the strides (``suggest_memory_format``, its
+    ``is_channels_last_strides_2d`` rule): ``nchw`` (contiguous, or no strides recorded), ``nhwc`` (channels last: a
+    model converted to it, a channels-last LayerNorm's output) or ``strided`` (anything else: a transformer's tokens
+    ``[1, N, C]`` transposed and viewed as an image keep the stride of their one-sample batch, which PyTorch does not
+    read as channels last, and a convolution first copies them to NCHW order); ``""`` for another rank."""
     shape, stride = list(spec.get("T") or []), spec.get("stride")
     if len(shape) != 4:
         return ""
     if stride is None:
         return "nchw"
-    n, c, h, w = shape
-    if all(size == 1 or st == want for size, st, want in zip(shape, stride, (h * w * c, 1, w * c, c))) and \
-            list(stride) != [c * h * w, h * w, w, 1]:
-        return "nhwc"
-    return "nchw" if contiguous(spec) else "strided"
+    low, channels_last = 0, stride[1] != 0
+    for d in (1, 3, 2, 0):
+        if not channels_last or shape[d] == 0 or stride[d] < low or (d == 0 and low == stride[1]):
+            channels_last = False
+            break
+        low = stride[d] * (shape[d] if shape[d] > 1 else 1)
+    return "nhwc" if channels_last else "nchw" if contiguous(spec) else "strided"
 
 
 def layout(params: dict, ins: list) -> str:
-    """A 2-D convolution's memory layout when it is not the plain one (its input and weights in NCHW order):
-    ``nhwc`` (both channels last), ``nhwc-input`` (a channels-last input, weights in NCHW order: the depthwise
-    convolutions of PVT-v2, SegFormer, CoaT and XCiT on their token-major activations, several times slower than
-    either plain order on a CPU) or ``nhwc-weight``; ``""`` for the plain layout and for anything else. Its weights'
-    order is the `params` key ``weight_format`` (:func:`opcost.model.extract.module_params`)."""
+    """A 2-D convolution's memory layout when it is not the plain one (its input and weights in NCHW order), as
+    PyTorch picks its kernels: ``nhwc`` (the input or the weights channels last: the channels-last kernels) or
+    ``strided`` (an input in neither order, copied to NCHW first: the depthwise convolutions of PVT-v2, SegFormer,
+    CoaT and XCiT on a one-sample batch of token-major activations, several times the plain time on a CPU);
+    ``""`` for the plain layout and for anything else. Its weights' order is the `params` key ``weight_format``
+    (:func:`opcost.model.extract.module_params`)."""
     fmt = image_format(ins[0]) if ins else ""
-    weight = params.get("weight_format") == "channels_last"
-    if fmt == "nhwc":
-        return "nhwc" if weight else "nhwc-input"
-    return "nhwc-weight" if weight and fmt == "nchw" else ""
+    if fmt == "nhwc" or (params.get("weight_format") == "channels_last" and fmt in ("nchw", "nhwc")):
+        return "nhwc"
+    return "strided" if fmt == "strided" else ""
 
 
 def _pair(v, default=1) -> list[int]:

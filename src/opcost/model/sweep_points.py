@@ -76,9 +76,10 @@ features are: the lookups are microseconds, and a lone call in a rotation measur
 took 12 to 14 µs per call among tiny_dlrm's eight). The image operators (``Conv2d`` and those with ``channels`` and
 ``size``) also take ``channels_last`` (0; 1: the chain's weights and input in NHWC order, the model entry's
 ``memory_format: channels_last``, as in a model converted to it or in ConvNeXt's blocks, whose channels-last
-LayerNorm leaves its output so; 2: its input alone, ``memory_format: channels_last_input``, the weights in NCHW order,
-as a transformer's tokens ``[B, N, C]`` transposed and viewed as an image meet the depthwise convolutions of
-PVT-v2, SegFormer, CoaT and XCiT, whose convolution then runs other, slower kernels). The batch size of a point is
+LayerNorm leaves its output so; 2: its input token-major, ``memory_format: token_major``, weights in NCHW order: a
+transformer's tokens ``[B, N, C]`` transposed and viewed as an image, as the depthwise convolutions of PVT-v2,
+SegFormer, CoaT and XCiT read them; at batch 1 PyTorch reads that view as neither order and copies it to NCHW first,
+at batch 8 as channels last; only a chain's first layer reads it, the others their predecessor's output). The batch size of a point is
 its grid's ``batch`` values (default: the config's ``batch_sizes``).
 """
 from __future__ import annotations
@@ -216,7 +217,7 @@ def model_entries(sweeps: list, batch_sizes: list[int], modes: list[str]) -> dic
             if op in _LOOKUPS:  # token ids below the table's size
                 entry.update(input_dtype="int64", input_range=[0, {**DEFAULTS[op], **shape}["num"]])
             if shape.get("channels_last"):
-                entry["memory_format"] = "channels_last" if shape["channels_last"] == 1 else "channels_last_input"
+                entry["memory_format"] = "channels_last" if shape["channels_last"] == 1 else "token_major"
             for b in ([batch] if batch is not None else batch_sizes):
                 if int(b) not in entry["batch_sizes"]:
                     entry["batch_sizes"].append(int(b))

@@ -15,7 +15,8 @@ it sets them (per-sample shapes; the batch dimension is prepended; ``input_dtype
 ``input_range``), else from the source's own example inputs (timm's input size, token ids and attention mask or
 pixel values for transformers) or the module's ``example_inputs(batch, generator)``, else ``[[3, 224, 224]]``.
 With ``memory_format: channels_last`` the module's 4-D weights and its 4-D inputs are in NHWC order; with
-``channels_last_input`` its inputs alone (a transformer's tokens viewed as an image, its weights left in NCHW order).
+``token_major`` its 4-D inputs are made as a transformer's tokens viewed as an image (``[B, H x W, C]`` transposed to
+``[B, C, H, W]``), its weights left in NCHW order.
 """
 from __future__ import annotations
 
@@ -180,7 +181,7 @@ def load_model(name: str, spec: dict, device: str = "cpu", dtype: str = "float32
     module = module.to(device=device, dtype=float_dtype)
     dev = torch.device(device)
     fmt = spec.get("memory_format")
-    layout = torch.channels_last if fmt in ("channels_last", "channels_last_input") else None
+    layout = torch.channels_last if fmt == "channels_last" else None
     if fmt == "channels_last":  # 4-D weights and images in NHWC order, as PyTorch's CPU performance guide advises
         module = module.to(memory_format=layout)
 
@@ -200,6 +201,9 @@ def load_model(name: str, spec: dict, device: str = "cpu", dtype: str = "float32
         else:
             raw = tuple(torch.randint(lo, hi, [batch, *s], generator=gen) for s in shapes)
         out = tuple(t.to(dev, float_dtype) if t.is_floating_point() else t.to(dev) for t in raw)
+        if fmt == "token_major":  # [B, C, H, W] as a view of [B, H x W, C] tokens, transposed
+            return tuple(t.flatten(2).transpose(1, 2).contiguous().transpose(1, 2).view(t.shape) if t.dim() == 4
+                         else t for t in out)
         return tuple(t.contiguous(memory_format=layout) if layout is not None and t.dim() == 4 else t for t in out)
 
     return LoadedModel(name, module, make_inputs)
