@@ -17,10 +17,10 @@ the methods whose median |log error| per configuration is within one standard er
 The held-out errors of the estimate chosen give every estimate its interval (the 5th to 95th
 percentile of the held-out ratios of its op type, or of all types where it has fewer than :data:`MIN_INTERVAL` of them).
 
-**Layouts**: a convolution whose input or weights are channels last runs other kernels at other rates than the
-plain NCHW one (:func:`opcost.analysis.features.layout`); its rows are keyed by the layout variant
-(``Conv2d@nhwc-input``, :func:`by_layout`), which has a law of its own where measured and else takes the op type's as
-a ``twin``.
+**Layouts**: a convolution whose input or weights PyTorch reads as channels last, or whose input is in neither
+order (copied to NCHW first), runs other kernels at other rates than the plain NCHW one
+(:func:`opcost.analysis.features.layout`); its rows are keyed by the layout variant (``Conv2d@strided``,
+:func:`by_layout`), which has a law of its own where measured and else takes the op type's as a ``twin``.
 
 An op type with too few measured configurations falls back to a labelled rule: ``nearest``, the measured
 configuration of that type and phase nearest in (log FLOPs, log bytes), scaled by the ratio of its family's law
@@ -474,7 +474,7 @@ def one_thread():
 
 def by_layout(data: pd.DataFrame) -> pd.DataFrame:
     """A feature frame whose rows in a layout other than the plain one (column ``layout``:
-    :func:`opcost.analysis.features.layout`) are keyed by their layout variant (``Conv2d@nhwc-input``:
+    :func:`opcost.analysis.features.layout`) are keyed by their layout variant (``Conv2d@strided``:
     :func:`opcost.analysis.optypes.variant`), their op type their ``base``: a layout measured often enough has a
     law of its own, and one never measured takes its op type's law as a twin."""
     order = data["layout"].fillna("").astype(str) if "layout" in data else None

@@ -308,7 +308,7 @@ def family(op_type: str, base: str | None = None) -> str | None:
     return lookup(op_type, base).family
 
 
-LAYOUT = "@"  # joins an op type and a layout the cost model keeps apart: Conv2d@nhwc-input (features.layout)
+LAYOUT = "@"  # joins an op type and a layout the cost model keeps apart: Conv2d@strided (features.layout)
 
 
 def variant(op_type: str, layout: str | None) -> str:

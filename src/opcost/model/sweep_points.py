@@ -79,8 +79,8 @@ took 12 to 14 µs per call among tiny_dlrm's eight). The image operators (``Conv
 LayerNorm leaves its output so; 2: its input token-major, ``memory_format: token_major``, weights in NCHW order: a
 transformer's tokens ``[B, N, C]`` transposed and viewed as an image, as the depthwise convolutions of PVT-v2,
 SegFormer, CoaT and XCiT read them; at batch 1 PyTorch reads that view as neither order and copies it to NCHW first,
-at batch 8 as channels last; only a chain's first layer reads it, the others their predecessor's output). The batch size of a point is
-its grid's ``batch`` values (default: the config's ``batch_sizes``).
+at batch 8 as channels last; only a chain's first layer reads it, the others their predecessor's output). The
+batch size of a point is its grid's ``batch`` values (default: the config's ``batch_sizes``).
 """
 from __future__ import annotations
 
