@@ -349,7 +349,8 @@ def test_config_mistakes_are_named_each_in_one_line():
 def test_a_value_of_either_kind_says_what_is_wrong_and_what_is_expected():
     with pytest.raises(Problems) as e:
         validate({"models": {"mlp": MLP}, "advise": {"budgets": [1.5, "abc", 0.5, "2GiB"]}})
-    expected = "(expected: fast-tier budgets: a share of the placeable footprint (0 to 1) or a size ('2GiB', '512MB'))"
+    expected = ("(expected: fast-tier budgets: a share of the placeable footprint (0 to 1, or 0% to 100%) or a size "
+                "('2GiB', '512MB'))")
     assert str(e.value).splitlines() == [f"config: advise.budgets[0]: 1.5 is greater than the maximum of 1 {expected}",
                                          f"config: advise.budgets[1]: 'abc' is not of the expected form {expected}"]
 
@@ -610,7 +611,7 @@ def test_damage_is_found_in_every_kind_of_result_file(tiny_run, tmp_path):
 
     r = tiny_run / "results"
     (tmp_path / "db").mkdir()
-    traces = sorted((r / "trace").rglob("*.json.gz"))
+    traces = sorted((r / "trace").rglob("*.json.gz"), key=lambda p: -p.stat().st_size)  # the largest first
     good = [r / "db/measurements.parquet", r / "validation/predictions.tsv", r / "figures/breakdown.png", traces[0]]
     assert [damage(f) for f in good] == [None] * 4
     cases = {}
@@ -627,7 +628,8 @@ def test_damage_is_found_in_every_kind_of_result_file(tiny_run, tmp_path):
     cases["p.tsv"] = "codec can't decode"
     (tmp_path / "b.png").write_bytes((r / "figures/breakdown.png").read_bytes()[:400])
     cases["b.png"] = "a PNG image cut short"
-    (tmp_path / "t.json.gz").write_bytes(traces[0].read_bytes()[:100])
+    whole = traces[0].read_bytes()
+    (tmp_path / "t.json.gz").write_bytes(whole[: len(whole) // 2])
     cases["t.json.gz"] = "ended before the end-of-stream marker"
     (tmp_path / "e.tsv").write_bytes(b"")
     cases["e.tsv"] = "empty"

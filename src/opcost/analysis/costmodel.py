@@ -433,7 +433,7 @@ class CostModel:
 
     # -- held-out summary --------------------------------------------------------------------------------------
     def heldout_summary(self) -> dict:
-        """Per method (and ``chosen``: the estimate the cost model makes, the mean of the methods chosen): the
+        """Per method (and ``estimate``: the estimate the cost model makes, the mean of the methods chosen): the
         median |error| and the share within ±10% / ±25% of the held-out estimates per configuration (what
         :meth:`_choose` compares), and the median |error| and the mean |log error| of the held-out workloads' sums
         (workloads of at least :data:`MIN_WORKLOAD` configurations; ``workloads``: how many)."""
@@ -446,7 +446,7 @@ class CostModel:
                "chosen": self.chosen()}
         for m in named:
             err = np.exp(self.heldout[m]) - 1
-            out[m] = {"median_abs_error": float(err.abs().median()), "within_10pct": float((err.abs() <= .1).mean()),
+            out["estimate" if m == "chosen" else m] = {"median_abs_error": float(err.abs().median()), "within_10pct": float((err.abs() <= .1).mean()),
                       "within_25pct": float((err.abs() <= .25).mean()),
                       "workload_median_abs_error": float((np.exp(sums[m]) - 1).abs().median()) if len(sums)
                       else float("nan"),
