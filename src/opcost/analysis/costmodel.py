@@ -446,11 +446,11 @@ class CostModel:
                "chosen": self.chosen()}
         for m in named:
             err = np.exp(self.heldout[m]) - 1
-            out["estimate" if m == "chosen" else m] = {"median_abs_error": float(err.abs().median()), "within_10pct": float((err.abs() <= .1).mean()),
-                      "within_25pct": float((err.abs() <= .25).mean()),
-                      "workload_median_abs_error": float((np.exp(sums[m]) - 1).abs().median()) if len(sums)
-                      else float("nan"),
-                      "workload_mean_abs_log_error": float(sums[m].abs().mean()) if len(sums) else float("nan")}
+            out["estimate" if m == "chosen" else m] = {
+                "median_abs_error": float(err.abs().median()), "within_10pct": float((err.abs() <= .1).mean()),
+                "within_25pct": float((err.abs() <= .25).mean()),
+                "workload_median_abs_error": float((np.exp(sums[m]) - 1).abs().median()) if len(sums) else float("nan"),
+                "workload_mean_abs_log_error": float(sums[m].abs().mean()) if len(sums) else float("nan")}
         return out
 
     def methods(self) -> list[str]:
