@@ -37,7 +37,7 @@ def test_merge_combines_machines(tiny_run, tmp_path):
            str(tmp_path / "cli")]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     fits = [ln for ln in out.splitlines() if ln.startswith("cost model ")]
-    assert len(fits) == 2 and all("held-out median |error| per configuration estimate " in ln and ", law " in ln
+    assert len(fits) == 2 and all("held-out median |error| per configuration law " in ln and ", estimate " in ln
                                   for ln in fits), out
     assert all(": inference: law" in ln for ln in fits), out  # the method chosen per mode
 
