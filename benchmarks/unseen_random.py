@@ -6,7 +6,9 @@ are timm models (``pretrained=False``, timm's own input size), half transformers
 config at a small size (:data:`SMALL`: 2 layers, hidden 256, 4 heads, FFN 1,024, vocabulary 8,192; sequence
 ``--seq-len``). A drawn model is kept only by what fits the machine: its parameters (at most ``--max-params``, on the
 meta device, before anything is allocated) and its iteration time (at most ``--max-ms``, one timed iteration).
-A model opcost cannot build, extract or predict is a failure, counted and named, not skipped.
+A model opcost cannot build, extract or predict is a failure, counted and named, not skipped. The architectures of
+the config's `predict_only` models are never drawn: the interval of a model never profiled rests on their errors
+(:mod:`opcost.analysis.calibration`).
 
 For each model kept: its prediction as ``opcost predict`` makes it (:func:`opcost.analysis.estimate.predict_workload`
 with the overhead between operators from a short trace of its own, unless ``--no-trace``), then its end-to-end time
@@ -58,15 +60,25 @@ HF_SKIP = ("encoder-decoder", "vision-encoder-decoder", "speech-encoder-decoder"
            "musicgen", "bark", "encodec", "seamless", "mimi", "timm", "auto")
 
 
-def candidates() -> list[tuple[str, dict]]:
-    """Every model the draw may pick: (name, config entry), timm's registry and transformers' model types."""
+def candidates(exclude=frozenset()) -> list[tuple[str, dict]]:
+    """Every model the draw may pick: (name, config entry), timm's registry and transformers' model types, less
+    the architectures named in ``exclude`` (:func:`calibration_archs`)."""
     import timm
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    pool = [(f"timm_{n}", {"model": f"timm:{n}"}) for n in timm.list_models()]
+    pool = [(f"timm_{n}", {"model": f"timm:{n}"}) for n in timm.list_models() if n not in exclude]
     pool += [(f"hf_{t}", {"model": f"hf:{t}", "kwargs": dict(SMALL)}) for t in CONFIG_MAPPING_NAMES
-             if not any(s in t for s in HF_SKIP)]
+             if not any(s in t for s in HF_SKIP) and t not in exclude]
     return pool
+
+
+def calibration_archs(config_path) -> set[str]:
+    """The architectures of a config's `predict_only` models (timm names, transformers model types, torchvision
+    names): the database's interval of a model never profiled rests on their errors, so none is drawn."""
+    from opcost.config import load
+
+    entries = load(config_path).get("predict_only") or {}
+    return {str(e.get("model") or name).split(":", 1)[-1] for name, e in entries.items()}
 
 
 def draw(pool: list, n: int, seed: int) -> list[tuple[str, dict]]:
@@ -214,7 +226,8 @@ def run(args, db, seed: int) -> tuple[list, list, list]:
                               min_samples=5, min_sample_s=0.001)
     ref_wls = [make_workload(load_model(r, specs.get(r, {})), args.ref_batch, MODE) for r in refs]
     rows, failed, too_big = [], [], []
-    for name, raw in SMOKE_POOL if args.smoke else draw(candidates(), args.n, seed):
+    calibrated = calibration_archs(args.config or ROOT / "config" / "config.yaml")
+    for name, raw in SMOKE_POOL if args.smoke else draw(candidates(calibrated), args.n, seed):
         if len(rows) >= args.n:
             break
         try:

@@ -275,6 +275,10 @@ PREFLIGHT = [
     ({"model": "nowhere:make"}, "model m: cannot import 'nowhere:make'"),
     ({"model": "tests.tiny_models:no_such_factory"}, "model m: cannot import 'tests.tiny_models:no_such_factory'"),
     ({"model": "resnet1800"}, "model m: unknown model 'resnet1800'"),
+    ({"model": "resnet18", "kwargs": {"num_classs": 10}}, "model m: resnet18: ResNet.__init__() got an unexpected "
+                                                          "keyword argument 'num_classs': check its kwargs"),
+    ({"model": "tiny_dlrm", "kwargs": {"tabels": 2}}, "model m: tiny_dlrm: "),
+    ({"model": "resnet18", "kwargs": {"num_classes": 10}}, None),
     ({**MLP, "batch_sizes": [10 ** 12]}, "model m: batch 1000000000000 needs 3.2e+04 GB for its inputs alone"),
     ({**MLP, "input_dtype": "int64", "input_range": [5, 2]}, "config: models.m.input_range: [5, 2] draws integers "
                                                             "from [low, high): low must be below high"),

@@ -653,6 +653,46 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
                      r"models' summed estimates\n", text), text
 
 
+def test_the_interval_of_a_model_never_profiled_rests_on_the_runs_predict_only_models(tiny_run, tmp_path):
+    """With two `predict_only` models' errors kept beside the database, a prediction's estimated part spans their
+    predictive spread (Student's t with as many degrees of freedom as models) and says so; once the database's
+    files change (a rerun, a merge), those rows no longer describe its predictions and the held-out spread answers."""
+    import shutil
+
+    from scipy.stats import t
+
+    from opcost import io, tables
+    from opcost.analysis import calibration
+    from tests.helpers import TINY
+
+    db_dir = tmp_path / "db"
+    shutil.copytree(tiny_run / "results" / "db", db_dir)
+    one = pd.read_parquet(db_dir / "calibration.parquet")
+    assert len(one) == 1  # tiny.yaml's one predict_only model: too few to rest on
+    db = database.read_db(db_dir)
+    spec = yaml.safe_load(TINY.read_text())["models"]["tiny_dlrm"]
+    layers = estimate.workload_layers(db, "tiny_dlrm", 5, "inference", spec)
+    held = estimate.predict_workload(db, layers, db_dir)
+    assert "held-out models" in held.interval_basis
+    # a second model, 20% off the other way: half-width = RMS x t(0.95, 2) x sqrt(1 + 1/2)
+    two = pd.concat([one.assign(log_error=0.1), one.assign(model="other", log_error=-0.2)], ignore_index=True)
+    io.write_parquet(tables.frame(tables.CALIBRATION, two), db_dir / "calibration.parquet", tables.CALIBRATION)
+    half = np.sqrt((0.1 ** 2 + 0.2 ** 2) / 2) * t.ppf(0.95, 2) * np.sqrt(1.5)
+    got = calibration.spread(db_dir, one["conditions"].iloc[0], "inference")
+    assert got.models == 2 and got.half == pytest.approx(half)
+    p = estimate.predict_workload(db, layers, db_dir)
+    assert p.predicted_s == pytest.approx(held.predicted_s)  # the centre is the cost model's; the range is not
+    assert f"within x{np.exp(half):.2f} either way, as 2 models never profiled" in p.interval_basis
+    assert p.low_s < p.predicted_s < p.high_s
+    assert p.high_s - p.predicted_s >= 0.99 * (p.estimated_s - p.level_s) * np.expm1(half)
+    assert calibration.spread(db_dir, one["conditions"].iloc[0], "training") is None  # another mode: none
+    meas = io.read_parquet(db_dir / "measurements.parquet", tables.MEASUREMENTS)  # the database changed since
+    io.write_parquet(meas.iloc[:-1], db_dir / "measurements.parquet", tables.MEASUREMENTS)  # they were predicted
+    assert calibration.spread(db_dir, one["conditions"].iloc[0], "inference") is None
+    db = database.read_db(db_dir)
+    assert "held-out models" in estimate.predict_workload(db, layers, db_dir).interval_basis
+
+
 def test_a_never_traced_decoder_takes_its_glue_from_a_short_trace_of_its_own(tiny_run, tmp_path, capsys):
     """A model the database never traced (a small Llama-shaped decoder) gets its overhead between operators from a
     short trace taken at predict time, and says so; the database's median per call is what --no-trace takes."""

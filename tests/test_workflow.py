@@ -70,6 +70,17 @@ def test_a_model_never_profiled_is_predicted_and_checked(tiny_run):
     from opcost.analysis.training import cache_path
 
     assert cache_path(tiny_run / "results" / "db").exists()  # the fitted model, in the cache, not in the database
+    # timed as a check only: no plain process beside it (the profiled models have one)
+    e2e = lambda m: pd.read_parquet(tiny_run / "results" / "e2e" / m / "inference_b2.parquet")  # noqa: E731
+    assert "plain" not in set(e2e("mlp_wide")["method"]) and "plain" in set(e2e("mlp")["method"])
+    # its error kept beside the database, for the intervals of models never profiled
+    from opcost.analysis import calibration
+
+    cal = pd.read_parquet(tiny_run / "results" / "db" / "calibration.parquet")
+    assert list(cal["model"]) == ["mlp_wide"]
+    assert cal["log_error"].iloc[0] == pytest.approx(np.log(r["predicted_s"] / r["measured_s"]))
+    assert cal["database"].iloc[0] == calibration.fingerprint(tiny_run / "results" / "db")
+    assert len(calibration.rows_for(tiny_run / "results" / "db", cal["conditions"].iloc[0], "inference")) == 1
 
 
 def test_a_broken_model_is_named_and_the_others_complete(tiny_run):

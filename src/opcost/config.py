@@ -383,6 +383,9 @@ def model_entry(config: dict, model: str) -> dict:
     return {k: v for k, v in config["models"][model].items() if k not in _WORKLOAD_CHOICE}
 
 
+NEVER_PROFILED = "never_profiled"  # a per-workload stage's params: its model is a `predict_only` one
+
+
 def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
     """The slice of ``config`` that shapes ``stage``'s output (for a per-workload stage, also the model's entry),
     as JSON: a rule's ``params``, so that Snakemake reruns the job when, and only when, it changes. Keys keep the
@@ -402,6 +405,8 @@ def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
         part["models"] = {m: _canonical(model_entry(config, m)) for m in sorted(config["models"]) if m not in skip}
     if model is not None:
         part["model"] = _canonical(model_entry(config, model))
+        if model in (config.get("predict_only") or {}):  # never profiled: no plain process to compare
+            part[NEVER_PROFILED] = True
     return json.dumps(part, separators=(",", ":"), default=str)
 
 
@@ -427,6 +432,7 @@ class StageConfig(Mapping):
 
     def __init__(self, stage: str, part: dict, model: str | None = None):
         part = dict(part)
+        self.never_profiled = bool(part.pop(NEVER_PROFILED, False))  # its model is a `predict_only` one
         own = part.pop("model", None)
         if own is not None and "models" not in part:
             part["models"] = {model: own}

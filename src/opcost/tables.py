@@ -408,8 +408,23 @@ GENERATE = Table(
     ),
 )
 
+CALIBRATION = Table(
+    "calibration", "results/db/calibration.parquet (config `predict_only`)",
+    "The `predict_only` workloads' errors, predicted from the database beside it as `opcost predict` predicts a model "
+    "never profiled: the interval of such a prediction rests on them (`opcost.analysis.calibration`). Rows predicted "
+    "from other files than the database's own (a rerun stage, `opcost db merge`) are not used.",
+    _MODEL_KEY + (
+        _c("conditions", "string", "the measurement conditions predicted on (`host=.../device=.../threads=...`)"),
+        _c("predicted_s", "Float64", "the prediction, seconds"),
+        _c("measured_s", "Float64", "the workload's end-to-end time, seconds (as in `predictions`)"),
+        _c("log_error", "Float64", "log(predicted_s / measured_s)"),
+        _c("estimated_share", "Float64", "share of the predicted operator time estimated by the cost model"),
+        _c("database", "string", "fingerprint of the database files predicted from (their size and SHA-1)"),
+    ),
+)
+
 ALL = (LAYERS, CONFIGS, MEASUREMENTS, SAMPLES, E2E, OVERHEADS, CONSISTENCY, PREDICTIONS, TIER_COSTS, GENERATE,
-       FAILURES)
+       CALIBRATION, FAILURES)
 
 
 def markdown() -> str:

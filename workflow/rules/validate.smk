@@ -35,7 +35,8 @@ rule validate:
 
 rule unseen:
     """The `predict_only` workloads predicted from the database without profiling (each one's overhead between
-    operators from a short trace of its own, taken in this job), against their end-to-end time."""
+    operators from a short trace of its own, taken in this job), against their end-to-end time; their errors kept
+    beside the database: the interval of a prediction of a model never profiled rests on them."""
     input:
         layers="results/db/layers.parquet",
         measurements="results/db/measurements.parquet",
@@ -46,6 +47,7 @@ rule unseen:
     output:
         table="results/validation/unseen.parquet",
         tsv="results/validation/unseen.tsv",
+        calibration="results/db/calibration.parquet",
     params:
         settings=settings_of("unseen"),
     log:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from opcost.analysis import calibration
+from opcost.analysis.calibration import ModelSpread
 from opcost.analysis.composed import compose
 from opcost.analysis.costmodel import CONTEXT
 from opcost.analysis.interval import Overhead, workload_interval
@@ -260,9 +262,8 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     per_call = overhead_per_call(db, used, mode, statistic)
     overhead_s, overhead_from = _overhead(db, used, layers, per_call[0], run, picked, trace_now)
     level = memory_level_shift(db, e2e, rows, layers, picked)
-    held = cm.model_error.get(op_mode(mode)) if cm is not None else None  # (half-width, models) or None
     band = workload_interval(db, used, rows, Overhead(overhead_s, overhead_from, per_call), statistic, mode, model,
-                             held)
+                             model_spread(cm, db_dir, condition_key(picked), mode))
     centre, low, high, widest = band.centre, band.low, band.high, band.widest
     # the memory level's cost is the least certain part: the interval holds the step with it and without it
     centre, high = centre + level, high + level
@@ -284,6 +285,16 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                       runs_held=len(set(runs(pool)) | set(runs(e2e))),
                       plain_gap=gap, plain_gap_of=gap_of, widest=widest,
                       interval_basis=band.basis if est_rows.any() else "")
+
+
+def model_spread(cm, db_dir, key: str, mode: str) -> ModelSpread | None:
+    """How far a model's estimate may be off: from the database's `predict_only` models (:mod:`opcost.analysis.
+    calibration`) where it holds two, else from the cost model's held-out models."""
+    got = calibration.spread(db_dir, key, mode)
+    held = cm.model_error.get(op_mode(mode)) if cm is not None and got is None else None
+    if held is not None:
+        got = ModelSpread(held[0], held[1], f"the cost model's {held[1]} held-out models' summed estimates")
+    return got
 
 
 @dataclass(frozen=True)

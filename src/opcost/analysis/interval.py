@@ -1,11 +1,13 @@
 """A prediction's 90% interval (:func:`opcost.analysis.estimate.predict_workload`): what its estimated operators,
 its overhead between operators and its timings leave uncertain.
 
-* **The estimated operators**, as a whole: the cost model's held-out workloads (leave-model-out cross-validation,
-  :meth:`opcost.analysis.costmodel.CostModel.fit`) show how far a model's summed estimate is off when none of its
-  configurations was measured; the 90% predictive range of that log error (:func:`opcost.analysis.heldout.
-  model_spread`: their root mean square, Student's t with as many degrees of freedom as held-out models) spans the
-  estimated part's time, ``E x [e^-h, e^h]``. Where fewer than two models were held out (a small database), the
+* **The estimated operators**, as a whole: how far a model's summed estimate is off when none of its
+  configurations was measured, from the run's `predict_only` models, never profiled, predicted and timed on this
+  host (:mod:`opcost.analysis.calibration`), else from the cost model's held-out workloads (leave-model-out
+  cross-validation, :meth:`opcost.analysis.costmodel.CostModel.fit`); the 90% predictive range of that log error
+  (:func:`opcost.analysis.heldout.model_spread`: their root mean square, Student's t with as many degrees of
+  freedom as models) spans the estimated part's time, ``E x [e^-h, e^h]``. Where neither holds two models (a small
+  database), the
   estimates' own intervals instead (each the 5-95% range of the held-out errors of the rule that estimated it:
   :meth:`~opcost.analysis.costmodel.CostModel.interval_of`), their ends added up within an op type and phase (one
   law errs the same way on all its configurations) and combined in quadrature across them. Composed from the
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from opcost.analysis.calibration import ModelSpread
 from opcost.analysis.overhead_sources import every_time, method_error, timing_spread
 
 
@@ -63,10 +66,10 @@ class Overhead:
 
 
 def workload_interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead: Overhead, statistic: str,
-                      mode: str, model: str, model_error: tuple | None) -> Interval:
+                      mode: str, model: str, model_error: ModelSpread | None) -> Interval:
     """The interval of a prediction whose operator rows are ``rows`` (``count``, ``cost_s``, ``total_s``,
     ``method``, each estimate's ``low_s``/``high_s``) and whose overhead between operators is ``overhead``;
-    ``model_error``: (half-width, models) of a model's held-out log error (None: the estimates' own ranges composed).
+    ``model_error``: the predictive spread of a model's log error (None: the estimates' own ranges composed).
     The module docstring says how."""
     n = rows["count"].astype(float)
     key = [rows["op_type"], rows["phase"]]
@@ -76,11 +79,10 @@ def workload_interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead
     widest = str(spread.idxmax()[0]) if len(spread) and spread.max() > 0 else None
     centre = float(rows["total_s"].sum()) + overhead.seconds
     if model_error is not None:
-        h, models = model_error
+        h = model_error.half
         estimated = float(rows.loc[rows["method"] != "measured", "total_s"].sum())
         ops_down, ops_up = estimated * (1 - np.exp(-h)), estimated * np.expm1(h)
-        basis = (f"the estimated part within x{np.exp(h):.2f} either way, as the cost model's {models} held-out "
-                 "models' summed estimates")
+        basis = f"the estimated part within x{np.exp(h):.2f} either way, as {model_error.basis}"
     else:
         ops_down, ops_up = float(np.sqrt((down ** 2).sum())), float(np.sqrt((up ** 2).sum()))
         basis = "each estimate's own held-out range (too few models held out for a model's)"

@@ -126,15 +126,17 @@ def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, colu
         except Exception as e:  # an unreadable or incompatible pickle is refitted, not trusted
             log.warning("%s: %s; refitting the cost model", path, e)
             saved = {}
-    model = saved.get((key, column)) or _FITTED.get(fp)
+    model = saved.get((key, column))
     if model is not None and model.fingerprint == fp:
         return model
-    data = training_data(layers, used, column, configs, alone)
-    if len(data) < MIN_CONFIGS:
-        return None
-    model = CostModel.fit(data)
-    model.fingerprint = fp
-    _FITTED[fp] = model
+    model = _FITTED.get(fp)  # the same rows fitted in this process (another copy of the database): kept for it too
+    if model is None:
+        data = training_data(layers, used, column, configs, alone)
+        if len(data) < MIN_CONFIGS:
+            return None
+        model = CostModel.fit(data)
+        model.fingerprint = fp
+        _FITTED[fp] = model
     if path is not None:
         saved[(key, column)] = model
         try:

@@ -3,9 +3,11 @@ prediction against its end-to-end reference and its coverage, the coverage loop'
 models never profiled, the failures, and where the figures and the report are."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from opcost import rerun
+from opcost.analysis.calibration import left_out
 from opcost.failures import text as failure_text
 
 SHOWN_SOURCES = ("isolated+overhead", "isolated", "insitu+overhead", "insitu")  # the first a workload has is shown
@@ -56,7 +58,15 @@ def _unseen_lines(unseen: pd.DataFrame | None) -> list[str]:
         rows.append([f"{r.model}/{r.mode}/b{int(r.batch)}", _ms(r.predicted_s),
                      f"{_ms(r.low_s)}..{_ms(r.high_s)}", _ms(r.measured_s), _pct(r.error),
                      "-" if pd.isna(r.estimated_share) else f"{float(r.estimated_share) * 100:.0f}%"])
-    return ["", "Never profiled (predict_only), predicted from the database:", *_table(rows)]
+    out = ["", "Never profiled (predict_only), predicted from the database:", *_table(rows)]
+    for mode, g in unseen.groupby("mode"):
+        got = left_out(g)
+        if got is not None:
+            half, models, held = got
+            out.append(f"  {mode}: a model never profiled is estimated within x{np.exp(half):.2f} either way (90%, "
+                       f"from these {models} models' errors); each left out in turn, the others' range held "
+                       f"{held} of {models}")
+    return out
 
 
 def _generate_lines(generate: pd.DataFrame | None) -> list[str]:

@@ -116,16 +116,20 @@ def _read_db(db_paths: dict) -> dict[str, pd.DataFrame]:
             for name, t in DB_TABLES.items()}
 
 
-def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e2e_paths, out, out_tsv) -> pd.DataFrame:
+def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e2e_paths, out, out_tsv,
+                   out_calibration=None) -> pd.DataFrame:
     """The `predict_only` workloads predicted from the run's database (``db_paths``: `layers`, `measurements`,
     `e2e` paths; its cost model is saved beside them), each against its own end-to-end time: `predictions` rows
-    of source `estimated`. A workload that cannot be predicted is logged and left out; the others go on."""
-    from opcost.analysis.estimate import predict_workload
+    of source `estimated`, and their errors as the database's `calibration` table (``out_calibration``:
+    :mod:`opcost.analysis.calibration`). A workload that cannot be predicted is logged and left out; the others
+    go on."""
+    from opcost.analysis import calibration
+    from opcost.analysis.estimate import condition_key, predict_workload
     from opcost.analysis.predict import references
 
     db = _read_db(db_paths)
     e2e = io.read_many(unseen_e2e_paths, tables.E2E)
-    rows = []
+    rows, keys = [], []
     for path in unseen_layer_paths:
         layers = io.read_parquet(path, tables.LAYERS)
         if layers.empty:  # extraction failed: recorded in results/failures.tsv
@@ -156,12 +160,17 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
                      "configs_measured": int(p.layers.loc[p.layers["method"] == "measured", "config_id"].nunique()),
                      "calls_covered": 1.0, "predicted_j": p.predicted_j, "measured_j": None,
                      "low_s": p.low_s, "high_s": p.high_s, "estimated_share": p.estimated_share})
+        keys.append(condition_key(p.conditions))
         log.info("%s %s b%d: predicted %.3f ms [%.3f, %.3f], %.0f%% estimated; measured %s", model, mode, batch,
                  p.predicted_s * 1e3, p.low_s * 1e3, p.high_s * 1e3, 100 * p.estimated_share,
                  f"{measured * 1e3:.3f} ms" if measured else "none")
     pred = tables.frame(tables.PREDICTIONS, rows)
     io.write_parquet(pred, out, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
+    if out_calibration is not None:
+        cal = calibration.write(pred, pd.Series(keys, dtype="string"), Path(db_paths["measurements"]).parent,
+                                out_calibration)
+        log.info("calibration: %d workloads of %d models never profiled", len(cal), cal["model"].nunique())
     return pred
 
 

@@ -135,8 +135,25 @@ def check_source(name: str, spec: dict, device: str = "cpu") -> None:
         _check_size(name, target, lambda: source.build(target.removeprefix(source.PREFIX), spec), device)
     elif ":" in target:
         _import_callable(name, target)
-    elif target not in BUILTIN:
-        _torchvision_factory(name, target)
+    else:
+        _check_kwargs(name, target, BUILTIN.get(target) or _torchvision_factory(name, target), spec)
+
+
+def _check_kwargs(name: str, target: str, fn: Callable, spec: dict) -> None:
+    """Refuse, in one line, a kwarg a torchvision or built-in constructor does not take (a typo such as
+    ``num_classs``): the model built on the meta device, which allocates nothing. Anything else its build raises
+    is left to the run."""
+    kwargs = dict(spec.get("kwargs") or {})
+    if not kwargs:
+        return
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            fn(**kwargs)
+    except TypeError as e:
+        if "keyword argument" in str(e):
+            raise OpcostError(f"model {name}", f"{target}: {e}: check its kwargs") from None
+    except Exception:  # noqa: BLE001  a constructor may raise anything on the meta device: the run shows it
+        return
 
 
 def _build(name: str, spec: dict, device: str = "cpu") -> tuple[nn.Module, Callable | None]:
