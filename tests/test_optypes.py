@@ -103,3 +103,34 @@ def test_a_subclass_of_a_known_module_is_costed_as_its_base():
     assert optypes.family("_StdConv2d", "Conv2d") == "convolution" and "Conv2d" in optypes.twins("_StdConv2d", "Conv2d")
     assert optypes.base_class(nn.Conv2d) is None and optypes.base_class(_StdConv2d) is nn.Conv2d
     assert optypes.lookup("_StdConv2d").work == "elementwise"  # without its base: an unknown type's
+
+
+def test_a_subclass_with_a_forward_of_its_own_is_composed_from_its_calls_not_its_bases_twin():
+    """A subclass whose forward is its own (the weight standardised, then convolved) keeps its aten calls, and its
+    estimate is their sum where its base's twin law answered (which sees the convolution alone); a subclass that
+    only renames its base keeps the twin's answer."""
+    import pandas as pd
+
+    from opcost.analysis.composed import compose
+
+    class _Renamed(nn.Conv2d):
+        pass
+
+    model = nn.Sequential(_StdConv2d(8, 16, 3), _Renamed(16, 16, 1))
+    layers = extract(make_workload(LoadedModel("std", model, lambda batch, seed=0: (torch.randn(batch, 8, 12, 12),)),
+                                   2, "inference"))
+    std = layers[layers["op_type"] == "_StdConv2d"].iloc[0]
+    assert {e["op_type"] for e in json.loads(std["inside"])} >= {"batch_norm", "conv2d"}
+    assert layers.loc[layers["op_type"] == "_Renamed", "inside"].isna().all()
+    rows = layers[layers["op_type"].isin(["_StdConv2d", "_Renamed"])].assign(
+        phase="forward", cost_s=1.0, low_s=0.5, high_s=2.0, method="twin").reset_index(drop=True)
+    part = 1e-3  # every aten call's estimate
+
+    def estimate(p):
+        return pd.DataFrame({"estimate": part, "low": part / 2, "high": part * 2}, index=p.index)
+
+    compose(rows, pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[], []])), estimate)
+    calls = sum(e["count"] for e in json.loads(std["inside"]))
+    assert rows.loc[rows["op_type"] == "_StdConv2d", "method"].tolist() == ["composed"]
+    assert rows.loc[rows["op_type"] == "_StdConv2d", "cost_s"].iloc[0] == pytest.approx(calls * part)
+    assert rows.loc[rows["op_type"] == "_Renamed", ["method", "cost_s"]].values.tolist() == [["twin", 1.0]]

@@ -10,8 +10,8 @@ One iteration of the workload (see :mod:`opcost.model.workload`) runs under thre
 * a ``TorchFunctionMode`` labels those aten records with the Python-level API call that issued them (``api``).
 
 A leaf module of a class the op table does not list (:func:`opcost.analysis.optypes.unlisted`: timm's
-``EvoNorm2dS0``, a decoder's ``...RMSNorm``, a model's own activation) also keeps the aten operators one call of it
-dispatches (``inside``): what its estimate is composed from where nothing measured its class or a twin
+``EvoNorm2dS0``, a decoder's ``...RMSNorm``, a model's own activation), or of a subclass with a ``forward`` of its
+own (timm's ``StdConv2d``), also keeps the aten operators one call of it dispatches (``inside``): what its estimate is composed from where nothing measured its class or a twin
 (:mod:`opcost.analysis.composed`).
 
 In training mode the backward pass runs after the forward capture; each autograd node that executes is attributed
@@ -281,10 +281,17 @@ class _AtenOutsideLeaves(TorchDispatchMode):
 
 def _unlisted(m: torch.nn.Module, params: dict) -> bool:
     """A leaf module of a class the op table does not list (:func:`opcost.analysis.optypes.unlisted`; ``params``: its
-    record's, which name its base class), not a fused fast path (one call of several modules the table places)."""
+    record's, which name its base class), or of a subclass of one it lists with a ``forward`` of its own (timm's
+    ``StdConv2d`` standardises its weight, then convolves); not a fused fast path (one call of several modules the
+    table places)."""
     from opcost.analysis import optypes
 
-    return not fastpath.is_fused(m) and optypes.unlisted(type(m).__name__, params.get(optypes.BASE))
+    if fastpath.is_fused(m):
+        return False
+    if optypes.unlisted(type(m).__name__, params.get(optypes.BASE)):
+        return True
+    base = optypes.base_class(type(m))
+    return base is not None and type(m).forward is not base.forward
 
 
 def inside_json(inside: list | None) -> str | None:
