@@ -5,10 +5,10 @@ transformers name that does not exist, a ``module:callable`` that cannot be impo
 config or a torchvision or built-in constructor lacks), timm and transformers models whose parameters alone exceed
 the memory free, a batch whose inputs alone cannot be allocated, an ``input_range`` whose low end is not below its
 high end, model names too long to name a file on this file system, ``device: cuda`` on a host where torch finds no
-such device, a model in mode ``decode`` or ``prefill`` that is no transformers decoder or a context it cannot take (past its learned positions, a
-key/value cache beyond the memory free, a prefill of minutes: arithmetic on its config, never a prefill), a batch at
-which one activation alone cannot fit (a forward pass at batches 1 and 2 bounds it), and an operator type of
-``loop.initial_op_types`` misspelt. What only running a model shows (a constructor or forward pass that raises) is
+such device, a model in mode ``decode`` or ``prefill`` that is no transformers decoder or a context it cannot take
+(past its learned positions, a key/value cache beyond the memory free, a prefill of minutes: arithmetic on its
+config, never a prefill), a batch at which one activation alone cannot fit (a forward pass at batches 1 and 2
+bounds it), and an operator type of ``loop.initial_op_types`` misspelt. What only running a model shows (a constructor or forward pass that raises) is
 left to the run, which isolates and reports it.
 
 Checks that need torch cost seconds (the import); a model entry that passed is remembered under ``cache_dir``

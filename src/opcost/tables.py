@@ -104,8 +104,8 @@ LAYERS = Table(
                                "aten arguments, including stored integer index values)"),
         _c("inside", "string", "JSON list of the aten operators one call of a leaf module dispatches, for a class "
                                "the op table does not list (no line of its own or of a base class: timm's "
-                               "`EvoNorm2dS0`, a decoder's `...RMSNorm`, a model's own activation) or a subclass of one "
-                               "it lists with a `forward` of its own (timm's `StdConv2d`), each `{op, "
+                               "`EvoNorm2dS0`, a decoder's `...RMSNorm`, a model's own activation) or a subclass of "
+                               "one it lists with a `forward` of its own (timm's `StdConv2d`), each `{op, "
                                "op_type, params, inputs, outputs, count}` as the columns of a functional row, "
                                "`count` per module call; what the cost model composes such a module's estimate "
                                "from (`opcost.analysis.composed`); missing for every other row", optional=True),

@@ -19,13 +19,15 @@ overhead between operators covers it as it covers any model's glue.
 
 A subclass of a class the table lists whose ``forward`` is its own (timm's ``StdConv2d`` and ``ScaledStdConv2d``,
 transformers' ``WeightStandardizedConv2d``: the weight standardised by a batch norm over it, then the convolution;
-timm's ``BatchNormAct2d``: the norm, then the activation) keeps its calls too, and its composition replaces the
-answer of its base's twin law, which sees only the base's part: BiT and NF-ResNet-50, never profiled, came out at
-0.59 and 0.63 of their time from the convolution's law alone. Otherwise only the answers of :data:`REPLACES` are
-replaced: a class the database measured keeps its law, one with a measured twin its twin's. Every phase but the forward keeps the cost model's answer (the backward of a module's aten calls
-is not recorded), and so does the energy where a meter measured it. A module of many small calls (RecurrentGemma's
-``RecurrentGemmaRglru``: a scan of 1,313 aten calls per call) comes out high: each call's estimate holds a per-call
-cost measured between other operators, about 9 µs where such a loop spends about 3.
+timm's ``Conv2dSame``: a padding, then the convolution) keeps its calls too, and its composition replaces the
+answer of its base's twin law, which sees only the base's part. BiT and NF-ResNet-50, never profiled, came out at
+0.59 and 0.63 of their time from the convolution's law alone, 0.69 and 0.66 composed: in situ such a module takes
+1.6-2x its calls timed in sequence alone. Otherwise only the answers of :data:`REPLACES` are replaced: a class the
+database measured keeps its law, one with a measured twin its twin's. Every phase but the forward keeps the cost
+model's answer (the backward of a module's aten calls is not recorded), and so does the energy where a meter
+measured it. A module of many small calls (RecurrentGemma's ``RecurrentGemmaRglru``: a scan of 1,313 aten calls per
+call) comes out high: each call's estimate holds a per-call cost measured between other operators, about 9 µs where
+such a loop spends about 3.
 """
 from __future__ import annotations
 
