@@ -104,9 +104,11 @@ def test_the_estimated_part_of_an_interval_spans_a_models_held_out_error(tiny_ru
     narrower than the timings it rests on. Without a model-level error (a small database), the estimates' own
     ranges: ends added within an op type, in quadrature across."""
     from opcost.analysis import estimate, overhead_sources
+    from opcost.analysis.calibration import ModelSpread
     from opcost.analysis.interval import Overhead, workload_interval
     from opcost.analysis.predict import DEFAULT_STATISTIC
 
+    spread = ModelSpread(0.2, 5, "five models' errors")
     db = database.read_db(tiny_run / "results" / "db")
     used, _ = estimate.conditions(db["measurements"])
     rows = pd.DataFrame({"op_type": ["Linear", "Linear", "ReLU", "add"], "phase": "forward",
@@ -125,14 +127,14 @@ def test_the_estimated_part_of_an_interval_spans_a_models_held_out_error(tiny_ru
         return min(centre - down, centre * (1 + floor[0])), max(centre + up, centre * (1 + floor[1]))
 
     own = workload_interval(db, used, rows, Overhead(1e-3, "trace now", (1e-6, 0.0, 3e-6)), DEFAULT_STATISTIC,
-                            "inference", "unseen", (0.2, 5))
-    assert own.basis.startswith("the estimated part within x1.22 either way") and "5 held-out models" in own.basis
+                            "inference", "unseen", spread)
+    assert own.basis == "the estimated part within x1.22 either way, as five models' errors"
     assert own.centre == pytest.approx(centre)
     assert (own.low, own.high) == pytest.approx(expect(estimated * (1 - np.exp(-0.2)), estimated * np.expm1(0.2)))
     assert own.widest == "Linear"
     calls = float(rows["count"].sum())
     median = workload_interval(db, used, rows, Overhead(1e-3, "all models", (1e-6, 0.0, 3e-6)), DEFAULT_STATISTIC,
-                               "inference", "unseen", (0.2, 5))
+                               "inference", "unseen", spread)
     assert (median.low, median.high) == pytest.approx(expect(
         np.hypot(estimated * (1 - np.exp(-0.2)), 1e-6 * calls), np.hypot(estimated * np.expm1(0.2), 2e-6 * calls)))
     composed = workload_interval(db, used, rows, Overhead(1e-3, "trace now", (1e-6, 0.0, 3e-6)), DEFAULT_STATISTIC,
