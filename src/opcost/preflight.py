@@ -8,8 +8,8 @@ high end, model names too long to name a file on this file system, ``device: cud
 such device, a model in mode ``decode`` or ``prefill`` that is no transformers decoder or a context it cannot take
 (past its learned positions, a key/value cache beyond the memory free, a prefill of minutes: arithmetic on its
 config, never a prefill), a batch at which one activation alone cannot fit (a forward pass at batches 1 and 2
-bounds it), and an operator type of ``loop.initial_op_types`` misspelt. What only running a model shows (a constructor or forward pass that raises) is
-left to the run, which isolates and reports it.
+bounds it), and an operator type of ``loop.initial_op_types`` misspelt. What only running a model shows (a
+constructor or forward pass that raises) is left to the run, which isolates and reports it.
 
 Checks that need torch cost seconds (the import); a model entry that passed is remembered under ``cache_dir``
 (keyed by the entry, device, dtype, batch sizes and library versions), so that a rerun of the same config does

@@ -15,6 +15,7 @@ merge`` they no longer describe the database's predictions and are not used (the
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,25 +40,35 @@ class ModelSpread:
 
 
 def fingerprint(db_dir) -> str:
-    """The database files' sizes and SHA-1s, one token each (a missing file: its name alone)."""
-    parts = []
+    """The database files' sizes and SHA-1s, one token each (a missing file: its name alone). A prediction asks for
+    it every time (generate() predicts each of its steps): each file is hashed once per size and modification time."""
+    stamps = []
     for name in PREDICTED_FROM:
         path = Path(db_dir) / f"{name}.parquet"
-        if path.exists():
-            parts.append(f"{name}:{path.stat().st_size}:{hashlib.sha1(path.read_bytes()).hexdigest()[:16]}")
-        else:
-            parts.append(name)
-    return ";".join(parts)
+        st = path.stat() if path.exists() else None
+        stamps.append((name, str(path), st.st_size if st else None, st.st_mtime_ns if st else None))
+    return ";".join(_token(*stamp) for stamp in stamps)
+
+
+@functools.lru_cache(maxsize=64)
+def _token(name: str, path: str, size: int | None, mtime_ns: int | None) -> str:
+    """One file's token of :func:`fingerprint` (its size and modification time: the cache's key)."""
+    if size is None:
+        return name
+    return f"{name}:{size}:{hashlib.sha1(Path(path).read_bytes()).hexdigest()[:16]}"
+
+
+def _with_log_error(predictions: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``predictions`` with a predicted and a measured time, and their ``log_error``."""
+    p = predictions[(predictions["measured_s"].astype(float) > 0) & (predictions["predicted_s"].astype(float) > 0)]
+    return p.assign(log_error=np.log(p["predicted_s"].astype(float) / p["measured_s"].astype(float)))
 
 
 def write(predictions: pd.DataFrame, conditions: pd.Series, db_dir, out) -> pd.DataFrame:
     """The `calibration` table of the `predict_only` workloads' ``predictions`` (`predictions` rows with
     `estimated_share`; ``conditions``: each row's condition key), predicted from the database at ``db_dir``,
     written to ``out``."""
-    p = predictions.assign(conditions=list(conditions))
-    p = p[(p["measured_s"].astype(float) > 0) & (p["predicted_s"].astype(float) > 0)]
-    rows = p.assign(log_error=np.log(p["predicted_s"].astype(float) / p["measured_s"].astype(float)),
-                    database=fingerprint(db_dir))
+    rows = _with_log_error(predictions.assign(conditions=list(conditions))).assign(database=fingerprint(db_dir))
     table = frame(CALIBRATION, rows[list(CALIBRATION.names)])
     io.write_parquet(table, out, CALIBRATION)
     return table
@@ -76,16 +87,14 @@ def rows_for(db_dir, conditions: str, mode: str) -> pd.DataFrame:
 
 
 def _spread_of(rows: pd.DataFrame) -> tuple[float, int] | None:
-    """(half-width, models) of the log errors of `calibration` (or `predictions`) rows: :func:`opcost.analysis.
-    heldout.model_spread`, a model's batch sizes counted once."""
+    """(half-width, models) of the ``log_error`` of rows (`calibration`, or :func:`_with_log_error`'s):
+    :func:`opcost.analysis.heldout.model_spread`, a model's batch sizes counted once."""
     from opcost.analysis.heldout import model_spread
 
     if rows.empty:
         return None
-    errors = (rows["log_error"].astype(float) if "log_error" in rows
-              else np.log(rows["predicted_s"].astype(float) / rows["measured_s"].astype(float)))
     sums = pd.DataFrame({"workload": rows["model"].astype(str) + "/" + rows["mode"].astype(str) + "/b"
-                                     + rows["batch"].astype(str), "log_error": errors.to_numpy()})
+                                     + rows["batch"].astype(str), "log_error": rows["log_error"].astype(float)})
     return model_spread(sums, "log_error")
 
 
@@ -104,13 +113,12 @@ def left_out(predictions: pd.DataFrame) -> tuple[float, int, int] | None:
     """(half-width from all, models, models whose error the others' half-width holds) of the `predict_only`
     ``predictions`` of one mode: each model left out in turn, as a model never profiled is predicted; None with
     fewer than three models."""
-    p = predictions[(predictions["measured_s"].astype(float) > 0) & (predictions["predicted_s"].astype(float) > 0)]
+    p = _with_log_error(predictions)
     every = _spread_of(p)
     if every is None or every[1] < 3:
         return None
     held = 0
     for model, mine in p.groupby("model"):
         half = _spread_of(p[p["model"] != model])[0]
-        errors = np.log(mine["predicted_s"].astype(float) / mine["measured_s"].astype(float))
-        held += bool((errors.abs() <= half).all())
+        held += bool((mine["log_error"].abs() <= half).all())
     return every[0], every[1], held
