@@ -13,17 +13,22 @@ mode and phase's over every type; without any, nothing is added. Only plain swee
 point already measures its operator inside a CNN block and an ``evict`` point after the caches were flushed
 (:mod:`opcost.model.sweep_points`).
 
-The extra is a power of the time alone, ``scale x alone ** power`` with the power between 0 (a constant per call)
-and 1 (a ratio), fitted in log space by Theil-Sen's median of slopes (robust to a configuration a busy moment
-slowed), never above the largest extra measured (:class:`Extra`). On this project's 2-core VM ResNet-18's
-convolutions cost 32-360 µs more in model order at batch 1 (weights of 0.03-9.4 MB fetched again) and up to 1.8 ms
-at batch 8: a power of 0.53. A constant per call (their median, 145 µs) put a 16-channel 1x1 sweep point of 20 µs
-at 165 µs, the Conv2d law's floor followed, and a squeeze-excitation block's 1x1 convolutions on one pixel came out
-at 200 µs against 32-92 µs in model (RepGhostNet +66%, MobileOne-S0 +49%); a ratio (the median extra over the time
-alone) scaled the large, compute-bound Linear sweep points of a transformer's shapes by ResNet-18's classifier
-(0.62) and its predictions with them (+38% median over the transformers of a random draw). The Linear's extras
-fit a power of 0.05: about 12 µs per call, whatever its size. What it does not carry: a large memory-bound call in
-model order (a classifier's weights fetched again)."""
+The extra takes one of two forms per op type (:func:`fit`), whichever predicts the type's own configurations better,
+each left out in turn (mean |log error| of the time in model order; the power where they tie):
+
+- a **power of the time alone**, ``scale x alone ** power`` with the power between 0 (a constant per call) and 1 (a
+  ratio), fitted in log space by Theil-Sen's median of slopes (robust to a configuration a busy moment slowed)
+  (:class:`Extra`). On this project's 2-core VM ResNet-18's convolutions cost 32-360 µs more in model order at batch
+  1 and up to 1.8 ms at batch 8, a power of about 0.7: a constant per call (their median, 145 µs) put a 16-channel 1x1
+  sweep point of 20 µs at 165 µs (RepGhostNet +66%, MobileOne-S0 +49%).
+- a **cold roofline**, ``constant + max(0, bytes / bandwidth - alone)`` (:class:`ColdExtra`): in model order a call
+  fetches its operands from farther out, at ``bandwidth``, overlapped with its work; a call whose time alone already
+  covers that pays the constant only. ResNet-18's classifier at batch 1 (2 MB of weights, 20 µs alone, 158 µs in
+  model order) and tiny_bert's compute-bound Linears (110 µs alone, +10 µs) are one Linear law of this form (about
+  11 GB/s, a microsecond per call); as a power of the time alone they made a ratio (+23% on every Linear sweep point),
+  and every transformer never profiled came out a third too slow (its Linears 1.3x their time in model order).
+
+Either form is capped at the largest extra measured."""
 from __future__ import annotations
 
 import math
@@ -33,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.analysis import optypes
+from opcost.analysis.features import features
 from opcost.model.modes import op_mode
 
 MIN_CONFIGS = 3  # configurations of a type timed both ways for an extra of its own (else its family's)
@@ -50,8 +56,8 @@ class Extra:
     log_scale: float
     top: float
 
-    def of(self, alone_s: float) -> float:
-        """The extra of a call that takes ``alone_s`` seconds alone."""
+    def of(self, alone_s: float, nbytes: float = 0.0) -> float:
+        """The extra of a call that takes ``alone_s`` seconds alone (whatever its ``nbytes``)."""
         return min(math.exp(self.log_scale) * max(float(alone_s), 1e-12) ** self.power, self.top)
 
     @classmethod
@@ -67,8 +73,61 @@ class Extra:
         return cls(power, float(np.median(y - power * x)), max(float(e.max()), 0.0))
 
 
+@dataclass(frozen=True)
+class ColdExtra:
+    """What a call costs more in model order when it fetches its operands from farther out: ``constant_s +
+    max(0, bytes / bandwidth - alone)`` seconds, at most ``top`` (module docstring)."""
+
+    constant_s: float
+    bandwidth: float  # bytes per second
+    top: float
+
+    def of(self, alone_s: float, nbytes: float) -> float:
+        """The extra of a call that takes ``alone_s`` seconds alone and moves ``nbytes``."""
+        return min(self.constant_s + max(0.0, float(nbytes) / self.bandwidth - float(alone_s)), self.top)
+
+    @classmethod
+    def fit(cls, alone, nbytes, model) -> "ColdExtra":
+        """The law fitted to the times ``model`` in model order of calls taking ``alone`` seconds alone and moving
+        ``nbytes``: least squares on log time (soft-L1, so that one busy moment does not pull it)."""
+        from scipy.optimize import least_squares
+
+        a, b, m = (np.asarray(v, float) for v in (alone, nbytes, model))
+        b = np.maximum(b, 1.0)
+
+        def residual(theta):
+            c, bw = np.exp(theta)
+            return np.log(a + c + np.maximum(0.0, b / bw - a)) - np.log(m)
+
+        res = least_squares(residual, np.log([2e-6, 2e10]), loss="soft_l1", f_scale=0.2,
+                            bounds=(np.log([1e-9, 1e8]), np.log([1e-3, 1e13])))
+        c, bw = np.exp(res.x)
+        return cls(float(c), float(bw), max(float((m - a).max()), 0.0))
+
+
+FOLDS = 10  # at most this many folds when the two forms are compared on held-out configurations (fit)
+
+
+def fit(alone, nbytes, model) -> Extra | ColdExtra:
+    """The extra of calls taking ``alone`` seconds alone, moving ``nbytes``, ``model`` seconds in model order: the
+    form of the two (:class:`Extra`, :class:`ColdExtra`) whose fits to the others predict each configuration's time in
+    model order better, each left out in turn (at most :data:`FOLDS` folds; mean |log error|); the power where they
+    tie or there are too few configurations to leave one out."""
+    a, b, m = (np.asarray(v, float) for v in (alone, nbytes, model))
+    power = Extra.fit(a, m - a)
+    if len(a) < MIN_CONFIGS + 1:
+        return power
+    errors = np.zeros(2)
+    for held in np.array_split(np.arange(len(a)), min(FOLDS, len(a))):
+        kept = np.setdiff1d(np.arange(len(a)), held)
+        p, c = Extra.fit(a[kept], m[kept] - a[kept]), ColdExtra.fit(a[kept], b[kept], m[kept])
+        for i in held:
+            errors += [abs(math.log((a[i] + p.of(a[i])) / m[i])), abs(math.log((a[i] + c.of(a[i], b[i])) / m[i]))]
+    return ColdExtra.fit(a, b, m) if errors[1] < errors[0] else power
+
+
 def extras(rows: pd.DataFrame, layers: pd.DataFrame, column: str) -> dict:
-    """``(level, key, mode, phase) -> Extra`` (level ``type``: key the op type; ``family``: its family; ``all``:
+    """``(level, key, mode, phase) -> Extra or ColdExtra`` (:func:`fit`; level ``type``: key the op type; ``family``: its family; ``all``:
     None), over the configurations of ``rows`` (`measurements` rows of the sources alone and in order,
     :func:`opcost.analysis.estimate.alone_rows`) timed both ways; ``layers``: their description."""
     from opcost.measure.alone import IN_ORDER, SOURCE
@@ -80,27 +139,29 @@ def extras(rows: pd.DataFrame, layers: pd.DataFrame, column: str) -> dict:
     m = rows[rows["source"] == IN_ORDER].groupby(key)[column].median().rename("model")
     both = pd.concat([a, m], axis=1, join="inner").reset_index()
     desc = layers.drop_duplicates("config_id").set_index("config_id")
-    both = both[both["config_id"].isin(desc.index) & (both["alone"] > 0)]
+    both = both[both["config_id"].isin(desc.index) & (both["alone"] > 0) & (both["model"] > 0)]
     if both.empty:
         return {}
+    described = desc.loc[both["config_id"]].assign(phase=both["phase"].to_numpy())
+    both["bytes"] = features(described)["bytes"].to_numpy(dtype=float)
     both["op_type"] = both["config_id"].map(desc["op_type"])
     both["mode"] = both["config_id"].map(desc["mode"]).map(op_mode)
     both["family"] = [optypes.family(t) for t in both["op_type"]]
-    both["extra"] = both["model"] - both["alone"]
     out = {}
     for level, by in (("type", "op_type"), ("family", "family"), ("all", None)):
         for k, g in both.groupby([by, "mode", "phase"] if by else ["mode", "phase"], dropna=True):
             if len(g) >= MIN_CONFIGS:
-                out[(level, *(k if by else (None, *k)))] = Extra.fit(g["alone"], g["extra"])
+                out[(level, *(k if by else (None, *k)))] = fit(g["alone"], g["bytes"], g["model"])
     return out
 
 
-def extra_of(table: dict, op_type: str, family: str | None, mode: str, phase: str, alone_s: float) -> float:
-    """Seconds a call of ``op_type`` that takes ``alone_s`` alone costs more inside a model (:func:`extras`'
-    ``table``, :meth:`Extra.of`): its type's, else its family's, else its mode and phase's over every type, else 0."""
+def extra_of(table: dict, op_type: str, family: str | None, mode: str, phase: str, alone_s: float,
+             nbytes: float) -> float:
+    """Seconds a call of ``op_type`` that takes ``alone_s`` alone and moves ``nbytes`` costs more inside a model
+    (:func:`extras`' ``table``): its type's, else its family's, else its mode and phase's over every type, else 0."""
     mode = op_mode(mode)
     for level, key in (("type", op_type), ("family", family), ("all", None)):
         extra = table.get((level, key, mode, phase))
         if extra is not None:
-            return extra.of(alone_s)
+            return extra.of(alone_s, nbytes)
     return 0.0

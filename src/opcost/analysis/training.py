@@ -67,18 +67,20 @@ def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
 
 
 def in_model_extras(rows: pd.DataFrame, table: dict) -> np.ndarray:
-    """Per training row (``op_type``, ``mode``, ``phase``, ``workload``, ``seconds`` alone): the seconds its time takes
-    more in model order, its type's extra at that time (:func:`opcost.analysis.in_model.extra_of`) for a plain sweep
-    point's row (not a ``block`` or ``evict`` one), else 0."""
+    """Per training row (``op_type``, ``mode``, ``phase``, ``workload``, ``seconds`` alone; ``params``, ``inputs``,
+    ``outputs`` for its bytes): the seconds its time takes more in model order, its type's extra at that time
+    (:func:`opcost.analysis.in_model.extra_of`) for a plain sweep point's row (not a ``block`` or ``evict`` one),
+    else 0."""
     from opcost.analysis.optypes import family
     from opcost.model.sweep_points import BLOCKED, EVICTED, PREFIX
 
     work = rows["workload"].astype(str)
     name = work.map(lambda w: w.rsplit("/", 2)[0] if w.count("/") >= 2 else w)
     plain = (work.str.startswith(PREFIX) & ~name.str.endswith(BLOCKED) & ~name.str.endswith(EVICTED)).to_numpy()
-    return np.array([in_model.extra_of(table, t, family(t), m, ph, s) if p else 0.0
-                     for t, m, ph, s, p in zip(rows["op_type"], rows["mode"], rows["phase"], rows["seconds"], plain)],
-                    dtype=float)
+    nbytes = features(rows)["bytes"].to_numpy(dtype=float) if plain.any() else np.zeros(len(rows))
+    return np.array([in_model.extra_of(table, t, family(t), m, ph, s, b) if p else 0.0
+                     for t, m, ph, s, b, p in zip(rows["op_type"], rows["mode"], rows["phase"], rows["seconds"],
+                                                  nbytes, plain)], dtype=float)
 
 
 def fingerprint(used: pd.DataFrame, configs: pd.DataFrame | None = None, alone: pd.DataFrame | None = None) -> str:
