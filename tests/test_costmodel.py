@@ -12,7 +12,7 @@ from opcost import database
 from opcost.analysis import estimate, overhead_sources
 from opcost.analysis.costmodel import METHODS, CostModel
 from opcost.analysis.laws import fit_law, measures
-from opcost.analysis.features import configuration_features
+from opcost.analysis.features import configuration_features, features
 from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
 from opcost.errors import OpcostError
 
@@ -970,14 +970,18 @@ def test_a_sweep_points_cost_is_translated_into_its_cost_inside_a_model(tiny_run
     per = [r[(r["op_type"] == "Linear") & (r["mode"] == mode) & (r["phase"] == phase)].groupby("config_id")[col]
            .median() for r in (alone, in_order)]
     both = pd.concat(per, axis=1, join="inner")  # a configuration once, however many workloads
-    assert table[linear[0]] == in_model.Extra.fit(both.iloc[:, 0], both.iloc[:, 1] - both.iloc[:, 0])
+    desc = db["layers"].drop_duplicates("config_id").set_index("config_id").loc[both.index].assign(phase=phase)
+    moved_bytes = features(desc)["bytes"].to_numpy()
+    assert table[linear[0]] == in_model.fit(both.iloc[:, 0], moved_bytes, both.iloc[:, 1])
     plain = training_data(db["layers"], used, col, db["configs"])
     moved = training_data(db["layers"], used, col, db["configs"], rows)
     swept = plain["workload"].str.startswith(PREFIX).to_numpy()
     added = (moved["seconds"] - plain["seconds"]).to_numpy()
     assert swept.any() and np.allclose(added[~swept], 0.0)  # a model's own configurations as measured
     same = ((plain["op_type"] == "Linear") & (plain["mode"] == mode) & (plain["phase"] == phase)).to_numpy()
-    assert np.allclose(added[swept & same], [table[linear[0]].of(t) for t in plain["seconds"][swept & same]])
+    at = plain[swept & same]
+    assert np.allclose(added[swept & same], [table[linear[0]].of(t, b) for t, b in zip(at["seconds"],
+                                                                                      features(at)["bytes"])])
     energy = training_data(db["layers"], used.assign(energy_j=1.0), "energy_j", db["configs"], rows)
     assert np.allclose(energy["seconds"], 1.0)  # energy is left as measured
 
@@ -990,14 +994,13 @@ def test_a_types_extra_falls_back_to_its_familys_then_to_every_types_and_only_pl
     table = {("type", "Conv2d", "inference", "forward"): flat(9e-6),
              ("family", "activation", "inference", "forward"): flat(5e-6),
              ("all", None, "inference", "forward"): flat(2e-6)}
-    assert extra_of(table, "Conv2d", "convolution", "inference", "forward", 1e-4) == pytest.approx(9e-6)
-    assert extra_of(table, "GELU", "activation", "decode64", "forward", 1e-4) == pytest.approx(5e-6)  # inference
-    assert extra_of(table, "LayerNorm", "normalisation", "inference", "forward", 1e-4) == pytest.approx(2e-6)
-    assert extra_of(table, "LayerNorm", "normalisation", "training", "backward", 1e-4) == 0.0  # none: as is
-    rows = pd.DataFrame({"op_type": ["Conv2d", "Conv2d", "Conv2d", "Conv2d"], "mode": "inference", "phase": "forward",
-                         "seconds": 1e-4,
-                         "workload": ["sweep-Conv2d-c16/inference/b1", "sweep-Conv2d-c16-block/inference/b1",
-                                      "sweep-Conv2d-c16-block-evict/inference/b1", "resnet18/inference/b1"]})
+    assert extra_of(table, "Conv2d", "convolution", "inference", "forward", 1e-4, 1e4) == pytest.approx(9e-6)
+    assert extra_of(table, "GELU", "activation", "decode64", "forward", 1e-4, 1e4) == pytest.approx(5e-6)  # inference
+    assert extra_of(table, "LayerNorm", "normalisation", "inference", "forward", 1e-4, 1e4) == pytest.approx(2e-6)
+    assert extra_of(table, "LayerNorm", "normalisation", "training", "backward", 1e-4, 1e4) == 0.0  # none: as is
+    rows = pd.DataFrame([_conv(16, 14, 1, 1e-4)] * 4).assign(
+        workload=["sweep-Conv2d-c16/inference/b1", "sweep-Conv2d-c16-block/inference/b1",
+                  "sweep-Conv2d-c16-block-evict/inference/b1", "resnet18/inference/b1"])
     assert in_model_extras(rows, table) == pytest.approx([9e-6, 0.0, 0.0, 0.0])
 
 
@@ -1018,6 +1021,27 @@ def test_an_extra_grows_with_the_calls_time_as_the_profiled_calls_show_and_never
     noisy = Extra.fit(alone, np.array([12e-6, 12e-6, 900e-6, 12e-6, 12e-6]))  # one busy moment
     assert noisy.of(1e-3) < 2 * 12e-6  # the extras' mean: 190 µs
     assert Extra.fit(alone, np.full(5, -1e-6)).of(1e-3) == pytest.approx(0.0, abs=1e-5)  # never below 0 (1%)
+
+
+def test_an_extra_is_a_cold_roofline_where_that_predicts_the_profiled_calls_better_and_else_a_power():
+    """Calls that fetch their operands again in model order (a classifier's weights after the convolutions) pay what
+    their bytes take at the far bandwidth beyond their time alone, compute-bound calls a constant: one cold roofline,
+    which no power of the time alone fits (it would add a ratio to every compute-bound call). Extras that grow
+    with the time alone, whatever the bytes, stay a power; the form is the one that predicts held-out calls better."""
+    from opcost.analysis.in_model import ColdExtra, Extra, fit
+
+    alone = np.array([5e-6, 8e-6, 20e-6, 30e-6, 45e-6, 110e-6, 120e-6, 300e-6])
+    nbytes = np.array([1e4, 7e4, 2.05e6, 2e5, 2.07e6, 9e5, 9.2e5, 1.2e6])
+    truth = ColdExtra(1.5e-6, 1.2e10, 1.0)
+    model = alone + [truth.of(a, b) for a, b in zip(alone, nbytes)]
+    cold = fit(alone, nbytes, model)
+    assert isinstance(cold, ColdExtra)
+    assert cold.bandwidth == pytest.approx(1.2e10, rel=0.05) and cold.constant_s == pytest.approx(1.5e-6, rel=0.2)
+    assert cold.of(2e-4, 1e6) == pytest.approx(1.5e-6, rel=0.2)  # a compute-bound call: the constant, not a ratio
+    assert cold.of(20e-6, 2.05e6) == pytest.approx(1.5e-6 + 2.05e6 / 1.2e10 - 20e-6, rel=0.05)
+    power = fit(alone, nbytes, alone + 1e-3 * np.sqrt(alone / 1e-3))
+    assert isinstance(power, Extra) and power.power == pytest.approx(0.5)
+    assert isinstance(fit(alone[:3], nbytes[:3], model[:3]), Extra)  # too few to leave one out: the power
 
 
 def _conv(channels, size, batch, seconds, order=""):
