@@ -134,3 +134,35 @@ def test_a_subclass_with_a_forward_of_its_own_is_composed_from_its_calls_not_its
     assert rows.loc[rows["op_type"] == "_StdConv2d", "method"].tolist() == ["composed"]
     assert rows.loc[rows["op_type"] == "_StdConv2d", "cost_s"].iloc[0] == pytest.approx(calls * part)
     assert rows.loc[rows["op_type"] == "_Renamed", ["method", "cost_s"]].values.tolist() == [["twin", 1.0]]
+
+
+def test_a_listed_module_written_in_python_keeps_its_calls_and_costs_them_where_nothing_measured_its_twins():
+    """GPT-2's tanh GELU and Llama's RMSNorm are about ten elementwise aten calls each: the table lists them (twins of
+    one another's kind, family activation or normalisation) but, their twins never measured, the family's law sees
+    one fused kernel. Their calls are kept at extraction and their estimate is the calls' sum."""
+    import pandas as pd
+    from transformers.activations import NewGELUActivation
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    from opcost.analysis.composed import compose
+
+    assert optypes.python_composed("NewGELUActivation") and optypes.python_composed("LlamaRMSNorm")
+    assert not optypes.python_composed("GELU") and not optypes.python_composed("LayerNorm")
+    model = nn.Sequential(nn.Linear(16, 16), NewGELUActivation(), LlamaRMSNorm(16), nn.GELU())
+    layers = extract(make_workload(LoadedModel("py", model, lambda batch, seed=0: (torch.randn(batch, 4, 16),)),
+                                   2, "inference"))
+    inside = {t: layers.loc[layers["op_type"] == t, "inside"].iloc[0] for t in ("NewGELUActivation", "LlamaRMSNorm")}
+    assert {e["op_type"] for e in json.loads(inside["NewGELUActivation"])} >= {"tanh", "mul", "add"}
+    assert {e["op_type"] for e in json.loads(inside["LlamaRMSNorm"])} >= {"mean", "rsqrt"}
+    assert layers.loc[layers["op_type"].isin(["Linear", "GELU"]), "inside"].isna().all()  # fused kernels: nothing kept
+    rows = layers.assign(phase="forward", cost_s=1.0, low_s=0.5, high_s=2.0, method="family").reset_index(drop=True)
+    part = 1e-3
+
+    def estimate(p):
+        return pd.DataFrame({"estimate": part, "low": part / 2, "high": part * 2}, index=p.index)
+
+    compose(rows, pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[], []])), estimate)
+    gelu = rows[rows["op_type"] == "NewGELUActivation"].iloc[0]
+    assert gelu["method"] == "composed"
+    assert gelu["cost_s"] == pytest.approx(sum(e["count"] for e in json.loads(inside["NewGELUActivation"])) * part)
+    assert rows.loc[rows["op_type"] == "GELU", "method"].tolist() == ["family"]

@@ -9,6 +9,11 @@ measured members are fused kernels) or from the ``global`` law fitted to every o
 elementwise pass where the module makes ten: timm's EvoNorm2dS0 in ``ese_vovnet39b_evos`` came out at 0.05 of its
 in-model time, a ``...RMSNorm`` of a small decoder at 0.32.
 
+A class the table lists as written in Python over aten calls (:func:`opcost.analysis.optypes.python_composed`:
+Llama's ``LlamaRMSNorm``, GPT-2's ``NewGELUActivation``) is the same where nothing measured it or its twins: its
+family's law is a fused kernel's (GPT-2-shaped, 2 layers: its two tanh GELUs estimated at 0.06 ms from the
+activations' law, 0.37 ms in model order).
+
 Extraction keeps the aten calls one call of such a module dispatches (the `layers` column ``inside``:
 :func:`opcost.model.extract.inside_json`). :func:`compose` costs each of them as a functional call of the workload
 would be (measured where the database holds that configuration, else the cost model's estimate, whose law for a

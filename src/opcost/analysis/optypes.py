@@ -304,6 +304,17 @@ def unlisted(op_type: str, base: str | None = None) -> bool:
     return op_type not in OP_TYPES and base not in OP_TYPES
 
 
+PYTHON = "_py"  # the end of a twin group's name whose members are written in Python over aten calls
+
+
+def python_composed(op_type: str, base: str | None = None) -> bool:
+    """Whether ``op_type``'s line is a computation its module writes in Python over aten calls (a twin group ending
+    in :data:`PYTHON`: Llama's RMSNorm, GPT-2's tanh GELU, about ten elementwise calls each): never measured itself
+    or through a twin, it costs its calls (:mod:`opcost.analysis.composed`), not its family's one fused kernel."""
+    twin = lookup(op_type, base).twin
+    return bool(twin) and twin.endswith(PYTHON)
+
+
 def family(op_type: str, base: str | None = None) -> str | None:
     return lookup(op_type, base).family
 

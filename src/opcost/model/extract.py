@@ -10,8 +10,9 @@ One iteration of the workload (see :mod:`opcost.model.workload`) runs under thre
 * a ``TorchFunctionMode`` labels those aten records with the Python-level API call that issued them (``api``).
 
 A leaf module of a class the op table does not list (:func:`opcost.analysis.optypes.unlisted`: timm's
-``EvoNorm2dS0``, a decoder's ``...RMSNorm``, a model's own activation), or of a subclass with a ``forward`` of its
-own (timm's ``StdConv2d``), also keeps the aten operators one call of it dispatches (``inside``): what its
+``EvoNorm2dS0``, a decoder's ``...RMSNorm``, a model's own activation), of a class it lists as written in Python
+over aten calls (:func:`opcost.analysis.optypes.python_composed`: Llama's RMSNorm, GPT-2's tanh GELU), or of a subclass
+with a ``forward`` of its own (timm's ``StdConv2d``), also keeps the aten operators one call of it dispatches (``inside``): what its
 estimate is composed from where nothing measured its class or a twin (:mod:`opcost.analysis.composed`).
 
 In training mode the backward pass runs after the forward capture; each autograd node that executes is attributed
@@ -207,7 +208,7 @@ class _Recorder:
                         replay={"model": self.model_name, "path": path, "args": inputs, "kwargs": kw},
                         feeds=self.feeds(args, kwargs)))
                     self._own(m.parameters(recurse=False))
-                    if _unlisted(m, self.calls[-1].params):
+                    if _keeps_calls(m, self.calls[-1].params):
                         self.inside = self.calls[-1].inside = []
                 self.leaf_depth += 1
         return hook
@@ -279,16 +280,17 @@ class _AtenOutsideLeaves(TorchDispatchMode):
         return out
 
 
-def _unlisted(m: torch.nn.Module, params: dict) -> bool:
-    """A leaf module of a class the op table does not list (:func:`opcost.analysis.optypes.unlisted`; ``params``: its
-    record's, which name its base class), or of a subclass of one it lists with a ``forward`` of its own (timm's
-    ``StdConv2d`` standardises its weight, then convolves); not a fused fast path (one call of several modules the
-    table places)."""
+def _keeps_calls(m: torch.nn.Module, params: dict) -> bool:
+    """Whether a leaf module's aten calls are kept (``inside``): one of a class the op table does not list
+    (:func:`opcost.analysis.optypes.unlisted`; ``params``: its record's, which name its base class), of one it lists
+    as written in Python over aten calls (:func:`opcost.analysis.optypes.python_composed`: GPT-2's tanh GELU), or of a
+    subclass of one it lists with a ``forward`` of its own (timm's ``StdConv2d`` standardises its weight, then
+    convolves); not a fused fast path (one call of several modules the table places)."""
     from opcost.analysis import optypes
 
     if fastpath.is_fused(m):
         return False
-    if optypes.unlisted(type(m).__name__, params.get(optypes.BASE)):
+    if optypes.unlisted(type(m).__name__, params.get(optypes.BASE)) or optypes.python_composed(type(m).__name__):
         return True
     base = optypes.base_class(type(m))
     return base is not None and type(m).forward is not base.forward
