@@ -26,7 +26,8 @@ each left out in turn (mean |log error| of the time in model order; the power wh
   covers that pays the constant only. ResNet-18's classifier at batch 1 (2 MB of weights, 20 µs alone, 158 µs in
   model order) and tiny_bert's compute-bound Linears (110 µs alone, +10 µs) are one Linear law of this form (about
   11 GB/s, a microsecond per call); as a power of the time alone they made a ratio (+23% on every Linear sweep point),
-  and every transformer never profiled came out a third too slow (its Linears 1.3x their time in model order).
+  and the transformers of eight random draws, never profiled, came out a median 30% over their time (their Linears
+  1.3x their time in model order), 14% with the form chosen.
 
 Either form is capped at the largest extra measured."""
 from __future__ import annotations
@@ -127,9 +128,10 @@ def fit(alone, nbytes, model) -> Extra | ColdExtra:
 
 
 def extras(rows: pd.DataFrame, layers: pd.DataFrame, column: str) -> dict:
-    """``(level, key, mode, phase) -> Extra or ColdExtra`` (:func:`fit`; level ``type``: key the op type; ``family``: its family; ``all``:
-    None), over the configurations of ``rows`` (`measurements` rows of the sources alone and in order,
-    :func:`opcost.analysis.estimate.alone_rows`) timed both ways; ``layers``: their description."""
+    """``(level, key, mode, phase) -> Extra or ColdExtra`` (:func:`fit`; level ``type``: key the op type;
+    ``family``: its family; ``all``: None), over the configurations of ``rows`` (`measurements` rows of the sources
+    alone and in order, :func:`opcost.analysis.estimate.alone_rows`) timed both ways; ``layers``: their
+    description."""
     from opcost.measure.alone import IN_ORDER, SOURCE
 
     if rows is None or rows.empty:

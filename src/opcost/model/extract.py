@@ -11,9 +11,10 @@ One iteration of the workload (see :mod:`opcost.model.workload`) runs under thre
 
 A leaf module of a class the op table does not list (:func:`opcost.analysis.optypes.unlisted`: timm's
 ``EvoNorm2dS0``, a decoder's ``...RMSNorm``, a model's own activation), of a class it lists as written in Python
-over aten calls (:func:`opcost.analysis.optypes.python_composed`: Llama's RMSNorm, GPT-2's tanh GELU), or of a subclass
-with a ``forward`` of its own (timm's ``StdConv2d``), also keeps the aten operators one call of it dispatches (``inside``): what its
-estimate is composed from where nothing measured its class or a twin (:mod:`opcost.analysis.composed`).
+over aten calls (:func:`opcost.analysis.optypes.python_composed`: Llama's RMSNorm, GPT-2's tanh GELU), or of a
+subclass with a ``forward`` of its own (timm's ``StdConv2d``), also keeps the aten operators one call of it
+dispatches (``inside``): what its estimate is composed from where nothing measured its class or a twin
+(:mod:`opcost.analysis.composed`).
 
 In training mode the backward pass runs after the forward capture; each autograd node that executes is attributed
 to the forward record that created it (by autograd sequence number; parameter gradient accumulation to the record
