@@ -104,7 +104,9 @@ LAYERS = Table(
                                "aten arguments, including stored integer index values)"),
         _c("inside", "string", "JSON list of the aten operators one call of a leaf module dispatches, for a class "
                                "the op table does not list (no line of its own or of a base class: timm's "
-                               "`EvoNorm2dS0`, a decoder's `...RMSNorm`, a model's own activation) or a subclass of "
+                               "`EvoNorm2dS0`, a decoder's `...RMSNorm`, a model's own activation), a class it "
+                               "lists as written in Python over aten calls (twin group `..._py`: Llama's "
+                               "`LlamaRMSNorm`, GPT-2's `NewGELUActivation`) or a subclass of "
                                "one it lists with a `forward` of its own (timm's `StdConv2d`), each `{op, "
                                "op_type, params, inputs, outputs, count}` as the columns of a functional row, "
                                "`count` per module call; what the cost model composes such a module's estimate "
@@ -151,7 +153,7 @@ MEASUREMENTS = Table(
                                "layers co-placed per run; `workload` set like in-situ rows), or `in_order` and "
                                "`alone` (a profiled workload's configurations timed in one job in a rotation in "
                                "model order, then each in a rotation of its own, as a sweep point's chain times "
-                               "it: their ratio translates a sweep point's cost into a cost inside a model, "
+                               "it: their difference translates a sweep point's cost into a cost inside a model, "
                                "opcost.analysis.in_model)"),
         _c("phase", "string", "`forward`, or `backward` (training only: the backward work the configuration causes)"),
         _c("workload", "string", "in-situ rows: the workload they were timed in (`model/mode/b{batch}`); "

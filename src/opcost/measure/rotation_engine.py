@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 import pandas as pd
@@ -119,6 +120,91 @@ def member_calls(reps: list, fresh: bool, failed: dict) -> list[tuple]:
     return members
 
 
+@dataclass
+class _Group:
+    """One rotation group's state across its attempts (:func:`_rotate`): the members still rotating (one per
+    configuration and phase), the model iterations and engine probes rotating with them while they work, and what the
+    attempts measured."""
+
+    members: list  # Member per configuration and phase, those that have not failed
+    timed: set  # the group's configuration ids (context configurations rotate untimed)
+    iterations: dict  # workload -> its model iteration, those that have not failed
+    probes: tuple | None  # the autograd engine's probes (a rotation with backward calls), while they work
+    failed: dict  # config_id -> failure
+    results: dict = field(default_factory=dict)  # config_id -> {(DEFAULT, phase): (None, Measurement, energy)}
+    attempts: dict = field(default_factory=dict)  # config_id -> the attempt its kept measurement came from
+    whole: dict = field(default_factory=dict)  # workload -> its iteration's Measurement
+    engine_of: dict = field(default_factory=dict)  # config_id -> the engine's cost per call in its backward's rotation
+    noisy: set = field(default_factory=set)  # (config_id, phase) still to re-measure; empty on the first attempt
+    engine_s: float | None = None  # the engine's cost per call in the last rotation that probed it
+
+    def targets(self, attempt: int) -> list[int]:
+        """The members the rotation's precision target waits for: the timed ones, then the noisy ones."""
+        return [i for i, m in enumerate(self.members)
+                if (m[0], m[1]) in self.noisy or (not attempt and m[0] in self.timed)]
+
+    def split(self, ms: list, rotation, paired: bool) -> list:
+        """The members' measurements of a rotation's (``ms``); the engine's cost per call and the model
+        iterations' measurements (``paired``) that follow them kept."""
+        extra = ms[len(self.members):]
+        if self.probes is not None:
+            self.engine_s = engine_intercept(extra[0].median, extra[1].median)
+            log.info("autograd engine in the rotation: %.1f us per backward call", self.engine_s * 1e6)
+            extra = extra[2:]
+        if paired:
+            per = ITERATION_CALLS[rotation.shuffle]
+            for i, key in enumerate(self.iterations):
+                mine = extra[i * per:(i + 1) * per]
+                if len(mine) == 2:
+                    log.info("%s lead-in after a round: trimmed mean %.3g ms; the reference after it: %.3g ms", key,
+                             mine[0].trimmed_mean * 1e3, mine[1].trimmed_mean * 1e3)
+                self.whole[key] = mine[-1]
+        return ms[:len(self.members)]
+
+    def drop(self, e: RotationError, rotation) -> None:
+        """Leave out what failed inside ``rotation``: a model iteration, the engine's probes, or a configuration
+        (failed, unless an earlier attempt measured it)."""
+        first = len(self.members) + (2 if self.probes is not None else 0)
+        if e.index >= first:
+            key = list(self.iterations)[(e.index - first) // ITERATION_CALLS[rotation.shuffle]]
+            log.warning("the model iteration of %s failed inside the rotation (%s); rotating without it", key,
+                        failure_status(e.error))
+            del self.iterations[key]
+        elif e.index >= len(self.members):
+            log.warning("the autograd engine's probe failed inside the rotation (%s); rotating without it",
+                        failure_status(e.error))
+            self.probes = None
+        else:
+            cid = self.members[e.index][0]
+            why = failure_status(e.error)
+            log.warning("%s failed inside the rotation (%s); rotating again without it", cid, why)
+            if cid not in self.results:  # a re-measurement that fails keeps the first attempt
+                self.failed[cid] = why
+            self.members = [m for m in self.members if m[0] != cid]
+            self.noisy = {k for k in self.noisy if k[0] != cid}
+
+    def keep(self, ms: list, attempt: int) -> None:
+        """Keep each timed member's measurement of attempt ``attempt`` where it is the most precise so far (a
+        re-measurement: only the noisy ones); what is still noisy is re-measured next."""
+        for (cid, phase, _, _), m in zip(self.members, ms):
+            if cid not in self.timed or (attempt and (cid, phase) not in self.noisy):
+                continue
+            self.attempts[cid] = attempt + 1
+            prev = self.results.get(cid, {}).get((DEFAULT, phase))
+            if prev is None or m.rel_ci < prev[1].rel_ci:
+                self.results.setdefault(cid, {})[(DEFAULT, phase)] = (None, m, missing(NoMeter()))
+                if phase == "backward" and self.probes is not None:
+                    self.engine_of[cid] = self.engine_s
+        self.noisy = {(cid, ph) for cid, r in self.results.items() for (_, ph), (_, m, _) in r.items() if m.noisy}
+
+    def metered(self, energy) -> None:
+        """Each kept measurement's energy: back-to-back trials of its call, where a meter exists."""
+        for cid, phase, fn, _ in self.members:
+            if cid in self.timed and (DEFAULT, phase) in self.results.get(cid, {}):
+                ver, m, _ = self.results[cid][(DEFAULT, phase)]
+                self.results[cid][(DEFAULT, phase)] = (ver, m, energy(fn))
+
+
 def _rotate(rows: list[dict], models: ModelCache, device: str, settings: ProfileSettings, energy, seed: int,
             context: list[dict] = (), iterations: dict[str, Callable[[], object]] | None = None
             ) -> tuple[dict, dict, dict, dict[str, Measurement], dict]:
@@ -131,98 +217,53 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
     context configuration is left out. ``iterations`` (workload -> its whole model iteration: the group's own and
     those of the workloads whose configurations all rotate in others' groups) with ``settings.e2e_every`` > 0:
     timed at the end of every ``e2e_every``-th round of the first rotation, the end-to-end references measured in
-    the same minutes, under the same machine state, as the operators; one that fails is left out."""
+    the same minutes, under the same machine state, as the operators; one that fails is left out. Noisy
+    configurations are re-measured in up to ``settings.remeasure`` more rotations (:class:`_Group`)."""
     fresh, shuffle, every = settings.cache == "fresh", settings.order != "model", settings.e2e_every
     failed: dict[str, str] = {}
-    timed = {r["config_id"] for r in rows}
-    iterations = dict(iterations or {})
-    whole: dict[str, Measurement] = {}  # workload -> its iteration's Measurement
-    engine_of: dict[str, float] = {}  # config_id -> the engine's cost per call in its backward's rotation
     reps: list = []  # (row, Replay), closed at the end
+    members_rows = list(rows) + list(context)
     try:
-        members_rows = list(rows) + list(context)
         replays(members_rows if shuffle else sorted(members_rows, key=first_call), models, device, failed, reps)
         by_id = {row["config_id"]: rep for row, rep in reps}
         with mode_context(rows[0]["mode"]):
             members = member_calls(reps, fresh, failed)
             probes = engine_probes(device) if any(m.phase == "backward" for m in members) else None
-            leads = lead_ins(iterations, device) if every > 0 and not shuffle else {}
-            results: dict[str, dict] = {}
-            attempts: dict[str, int] = {}
-            noisy: set = set()  # (config_id, phase) still to re-measure; empty on the first attempt
+            g = _Group(members, {r["config_id"] for r in rows}, dict(iterations or {}), probes, failed)
+            leads = lead_ins(g.iterations, device) if every > 0 and not shuffle else {}
+
+            def rotation_of(paired: bool):
+                rotation = shuffled(g.members) if shuffle else in_model_order(g.members, members_rows, by_id, fresh)
+                if g.probes is not None:
+                    rotation = with_engine_probes(rotation, *g.probes)
+                if paired:
+                    rotation = with_iterations(rotation, list(g.iterations.values()), every,
+                                               [leads[k] for k in g.iterations] if leads else None)
+                return rotation
+
             for attempt in range(1 + max(0, settings.remeasure)):
-                if not any(m[0] in timed for m in members):
+                if not any(m[0] in g.timed for m in g.members):
                     break
                 while True:
-                    targets = [i for i, m in enumerate(members) if (m[0], m[1]) in noisy or (
-                        not attempt and m[0] in timed)]
-                    rotation = shuffled(members) if shuffle else in_model_order(members, members_rows, by_id, fresh)
-                    if probes is not None:
-                        rotation = with_engine_probes(rotation, *probes)
-                    paired = bool(iterations) and every > 0 and not attempt
-                    if paired:
-                        rotation = with_iterations(rotation, list(iterations.values()), every,
-                                                   [leads[k] for k in iterations] if leads else None)
+                    targets = g.targets(attempt)
+                    paired = bool(g.iterations) and every > 0 and not attempt
+                    rotation = rotation_of(paired)
                     try:
                         ms = rotation.measure(settings.timing, device, seed=seed + attempt, targets=targets)
-                        extra = ms[len(members):]
-                        if probes is not None:
-                            engine_s = engine_intercept(extra[0].median, extra[1].median)
-                            log.info("autograd engine in the rotation: %.1f us per backward call", engine_s * 1e6)
-                            extra = extra[2:]
-                        if paired:
-                            per = ITERATION_CALLS[rotation.shuffle]
-                            for i, key in enumerate(iterations):
-                                mine = extra[i * per:(i + 1) * per]
-                                if len(mine) == 2:
-                                    log.info("%s lead-in after a round: trimmed mean %.3g ms; the reference after "
-                                             "it: %.3g ms", key, mine[0].trimmed_mean * 1e3,
-                                             mine[1].trimmed_mean * 1e3)
-                                whole[key] = mine[-1]
-                        ms = ms[:len(members)]
-                        break
                     except RotationError as e:
-                        first = len(members) + (2 if probes is not None else 0)
-                        if e.index >= first:
-                            key = list(iterations)[(e.index - first) // ITERATION_CALLS[rotation.shuffle]]
-                            log.warning("the model iteration of %s failed inside the rotation (%s); rotating without "
-                                        "it", key, failure_status(e.error))
-                            del iterations[key]
-                            continue
-                        if e.index >= len(members):
-                            log.warning("the autograd engine's probe failed inside the rotation (%s); rotating "
-                                        "without it", failure_status(e.error))
-                            probes = None
-                            continue
-                        cid = members[e.index][0]
-                        why = failure_status(e.error)
-                        log.warning("%s failed inside the rotation (%s); rotating again without it", cid, why)
-                        if cid not in results:  # a re-measurement that fails keeps the first attempt
-                            failed[cid] = why
-                        members = [m for m in members if m[0] != cid]
-                        noisy = {k for k in noisy if k[0] != cid}
-                for (cid, phase, _, _), m in zip(members, ms):
-                    if cid not in timed or (attempt and (cid, phase) not in noisy):
+                        g.drop(e, rotation)
                         continue
-                    attempts[cid] = attempt + 1
-                    prev = results.get(cid, {}).get((DEFAULT, phase))
-                    if prev is None or m.rel_ci < prev[1].rel_ci:
-                        results.setdefault(cid, {})[(DEFAULT, phase)] = (None, m, missing(NoMeter()))
-                        if phase == "backward" and probes is not None:
-                            engine_of[cid] = engine_s
-                noisy = {(cid, ph) for cid, r in results.items() for (_, ph), (_, m, _) in r.items() if m.noisy}
-                if not noisy or attempt == settings.remeasure:
+                    ms = g.split(ms, rotation, paired)
                     break
-                log.info("re-measuring %d noisy configuration phases in another rotation of the group", len(noisy))
-            for cid, phase, fn, _ in members:  # energy: back-to-back trials, where a meter exists
-                if cid not in timed or (DEFAULT, phase) not in results.get(cid, {}):
-                    continue
-                ver, m, _ = results[cid][(DEFAULT, phase)]
-                results[cid][(DEFAULT, phase)] = (ver, m, energy(fn))
+                g.keep(ms, attempt)
+                if not g.noisy or attempt == settings.remeasure:
+                    break
+                log.info("re-measuring %d noisy configuration phases in another rotation of the group", len(g.noisy))
+            g.metered(energy)
     finally:
         for _, rep in reversed(reps):  # parameters shared between configurations are restored in reverse
             rep.close()
-    return results, failed, attempts, whole, engine_of
+    return g.results, failed, g.attempts, g.whole, g.engine_of
 
 
 def in_model_order(members: list, rows: list[dict], by_id: dict, fresh: bool):
