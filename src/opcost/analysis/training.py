@@ -77,7 +77,9 @@ def in_model_extras(rows: pd.DataFrame, table: dict) -> np.ndarray:
     work = rows["workload"].astype(str)
     name = work.map(lambda w: w.rsplit("/", 2)[0] if w.count("/") >= 2 else w)
     plain = (work.str.startswith(PREFIX) & ~name.str.endswith(BLOCKED) & ~name.str.endswith(EVICTED)).to_numpy()
-    nbytes = features(rows)["bytes"].to_numpy(dtype=float) if plain.any() else np.zeros(len(rows))
+    nbytes = np.zeros(len(rows))
+    if plain.any():  # the bytes only of the rows that take an extra
+        nbytes[plain] = features(rows[plain])["bytes"].to_numpy(dtype=float)
     return np.array([in_model.extra_of(table, t, family(t), m, ph, s, b) if p else 0.0
                      for t, m, ph, s, b, p in zip(rows["op_type"], rows["mode"], rows["phase"], rows["seconds"],
                                                   nbytes, plain)], dtype=float)
