@@ -166,3 +166,34 @@ def test_a_listed_module_written_in_python_keeps_its_calls_and_costs_them_where_
     assert gelu["method"] == "composed"
     assert gelu["cost_s"] == pytest.approx(sum(e["count"] for e in json.loads(inside["NewGELUActivation"])) * part)
     assert rows.loc[rows["op_type"] == "GELU", "method"].tolist() == ["family"]
+
+
+class _Glue(nn.Module):
+    """The aten calls models make between their modules that the op table once lacked (a weight reshaped as
+    another, a cast to another's dtype, a padding, a repeat, a variance, an upsampling)."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        w = self.act(x).flatten(1).reshape_as(x).type_as(x)
+        y = F.pad(w, (1, 1, 1, 1)).repeat(1, 2, 1, 1)
+        return F.interpolate(y, scale_factor=2.0) * y.var(dim=1, keepdim=True).mean()
+
+
+def test_the_glue_calls_models_make_have_a_family_and_a_view_costs_no_work():
+    """Every functional call of such a forward has a line of the table (a family to learn from, never only the
+    `global` law of every op type), and ``reshape_as`` of a contiguous tensor is a view: no bytes, where the law of
+    an unknown type counted the tensor's bytes (a weight-standardised convolution's 9 MB weight at a quarter of a
+    millisecond per call)."""
+    from opcost.analysis.features import configuration_features
+
+    layers = extract(make_workload(LoadedModel("glue", _Glue(), lambda batch, seed=0: (torch.randn(batch, 4, 6, 6),)),
+                                   1, "inference"))
+    functional = layers[layers["scope"] == "functional"]
+    assert {"reshape_as", "type_as", "var"} <= set(functional["op_type"])
+    assert all(optypes.family(t) for t in functional["op_type"]), sorted(set(functional["op_type"]))
+    row = functional[functional["op_type"] == "reshape_as"].iloc[0]
+    assert configuration_features(row["op_type"], row["params"], row["inputs"], row["outputs"])["bytes"] == 0
+    assert optypes.lookup("pad").family == "copy" and optypes.lookup("var").family == "reduction"
