@@ -255,3 +255,44 @@ def test_a_rerun_redoes_a_profiling_job_that_failed(tmp_path):
     assert "the last run of 1 job(s) did not complete (profile_chunk-0_n-0): they are redone" in rerun.stderr
     assert "the last run of this job did not complete: redoing it" in log.read_text() and table.exists()
     assert "Nothing to be done" in run().stderr  # and once redone, it is done
+
+
+def test_a_workload_added_after_a_completed_run_measures_only_its_new_configurations(tmp_path, caplog):
+    """A batch size added to a model after its profiling job completed: the job reruns (its catalogue changed) and
+    measures the new workload's configurations only; what the completed run measured at the same settings is kept
+    as it was."""
+    caplog.set_level(logging.INFO)
+    cfg = _catalog(tmp_path)
+    first = stages.profile(cfg, tmp_path / "configs.parquet", 0, 0, None, tmp_path / "m1.parquet",
+                           tmp_path / "s1.parquet", tmp_path / "e1.parquet", journal_dir=tmp_path / "j", forced=False)
+    old = set(first["config_id"])
+    stages.extract(cfg, "mlp", "inference", 3, tmp_path / "layers3.parquet")
+    stages.make_catalog([tmp_path / "layers.parquet", tmp_path / "layers3.parquet"], tmp_path / "configs.parquet")
+    new = set(pd.read_parquet(tmp_path / "configs.parquet")["config_id"]) - old
+    assert new
+    caplog.clear()
+    second = stages.profile(cfg, tmp_path / "configs.parquet", 0, 0, None, tmp_path / "m2.parquet",
+                            tmp_path / "s2.parquet", tmp_path / "e2.parquet", journal_dir=tmp_path / "j", forced=False)
+    n = len(old | new)
+    assert f"{n} configurations: {len(new)} measured now, {len(old)} resumed from the journal" in _summary(caplog)
+    kept = second[second["config_id"].isin(old)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, first.reset_index(drop=True))
+    assert set(second["config_id"]) == old | new
+
+
+def test_an_alone_job_rerun_on_its_remade_layers_reuses_its_completed_run_unless_forced(tmp_path, caplog):
+    """A layers file deleted and made again the same reruns the workload's alone job: its completed journal
+    serves, nothing is timed again; a forced rerun times afresh."""
+    caplog.set_level(logging.INFO)
+    cfg = _catalog(tmp_path)
+    outs = [tmp_path / f"{k}.parquet" for k in ("a1", "s1", "a2", "s2", "a3", "s3")]
+    for (out, smp), forced in zip(zip(outs[::2], outs[1::2]), (False, False, True)):
+        time.sleep(1.1 if forced else 0)  # timestamps are to the second
+        caplog.clear()
+        stages.alone(cfg, "mlp", "inference", 2, tmp_path / "layers.parquet", out, smp, journal_dir=tmp_path / "j",
+                     forced=forced)
+    a1, a2, a3 = (pd.read_parquet(p) for p in outs[::2])
+    pd.testing.assert_frame_equal(a1, a2)
+    pd.testing.assert_frame_equal(*(pd.read_parquet(p) for p in outs[1:4:2]))
+    assert "forced to run again: discarded" in caplog.text
+    assert a3["timestamp"].min() > a1["timestamp"].max() and sorted(a3["config_id"]) == sorted(a1["config_id"])

@@ -7,10 +7,11 @@ Snakemake deletes a job's declared outputs before running it, so the journal liv
 moment loses at most the configuration in flight. A damaged line (torn by a kill mid-write, or bytes that are not a
 journal entry) is skipped with a warning: its configuration is measured again.
 
-A journal resumes only an interrupted run: a job that has written its outputs marks its journal complete
-(:meth:`Journal.complete`), and a job that starts on a completed journal, or on one of its own runs with other
-settings, discards it and measures afresh (:func:`for_job`), so that the measurement times of one run of a job are
-never mixed with those of an earlier run.
+A job that has written its outputs marks its journal complete (:meth:`Journal.complete`). A job that starts on one of
+its own runs with other settings discards it and measures afresh (:func:`for_job`); one forced to run again
+(``-R``, ``-F``) discards a completed journal too; otherwise a completed journal at the same settings serves the rerun
+(its outputs deleted or damaged, a workload added to its catalogue): what it holds that the job still measures is
+kept, and the rest measured.
 
 Beside it, the job's :class:`RunMark` makes a plain rerun redo the job when its last run failed or was stopped.
 """

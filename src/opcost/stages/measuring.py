@@ -105,9 +105,10 @@ def make_catalog(layer_paths, out) -> pd.DataFrame:
 def profile(config: Mapping, configs_path, iteration: int, chunk: int, previous_evaluation, out_measurements,
             out_samples, out_e2e=None, journal_dir="results/journal", forced: bool = True) -> pd.DataFrame:
     """Isolated profiling of the configurations whose op type is new in loop ``iteration`` and which hash to
-    ``chunk``; resumes the journal of its interrupted run. A completed run's journal is reused whole when it holds
-    every configuration of the chunk and the job is not ``forced`` (its outputs were deleted, or its catalogue made
-    again the same), else discarded: a forced rerun measures afresh. ``out_e2e``: the model iterations timed inside
+    ``chunk``; resumes the journal of its interrupted run. Unless the job is ``forced`` (a forced rerun measures
+    afresh), a completed run's journal is resumed too: reused whole when it holds every configuration of the chunk
+    (its outputs were deleted, or its catalogue made again the same), its configurations still in the chunk kept
+    when a workload was added (only the new ones measured). ``out_e2e``: the model iterations timed inside
     its rotations (`e2e` rows of method `rotation`; empty when none ran)."""
     from opcost.journal import for_job, profile_job, settings_key
     from opcost.measure.engine import engine_call_s, needs_engine, without_engine_calls
@@ -198,16 +199,21 @@ def _chunk_configs(config: Mapping, configs: pd.DataFrame, iteration: int, chunk
 
 
 def _reuse_or_discard(journal, mine: set, forced: bool) -> None:
-    """A completed run's journal reused whole when it holds every configuration of ``mine`` and the job is not
-    ``forced``, else discarded: the measurements of one run of a job are never mixed with those of another."""
+    """A completed run's journal, unless the job is ``forced`` (then discarded: measured afresh): reused whole when
+    it holds every configuration of ``mine``, else resumed (a workload added since: the configurations it holds
+    that are still in the chunk are kept, at the same settings, and only the new ones measured)."""
     if not journal.completed():
         return
-    if forced or not mine <= journal.config_ids():
-        journal.discard("of a run that completed" + (", forced to run again" if forced else
-                                                     ", without some of this chunk's configurations"))
-    else:  # its outputs deleted or damaged, or made again upstream, the same configurations
+    held = journal.config_ids()
+    if forced:
+        journal.discard("of a run that completed, forced to run again")
+    elif mine <= held:  # its outputs deleted or damaged, or made again upstream, the same configurations
         log.info("journal %s: of a completed run of the same configurations and settings: reused whole (a run "
                  "forced with -R on this job's outputs measures afresh)", journal.path)
+    else:
+        log.info("journal %s: of a completed run at the same settings: its %d configurations still in this chunk "
+                 "kept, the %d new ones measured (a run forced with -R on this job's outputs measures afresh)",
+                 journal.path, len(mine & held), len(mine - held))
 
 
 def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, out_failures=None) -> None:
@@ -287,19 +293,41 @@ def e2e_tier(config: Mapping, model: str, mode: str, batch: int, tier: str, unbo
 
 
 def alone(config: Mapping, model: str, mode: str, batch: int, layers_path, out, out_samples,
-          out_failures=None) -> None:
+          out_failures=None, journal_dir="results/journal", forced: bool = True) -> None:
     """The workload's configurations (its extracted ``layers_path``) timed in one rotation in model order, then each
-    in a rotation of its own (:mod:`opcost.measure.alone`): `measurements` rows of the sources in_order and alone."""
+    in a rotation of its own (:mod:`opcost.measure.alone`): `measurements` rows of the sources in_order and alone.
+    Unless the job is ``forced``, the completed journal of its last run at the same settings and configurations
+    serves instead (its layers file made again the same, its outputs deleted: nothing is timed again)."""
+    from opcost.journal import for_job, job_of, settings_key
     from opcost.measure.alone import profile_alone
     from opcost.measure.profile import ProfileSettings
+    from opcost.measure.profiling import METHOD_VERSION
 
     def body():
         configs = catalog(io.read_parquet(layers_path, tables.LAYERS))
         settings = ProfileSettings.from_config({"profile": config["profile"], "device": config["device"],
                                                 "placement": {}})  # the default placement only
-        meas, samples = profile_alone(configs, config["models"], config["device"], config["dtype"], settings)
+        key = settings_key(METHOD_VERSION, settings, config["device"], config["dtype"], config["threads"],
+                           config["affinity"])
+        journal = for_job(journal_dir, job_of("alone", {"model": model, "mode": mode, "batch": batch}), key,
+                          keep_completed=True)
+        if not forced and journal.completed() and journal.config_ids() == set(configs["config_id"]):
+            log.info("journal %s: of a completed run of the same configurations and settings: reused whole (a run "
+                     "forced with -R on this job's outputs measures afresh)", journal.path)
+            rows, smp = journal.load()
+            meas, samples = tables.frame(tables.MEASUREMENTS, rows), tables.frame(tables.SAMPLES, smp)
+        else:
+            if journal.path.exists():
+                journal.discard("of another run" + (", forced to run again" if forced else ""))
+            meas, samples = profile_alone(configs, config["models"], config["device"], config["dtype"], settings)
+            by = ["config_id", "source", "placement", "phase"]
+            of_row = {k: g for k, g in samples.groupby(["key", *by[1:]], sort=False)}
+            for row in meas.to_dict("records"):  # one entry per row, in order: reused, the table is the same
+                smp = of_row.get(tuple(row[c] for c in by))
+                journal.append([row], [] if smp is None else smp.to_dict("records"))
         io.write_parquet(tables.frame(tables.SAMPLES, samples.to_dict("records")), out_samples, tables.SAMPLES)
         io.write_parquet(tables.frame(tables.MEASUREMENTS, meas.to_dict("records")), out, tables.MEASUREMENTS)
+        journal.complete()
         log.info("%s %s b%s: %d configurations timed in model order and alone", model, mode, batch,
                  meas["config_id"].nunique() if len(meas) else 0)
 
