@@ -1,3 +1,4 @@
+# Not handed to a warm process (opcost.warm): its memory policy must hold before torch is imported.
 # The job's memory is bound to the tier before anything starts torch (and its threads, which inherit the binding).
 from opcost.config import StageConfig
 from opcost.measure.numa import bind_to_tier

@@ -51,6 +51,8 @@ SMOKE = {
     "autograd_engine": ([], lambda s: float(s["alone_us"]) > 0 and _finite(s, "engine_us", "chained_us")),  # 3 s
     "carried_inputs": ([], lambda s: s["workloads"] == "1" and _finite(
         s, "median_abs_err_update_carried", "median_abs_err_update_rewritten")),  # 11 s
+    "warm_jobs": ([], lambda s: s["rounds"] == "1" and float(s["job_warm_s"]) > 0
+                  and _finite(s, "job_cold_s", "worst_ratio_dev")),  # 15 s
     "dag_scale": ([], lambda s: float(s["dry_run_s_100"]) > 0 and float(s["again_s_100"]) > 0),  # 8 s
     "advise_scale": ([], lambda s: s["solve_s_100"] != "nan" and float(s["best_vs_greedy"]) <= 1.0 + 1e-9),  # 1 s
     # on the tiny run's database: started once the tiny run is there
