@@ -51,10 +51,21 @@ def _key() -> str:
     return hashlib.sha1(repr((sys.executable, path, src, stamp, env)).encode()).hexdigest()[:16]
 
 
-def _address(key: str) -> str:
+def _address(key: str) -> str | None:
+    """The warm process's socket, in a folder only this user can enter (None where that folder is not so: another
+    user's socket could take the job's streams and environment)."""
+    import stat
     import tempfile
 
-    return os.path.join(tempfile.gettempdir(), f"opcost-warm-{os.getuid()}-{key}.sock")
+    folder = os.path.join(tempfile.gettempdir(), f"opcost-warm-{os.getuid()}")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return os.path.join(folder, f"{key}.sock")
 
 
 def _wanted() -> bool:
@@ -73,7 +84,7 @@ def hand_over() -> None:
     if not os.path.isfile(script):  # script with its preamble, which sets the script's `__file__` to the original)
         return
     address = _address(_key())
-    conn = _connect(address)
+    conn = None if address is None else _connect(address)
     if conn is None:
         return
     import pickle
@@ -255,6 +266,7 @@ def _child(conn, fds: list, request: dict) -> None:
     os.environ.update(request["env"])
     os.environ[CHILD] = "1"
     sys.argv = list(request["argv"])
+    sys.stdout.reconfigure(line_buffering=os.isatty(1))  # as a fresh process buffers its standard output
     sys.path[:] = request["path"]
     if "numpy" in sys.modules:  # a fresh process seeds numpy's global generator from the OS; a fork copies it
         sys.modules["numpy"].random.seed()

@@ -321,7 +321,7 @@ def alone(config: Mapping, model: str, mode: str, batch: int, layers_path, out, 
                 journal.discard("of another run" + (", forced to run again" if forced else ""))
             meas, samples = profile_alone(configs, config["models"], config["device"], config["dtype"], settings)
             by = ["config_id", "source", "placement", "phase"]
-            of_row = {k: g for k, g in samples.groupby(["key", *by[1:]], sort=False)}
+            of_row = {k: g for k, g in samples.groupby(["key", *by[1:]], sort=False)} if len(samples) else {}
             for row in meas.to_dict("records"):  # one entry per row, in order: reused, the table is the same
                 smp = of_row.get(tuple(row[c] for c in by))
                 journal.append([row], [] if smp is None else smp.to_dict("records"))
