@@ -79,3 +79,25 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def echo_stdin() -> None:
+    """A call a warm process runs (:func:`opcost.warm.command`): its standard input back, its parent's pid, a status."""
+    data = sys.stdin.read()
+    print(json.dumps({"read": data, "ppid": os.getppid(), "pid": os.getpid()}))
+    sys.exit(5)
+
+
+def test_a_function_run_as_a_process_of_its_own_runs_in_a_warm_fork(tmp_path):
+    """What opcost runs in a process of its own (the short trace of a model never traced, the config's checks)
+    runs in a fork of the warm process, with its standard streams and exit status, or in a fresh process where
+    OPCOST_WARM=0."""
+    from opcost import warm
+
+    runs = [subprocess.run(warm.command("tests.test_warm:echo_stdin"), input=text, capture_output=True, text=True,
+                           cwd=tmp_path, env=_env(**extra), timeout=120)
+            for text, extra in (("one", {}), ("two", {}), ("three", {"OPCOST_WARM": "0"}))]
+    got = [json.loads(r.stdout) for r in runs]
+    assert [r.returncode for r in runs] == [5, 5, 5] and [g["read"] for g in got] == ["one", "two", "three"]
+    assert got[0]["ppid"] == got[1]["ppid"] and got[0]["pid"] != got[1]["pid"]  # forks of one warm process
+    assert got[2]["ppid"] != got[0]["ppid"]  # a process of its own

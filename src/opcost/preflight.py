@@ -404,16 +404,18 @@ class Pending:
 
 def start(config: dict, cache_dir=None, where=".") -> Pending:
     """:func:`problems` of a validated ``config``, started: at once where they need no import (every model entry
-    remembered), else in a Python process of its own, so that the caller (Snakemake building its DAG) goes on
-    meanwhile; :meth:`Pending.problems` waits for them."""
+    remembered), else in a Python process of its own (a fork of the warm process, :mod:`opcost.warm`, which the
+    jobs then find started), so that the caller (Snakemake building its DAG) goes on meanwhile;
+    :meth:`Pending.problems` waits for them."""
     import subprocess
-    import sys
+
+    from opcost import warm
 
     if not _needs_import(config, cache_dir):
         return Pending(problems(config, cache_dir, where))
     request = json.dumps({"config": config, "cache_dir": None if cache_dir is None else str(cache_dir),
                           "where": str(where)}, default=str)
-    proc = subprocess.Popen([sys.executable, "-c", "from opcost.preflight import _child; _child()"],
+    proc = subprocess.Popen(warm.command("opcost.preflight:_child", str(config.get("device") or "cpu")),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.stdin.write(request)
     proc.stdin.close()

@@ -41,14 +41,15 @@ _STATUS = struct.Struct("!i")
 
 
 def _key() -> str:
-    """What a warm process must share with a job to run it: the interpreter, its import path, opcost's source (a
-    file edited since the warm process started makes another one) and the environment the imports read."""
+    """What a warm process must share with a job to run it: the interpreter, opcost's source (a file edited since the
+    warm process started makes another one) and the environment the imports read."""
     src = os.path.dirname(os.path.abspath(__file__))
-    stamp = max((e.stat().st_mtime_ns for d, _, fs in os.walk(src) for e in os.scandir(d) if e.name.endswith(".py")),
-                default=0)
+    stamp = max((os.stat(os.path.join(d, f)).st_mtime_ns for d, _, files in os.walk(src) for f in files
+                 if f.endswith(".py")), default=0)
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith(_IMPORT_ENV))
-    path = sys.path[1:]  # sys.path[0]: the script's own folder (Snakemake's per-run copy), set per job
-    return hashlib.sha1(repr((sys.executable, path, src, stamp, env)).encode()).hexdigest()[:16]
+    # not sys.path, which a script's preamble extends: what imports find follows from the interpreter, its prefix
+    # and PYTHONPATH (in `env`); a child takes its job's sys.path
+    return hashlib.sha1(repr((sys.executable, sys.prefix, src, stamp, env)).encode()).hexdigest()[:16]
 
 
 def _address(key: str) -> str | None:
@@ -68,9 +69,10 @@ def _address(key: str) -> str | None:
     return os.path.join(folder, f"{key}.sock")
 
 
-def _wanted() -> bool:
-    job = getattr(sys.modules["__main__"], "snakemake", None)  # the job Snakemake's preamble describes
-    device = str(((getattr(job, "config", None) or {}).get("device")) or "cpu")
+def _wanted(device: str | None = None) -> bool:
+    if device is None:
+        job = getattr(sys.modules["__main__"], "snakemake", None)  # the job Snakemake's preamble describes
+        device = str(((getattr(job, "config", None) or {}).get("device")) or "cpu")
     return (os.environ.get(CHILD) != "1" and os.environ.get(ENV, "1") != "0" and "SLURM_JOB_ID" not in os.environ
             and not device.startswith("cuda") and hasattr(socket, "send_fds") and hasattr(os, "fork"))
 
@@ -81,8 +83,25 @@ def hand_over() -> None:
     if not _wanted():
         return
     script = os.path.abspath(sys.argv[0] if sys.argv else "")  # the file Python runs (Snakemake's copy of the
-    if not os.path.isfile(script):  # script with its preamble, which sets the script's `__file__` to the original)
-        return
+    if os.path.isfile(script):  # script with its preamble, which sets the script's `__file__` to the original)
+        _send({"script": script})
+
+
+def command(target: str, device: str = "cpu") -> list[str]:
+    """The command line that runs ``target`` (``"module:function"``, no arguments: it reads its standard input) as
+    a process of its own would, in a fork of the warm process where one serves (not for a CUDA ``device``)."""
+    return [sys.executable, "-m", "opcost.warm", "--call", target, "--device", device]
+
+
+def _call(target: str) -> None:
+    import importlib
+
+    module, _, function = target.partition(":")
+    getattr(importlib.import_module(module), function)()
+
+
+def _send(what: dict) -> None:
+    """Hand ``what`` (a script or a call) to the warm process and exit with its status; return where none serves."""
     address = _address(_key())
     conn = None if address is None else _connect(address)
     if conn is None:
@@ -90,7 +109,7 @@ def hand_over() -> None:
     import pickle
     import signal
 
-    request = pickle.dumps({"script": script, "cwd": os.getcwd(), "env": dict(os.environ), "argv": sys.argv,
+    request = pickle.dumps({**what, "cwd": os.getcwd(), "env": dict(os.environ), "argv": sys.argv,
                             "path": sys.path})
     try:
         socket.send_fds(conn, [struct.pack("!Q", len(request)) + request], [0, 1, 2])
@@ -144,7 +163,8 @@ def _connect(address: str):
     if conn is not None:
         return conn
     env = {k: v for k, v in os.environ.items() if k != CHILD}
-    subprocess.Popen([sys.executable, "-m", "opcost.warm", address], start_new_session=True, env=env, cwd="/",
+    subprocess.Popen([sys.executable, "-m", "opcost.warm", "--serve", address], start_new_session=True, env=env,
+                     cwd="/",
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
     while time.monotonic() - t0 < START_S:
@@ -282,7 +302,10 @@ def _child(conn, fds: list, request: dict) -> None:
     threading.Thread(target=watch, daemon=True).start()
     code = 0
     try:
-        runpy.run_path(request["script"], run_name="__main__")
+        if "call" in request:
+            _call(request["call"])
+        else:
+            runpy.run_path(request["script"], run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if e.code is not None and not isinstance(e.code, int):
@@ -298,5 +321,18 @@ def _child(conn, fds: list, request: dict) -> None:
         os._exit(code)
 
 
+def main(argv: list[str]) -> None:
+    """``--serve ADDRESS``: be the warm process; ``--call MODULE:FUNCTION [--device D]``: run the function, handed to
+    the warm process where one serves (:func:`command`)."""
+    if argv[:1] == ["--serve"]:
+        serve(argv[1])
+        return
+    target = argv[argv.index("--call") + 1]
+    device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
+    if _wanted(device):
+        _send({"call": target})
+    _call(target)
+
+
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    main(sys.argv[1:])

@@ -319,20 +319,20 @@ def trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str 
     """The per-workload trace tables (:func:`summarize`) of a short trace (:data:`TRACE_NOW`) of workload ``model``
     (its name and config entry) at ``batch`` in ``mode``, taken now by :func:`trace_workload` in a fresh Python
     process set up as the measuring ones are (``conditions``: the device and threads of the costs it goes with; glibc
-    keeping freed memory), so that the caller's process keeps its own allocator settings and thread count. A new
-    interpreter, not a multiprocessing child: those re-run the caller's main script, which under Snakemake's
-    ``script:`` is the rule's script. A refusal there (:class:`OpcostError`) is raised here as it was."""
+    keeping freed memory), so that the caller's process keeps its own allocator settings and thread count: a fork of
+    the warm process where one serves (:mod:`opcost.warm`), else a new interpreter; not a multiprocessing child, which
+    re-runs the caller's main script (under Snakemake's ``script:``, the rule's script). A refusal there
+    (:class:`OpcostError`) is raised here as it was."""
     import json
     import subprocess
-    import sys
     import tempfile
 
-    from opcost import io
+    from opcost import io, warm
 
     with tempfile.TemporaryDirectory(prefix="opcost-trace-") as tmp:
         request = {"model": list(model), "batch": int(batch), "mode": mode, "conditions": dict(conditions),
                    "dtype": dtype, "out": tmp}
-        proc = subprocess.run([sys.executable, "-c", "from opcost.analysis.overhead import _child; _child()"],
+        proc = subprocess.run(warm.command("opcost.analysis.overhead:_child", str(conditions.get("device") or "cpu")),
                               input=json.dumps(request), capture_output=True, text=True)
         lines = proc.stderr.strip().splitlines()
         if proc.returncode == _REFUSED:
