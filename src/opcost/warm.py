@@ -222,6 +222,7 @@ def serve(address: str) -> None:
             pid = os.fork()
             if pid == 0:
                 server.close()
+                lock.close()  # the lock ends with the warm process, whatever a job leaves running
                 _child(conn, fds, request)  # never returns
             for fd in fds:
                 os.close(fd)
