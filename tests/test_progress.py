@@ -4,8 +4,11 @@ import io
 import json
 import logging
 import re
+import statistics
 
-from opcost.progress import Eta, ProgressHandler, clock, load_history
+import pytest
+
+from opcost.progress import PRIOR_PER_MODEL_S, PRIOR_S, Eta, ProgressHandler, clock, load_history, priors
 
 
 def test_clock():
@@ -27,6 +30,22 @@ def test_time_left_counts_each_job_at_its_rules_mean():
     two = Eta(parallel=2)
     two.finished("profile", 100.0)
     assert two.left(2, ["profile", "profile"]) == 100.0
+
+
+def test_a_rule_not_run_yet_takes_its_prior_at_this_hosts_speed():
+    """The long rules that come last (the never-profiled models' predictions) are not a run's mean job: where neither
+    this run nor an earlier one ran a rule, its prior counts, scaled by how fast this host ran the rules it did
+    against theirs; `unseen` per model it predicts."""
+    prior = priors({"predict_only": {"a": {}, "b": {}, "c": {}}})
+    assert prior["unseen"] == 3 * PRIOR_PER_MODEL_S["unseen"] and prior["profile"] == PRIOR_S["profile"]
+    eta = Eta(prior=prior)
+    eta.finished("extract", 60.0)  # the first job also started the warm process: one rule alone scales nothing
+    assert eta.left(1, ["unseen"]) == prior["unseen"]
+    eta.finished("extract", 2 * PRIOR_S["extract"])
+    eta.finished("extract", 2 * PRIOR_S["extract"])
+    eta.finished("e2e", 2 * PRIOR_S["e2e"])  # this host: twice the priors' time (medians)
+    assert eta.left(2, ["unseen", "e2e"]) == pytest.approx(2 * prior["unseen"] + 2 * PRIOR_S["e2e"])
+    assert eta.left(1, ["validate"]) == pytest.approx(statistics.fmean([60.0, 2.2, 2.2, 16.2]))  # no prior: the mean
 
 
 def test_history_keeps_each_rules_latest_durations(tmp_path):

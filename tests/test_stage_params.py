@@ -79,7 +79,7 @@ def test_every_stage_runs_on_its_rules_params_alone(cfg, tiny_run, tmp_path):
                     out / "tier_s.parquet", out / "f_tier.parquet")
     _no_failure(out / "f_tier.parquet")
     stages.alone(of("alone", MODEL), MODEL, MODE, BATCH, out / "layers.parquet", out / "alone.parquet",
-                 out / "alone_s.parquet", out / "f_alone.parquet")
+                 out / "alone_s.parquet", out / "f_alone.parquet", journal_dir=out / "journal")
     _no_failure(out / "f_alone.parquet")
     assert set(io.read_parquet(out / "alone.parquet", tables.MEASUREMENTS)["source"]) == {"alone", "in_order"}
     stages.insitu(of("insitu", MODEL), MODEL, MODE, BATCH, out / "insitu.parquet", out / "insitu_s.parquet",

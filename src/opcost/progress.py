@@ -5,7 +5,9 @@ It listens to the events of Snakemake's logger (the fields its logger-plugin int
 ``jobid`` and ``rule_name``, ``JOB_FINISHED`` with ``job_id``, ``PROGRESS`` with ``done`` and ``total``), so it
 needs nothing from the jobs themselves. A job's duration is from its ``JOB_INFO`` to its ``JOB_FINISHED``. The time
 left is the jobs still to run, each at the mean duration of its rule in this run, else in the runs before it
-(:data:`TIMES`, kept per rule), else at this run's mean job; the jobs run ``parallel`` at a time. The rules of the
+(:data:`TIMES`, kept per rule), else at its rule's prior (:data:`PRIOR_S`: a default study's job on a 2-core VM,
+scaled by how fast this host ran the rules it has run so far against their priors; ``unseen`` per model it
+predicts), else at this run's mean job; the jobs run ``parallel`` at a time. The rules of the
 jobs still to run come from the workflow's job graph where this Snakemake exposes it; otherwise every job left
 counts as this run's mean. A coverage loop that goes on adds jobs the estimate cannot know yet: the line says so
 while an evaluation of the loop is still to run."""
@@ -22,6 +24,13 @@ from pathlib import Path
 TIMES = Path(".snakemake/opcost-times.json")  # rule -> the durations (s) of its latest jobs, over runs
 KEEP = 20  # durations kept per rule
 LOOP_RULE = "evaluate"  # the coverage loop's checkpoint: while one is to run, the loop may add jobs
+# seconds per job of each rule in the default study (config/config.yaml) from a fresh clone on the 2-core VM
+# (benchmarks/records/measurements.md, 2026-12-01): where neither this run nor an earlier one has run a rule, its
+# jobs are expected to take this, times this host's speed against it; the rules that come last (`unseen`, a late
+# loop iteration's `profile`) are the long ones, which a run's mean job understates
+PRIOR_S = {"e2e": 8.1, "profile": 22.0, "alone": 11.7, "trace": 7.7, "insitu": 3.3, "extract": 1.1, "e2e_tier": 2.3,
+           "figures": 4.0, "sweeps": 2.0, "evaluate": 0.5}
+PRIOR_PER_MODEL_S = {"unseen": 9.0}  # per `predict_only` model the job predicts (81 s for the default's nine)
 
 
 def clock(seconds: float) -> str:
@@ -37,9 +46,11 @@ def clock(seconds: float) -> str:
 class Eta:
     """Durations of the jobs by rule, and the estimate of what is left (pure: no Snakemake, no clock)."""
 
-    def __init__(self, history: dict[str, list[float]] | None = None, parallel: int = 1):
+    def __init__(self, history: dict[str, list[float]] | None = None, parallel: int = 1,
+                 prior: dict[str, float] | None = None):
         self.history = {rule: list(times) for rule, times in (history or {}).items()}
         self.parallel = max(1, int(parallel))
+        self.prior = dict(prior or {})  # rule -> seconds per job expected where nothing measured it (priors())
         self.durations: dict[str, list[float]] = defaultdict(list)
 
     def finished(self, rule: str, seconds: float) -> None:
@@ -47,7 +58,16 @@ class Eta:
 
     def mean_of(self, rule: str) -> float | None:
         times = self.durations.get(rule) or self.history.get(rule)
-        return statistics.fmean(times) if times else None
+        if times:
+            return statistics.fmean(times)
+        return self.prior[rule] * self.speed() if rule in self.prior else None
+
+    def speed(self) -> float:
+        """This host's job time against the priors: over the rules this run has run that have one, the median of
+        their median job's ratio to it (1 before two such rules; medians: the first job also starts the warm
+        process)."""
+        ratios = [statistics.median(t) / self.prior[r] for r, t in self.durations.items() if t and self.prior.get(r)]
+        return statistics.median(ratios) if len(ratios) >= 2 else 1.0
 
     def left(self, remaining: int, rules: list[str] | None = None) -> float | None:
         """Seconds left for ``remaining`` jobs, of the ``rules`` given (one name per job) where known. None before
@@ -66,6 +86,12 @@ class Eta:
         for rule, times in self.durations.items():
             merged[rule] = (merged.get(rule, []) + times)[-KEEP:]
         return merged
+
+
+def priors(config: dict | None = None) -> dict[str, float]:
+    """:data:`PRIOR_S`, with each per-model prior (:data:`PRIOR_PER_MODEL_S`) times the models ``config`` gives it."""
+    models = len((config or {}).get("predict_only") or {})
+    return {**PRIOR_S, **{rule: s * models for rule, s in PRIOR_PER_MODEL_S.items() if models}}
 
 
 def load_history(path=TIMES) -> dict[str, list[float]]:
@@ -146,6 +172,10 @@ def watch(workflow, logger_name: str = "snakemake.logging") -> ProgressHandler:
         parallel = 1 if workflow.local_exec else (workflow.nodes or 1)
     except Exception:  # a Snakemake without these
         parallel = 1
-    handler = ProgressHandler(Eta(load_history(), parallel=parallel), pending_rules)
+    try:
+        config = dict(workflow.config)
+    except Exception:  # a Snakemake without it
+        config = {}
+    handler = ProgressHandler(Eta(load_history(), parallel=parallel, prior=priors(config)), pending_rules)
     logging.getLogger(logger_name).addHandler(handler)
     return handler

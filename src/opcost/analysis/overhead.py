@@ -317,8 +317,8 @@ TRACE_NOW = {"iterations": 3, "warmup": 1}  # the short trace of a workload neve
 
 def trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32") -> dict[str, pd.DataFrame]:
     """The per-workload trace tables (:func:`summarize`) of a short trace (:data:`TRACE_NOW`) of workload ``model``
-    (its name and config entry) at ``batch`` in ``mode``, taken now by :func:`trace_workload` in a fresh Python
-    process set up as the measuring ones are (``conditions``: the device and threads of the costs it goes with; glibc
+    (its name and config entry) at ``batch`` in ``mode``, taken now by :func:`trace_workload` in a process of its
+    own set up as the measuring ones are (``conditions``: the device and threads of the costs it goes with; glibc
     keeping freed memory), so that the caller's process keeps its own allocator settings and thread count: a fork of
     the warm process where one serves (:mod:`opcost.warm`), else a new interpreter; not a multiprocessing child, which
     re-runs the caller's main script (under Snakemake's ``script:``, the rule's script). A refusal there
