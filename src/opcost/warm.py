@@ -231,8 +231,9 @@ def serve(address: str) -> None:
             threading.Thread(target=_report, args=(conn, pid, busy, guard), daemon=True).start()
     finally:
         server.close()
-        if os.path.exists(address):
-            os.unlink(address)
+        for path in (address, address + ".lock"):  # a warm process starting meanwhile makes both again
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 def _whole_request(conn, msg: bytes):
