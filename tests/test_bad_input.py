@@ -685,3 +685,19 @@ def test_a_strict_placement_tier_the_host_lacks_stops_the_run_before_any_measure
     assert proc.returncode != 0 and "absent" in proc.stderr and "NUMA node 63" in proc.stderr
     for stage in ("e2e", "insitu"):
         assert not (tmp_path / "results" / stage).exists(), stage
+
+
+def test_the_check_before_the_first_job_builds_an_entry_given_under_several_names_once(tmp_path):
+    """A study that repeats one model entry under many names (a sweep of hosts or seeds) has it built and run once
+    by the check before the first job, not once per name; an entry that fails is named under each of its names."""
+    counted = {"model": "tests.tiny_models:make_counted", "kwargs": {"path": str(tmp_path / "one")},
+               "input_shapes": [[8]]}
+    assert preflight.problems(validate({"models": {"a": counted}, "batch_sizes": [2]})) == []
+    once = (tmp_path / "one").read_text().count("built")
+    assert once >= 1  # the check builds the model
+    counted["kwargs"]["path"] = str(tmp_path / "many")
+    assert preflight.problems(validate({"models": {f"m{i}": counted for i in range(5)}, "batch_sizes": [2]})) == []
+    assert (tmp_path / "many").read_text().count("built") == once
+    broken = {"model": "nowhere:make"}
+    found = preflight.problems(validate({"models": {"x": broken, "y": broken}, "batch_sizes": [2]}))
+    assert [line.split(":")[0] for line in found] == ["model x", "model y"]
