@@ -63,21 +63,23 @@ class Eta:
         return self.prior[rule] * self.speed() if rule in self.prior else None
 
     def speed(self) -> float:
-        """This host's job time against the priors: over the rules this run has run that have one, the median of
-        their median job's ratio to it (1 before two such rules; medians: the first job also starts the warm
-        process)."""
-        ratios = [statistics.median(t) / self.prior[r] for r, t in self.durations.items() if t and self.prior.get(r)]
-        return statistics.median(ratios) if len(ratios) >= 2 else 1.0
+        """This host's job time against the priors: the time of the jobs this run has run whose rules have one, over
+        what their priors add up to (1 before two such rules: the first job also starts the warm process)."""
+        ran = {r: t for r, t in self.durations.items() if t and self.prior.get(r)}
+        if len(ran) < 2:
+            return 1.0
+        return sum(sum(t) for t in ran.values()) / sum(len(t) * self.prior[r] for r, t in ran.items())
 
     def left(self, remaining: int, rules: list[str] | None = None) -> float | None:
-        """Seconds left for ``remaining`` jobs, of the ``rules`` given (one name per job) where known. None before
-        any duration is known."""
+        """Seconds left for ``remaining`` jobs, of the ``rules`` given (one name per job, or about: a list of another
+        length counts as their mix) where known. None before any duration is known."""
         done = [t for times in self.durations.values() for t in times]
         overall = statistics.fmean(done) if done else None
-        if rules is not None and len(rules) == remaining:
+        if rules:  # the job graph can still hold the job that just finished: the rules' mix, scaled to `remaining`
             means = [self.mean_of(rule) for rule in rules]
             if all(m is not None for m in means) or overall is not None:
-                return sum(overall if m is None else m for m in means) / self.parallel
+                total = sum(overall if m is None else m for m in means)
+                return total * remaining / len(rules) / self.parallel
         return None if overall is None else remaining * overall / self.parallel
 
     def kept(self) -> dict[str, list[float]]:
