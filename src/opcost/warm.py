@@ -135,14 +135,18 @@ def _signal_group(pid: int, signum: int) -> None:
         pass
 
 
-def _read_status(conn) -> int:
-    data = b""
-    while len(data) < _STATUS.size:
-        part = conn.recv(_STATUS.size - len(data))
+def _recv_exact(conn, size: int, data: bytes = b"") -> bytes:
+    """``data`` completed to ``size`` bytes from ``conn``; ConnectionError where the other end closes first."""
+    while len(data) < size:
+        part = conn.recv(size - len(data))
         if not part:
-            raise ConnectionError("warm process closed the connection")
+            raise ConnectionError("the other end closed the connection")
         data += part
-    return _STATUS.unpack(data)[0]
+    return data
+
+
+def _read_status(conn) -> int:
+    return _STATUS.unpack(_recv_exact(conn, _STATUS.size))[0]
 
 
 def _connect(address: str):
@@ -242,13 +246,10 @@ def _whole_request(conn, msg: bytes):
     if len(msg) < 8:
         return None
     (size,) = struct.unpack("!Q", msg[:8])
-    data = msg[8:]
-    while len(data) < size:
-        part = conn.recv(size - len(data))
-        if not part:
-            return None
-        data += part
-    return pickle.loads(data)
+    try:
+        return pickle.loads(_recv_exact(conn, size, msg[8:]))
+    except ConnectionError:
+        return None
 
 
 def _report(conn, pid: int, busy: list, guard) -> None:

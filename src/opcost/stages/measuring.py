@@ -204,10 +204,11 @@ def _reuse_or_discard(journal, mine: set, forced: bool) -> None:
     that are still in the chunk are kept, at the same settings, and only the new ones measured)."""
     if not journal.completed():
         return
-    held = journal.config_ids()
     if forced:
         journal.discard("of a run that completed, forced to run again")
-    elif mine <= held:  # its outputs deleted or damaged, or made again upstream, the same configurations
+        return
+    held = journal.config_ids()
+    if mine <= held:  # its outputs deleted or damaged, or made again upstream, the same configurations
         log.info("journal %s: of a completed run of the same configurations and settings: reused whole (a run "
                  "forced with -R on this job's outputs measures afresh)", journal.path)
     else:
