@@ -29,7 +29,7 @@ times are this host's: replay them against databases measured on the same host.
 
     python benchmarks/unseen_random.py [--db results/db] [--n 30] [--seed S] [--batch 1] [--max-params 3e7]
         [--max-ms 300] [--ref resnet18 tiny_bert] [--ref-batch 1] [--rounds 4] [--seconds 0.5] [--no-trace]
-        [--keep DIR] [--method M]
+        [--keep DIR] [--method M] [--models timm:NAME hf:TYPE ...]
     python benchmarks/unseen_random.py --replay DIR [--db results/db] [--method M]   # the kept draw, predicted again
     python benchmarks/unseen_random.py --smoke --db <a tiny run's results/db>   # two tiny models, seconds
 """
@@ -70,6 +70,18 @@ def candidates(exclude=frozenset()) -> list[tuple[str, dict]]:
     pool += [(f"hf_{t}", {"model": f"hf:{t}", "kwargs": dict(SMALL)}) for t in CONFIG_MAPPING_NAMES
              if not any(s in t for s in HF_SKIP) and t not in exclude]
     return pool
+
+
+def named(models: list[str]) -> list[tuple[str, dict]]:
+    """The pool of ``--models`` (``timm:NAME`` or ``hf:TYPE``, as a draw would build them): a check of chosen
+    families, not the protocol's figure."""
+    out = []
+    for m in models:
+        source, _, name = m.partition(":")
+        if source not in ("timm", "hf") or not name:
+            raise SystemExit(f"--models {m}: timm:NAME or hf:TYPE")
+        out.append((f"{source}_{name}", {"model": m, **({"kwargs": dict(SMALL)} if source == "hf" else {})}))
+    return out
 
 
 def calibration_archs(config_path) -> set[str]:
@@ -227,7 +239,9 @@ def run(args, db, seed: int) -> tuple[list, list, list]:
     ref_wls = [make_workload(load_model(r, specs.get(r, {})), args.ref_batch, MODE) for r in refs]
     rows, failed, too_big = [], [], []
     calibrated = calibration_archs(args.config or ROOT / "config" / "config.yaml")
-    for name, raw in SMOKE_POOL if args.smoke else draw(candidates(calibrated), args.n, seed):
+    pool = SMOKE_POOL if args.smoke else named(args.models) if args.models else draw(candidates(calibrated), args.n,
+                                                                                       seed)
+    for name, raw in pool:
         if len(rows) >= args.n:
             break
         try:
@@ -286,6 +300,8 @@ def main() -> None:
     ap.add_argument("--replay", help="a kept draw's directory: predicted again from --db, nothing timed")
     ap.add_argument("--method", help="the cost model's estimate for every configuration with a law (law, law+trees, "
                                      "law+trees+context; default: the one its cross-validation chose)")
+    ap.add_argument("--models", nargs="+", help="named models (timm:NAME, hf:TYPE) instead of a draw: a check of "
+                                                "chosen families, not the protocol's figure")
     ap.add_argument("--smoke", action="store_true", help="two tiny models (not drawn), short timings: a functional "
                                                          "check")
     args = ap.parse_args()

@@ -105,6 +105,42 @@ def test_a_subclass_of_a_known_module_is_costed_as_its_base():
     assert optypes.lookup("_StdConv2d").work == "elementwise"  # without its base: an unknown type's
 
 
+class _Norms(nn.Module):
+    """A batch norm that computes its statistics (on the input, as a weight standardisation does on a weight) and
+    one that reads stored statistics, both called outside leaf modules."""
+
+    def __init__(self):
+        super().__init__()
+        self.keep = nn.Identity()  # a child: the module is no leaf, its aten calls are recorded
+        self.register_buffer("mean", torch.zeros(8))
+        self.register_buffer("var", torch.ones(8))
+
+    def forward(self, x):
+        x = F.batch_norm(x, None, None, training=True)
+        return F.batch_norm(x, self.mean, self.var, training=False)
+
+
+def test_a_batch_norm_that_computes_its_statistics_is_an_op_type_of_its_own():
+    """A batch norm in training computes each channel's mean and variance from its input: 3 to 12 times the time of
+    one that reads them, on one tensor. Its op type says so (``batch_norm_training``, normalisation family, no twin:
+    never costed as the inference batch norm's law), in inference workloads too, and the `batch_norm_stats` sweep
+    measures it."""
+    from opcost.model.sources import load_model
+
+    model = _Norms()
+    layers = extract(make_workload(LoadedModel("norms", model, lambda batch, seed=0: (torch.randn(batch, 8, 16),)),
+                                   2, "inference"))
+    assert layers["op_type"].tolist().count("batch_norm_training") == 1
+    assert layers["op_type"].tolist().count("batch_norm") == 1
+    assert optypes.family("batch_norm_training") == "normalisation"
+    assert "BatchNorm2d" not in optypes.twins("batch_norm_training")
+    assert "BatchNorm2d" in optypes.twins("batch_norm")
+    point = load_model("sweep-bn", {"model": "opcost.model.sweeps:chain", "kwargs": {
+        "op": "batch_norm_stats", "depth": 2, "channels": 16, "features": 36}, "input_shapes": [[16, 36]]})
+    swept = extract(make_workload(point, 1, "inference"))
+    assert set(swept["op_type"]) == {"batch_norm_training"}
+
+
 def test_a_subclass_with_a_forward_of_its_own_is_composed_from_its_calls_not_its_bases_twin():
     """A subclass whose forward is its own (the weight standardised, then convolved) keeps its aten calls, and its
     estimate is their sum where its base's twin law answered (which sees the convolution alone); a subclass that
@@ -120,7 +156,7 @@ def test_a_subclass_with_a_forward_of_its_own_is_composed_from_its_calls_not_its
     layers = extract(make_workload(LoadedModel("std", model, lambda batch, seed=0: (torch.randn(batch, 8, 12, 12),)),
                                    2, "inference"))
     std = layers[layers["op_type"] == "_StdConv2d"].iloc[0]
-    assert {e["op_type"] for e in json.loads(std["inside"])} >= {"batch_norm", "conv2d"}
+    assert {e["op_type"] for e in json.loads(std["inside"])} >= {"batch_norm_training", "conv2d"}
     assert layers.loc[layers["op_type"] == "_Renamed", "inside"].isna().all()
     rows = layers[layers["op_type"].isin(["_StdConv2d", "_Renamed"])].assign(
         phase="forward", cost_s=1.0, low_s=0.5, high_s=2.0, method="twin").reset_index(drop=True)

@@ -37,9 +37,12 @@ transformers) takes the line of Llama's (:data:`SUFFIXES`). An op type neither n
 and elementwise work.
 
 Op types are keys (tables, the database, the cost model): a module call's is its class name (``Linear``), a
-functional call's (an aten op outside leaf modules) its aten name without namespace (``linear``). What a reader
-sees is :func:`label`: the class name for a module, ``aten::linear`` for a functional call, so that ``F.linear``
-inside a model never reads as a second ``Linear``; the same form as the top-level ops of a Kineto trace.
+functional call's (an aten op outside leaf modules) its aten name without namespace (``linear``), followed by
+``_training`` where the op's ``training`` argument is true (:func:`opcost.model.extract.functional_type`: a batch
+norm that computes its statistics, ``batch_norm_training``, is another computation than one that reads
+them). What a reader sees is :func:`label`: the class name for a module, ``aten::linear`` for a functional call, so
+that ``F.linear`` inside a model never reads as a second ``Linear``; the same form as the top-level ops of a Kineto
+trace.
 """
 from __future__ import annotations
 
@@ -74,6 +77,7 @@ BatchNorm1d                    normalisation  -              norm
 BatchNorm2d                    normalisation  batch_norm     norm
 BatchNorm3d                    normalisation  -              norm
 batch_norm                     normalisation  batch_norm     elementwise
+batch_norm_training            normalisation  -              elementwise
 FrozenBatchNorm2d              normalisation  -              norm
 LayerNorm                      normalisation  layer_norm     norm
 layer_norm                     normalisation  layer_norm     elementwise

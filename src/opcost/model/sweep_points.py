@@ -107,6 +107,7 @@ DEFAULTS = {
     "LayerNorm": {"features": 256, "rows": 64},
     "RMSNorm": {"features": 256, "rows": 64},
     "BatchNorm2d": dict(_SPATIAL),
+    "batch_norm_stats": {"channels": 64, "features": 576},
     "ReLU": dict(_SPATIAL),
     "GELU": dict(_SPATIAL),
     "SiLU": dict(_SPATIAL),
@@ -146,6 +147,8 @@ def input_shape(op: str, p: dict) -> list[int]:
     p = {**DEFAULTS[op], **p}
     if op in ("Linear", "LayerNorm", "RMSNorm", "mlp", "gated_mlp", "lm_head"):
         return [p["rows"], p["features"]]
+    if op == "batch_norm_stats":
+        return [p["channels"], p["features"]]
     if op == "attention":
         return [p["seq"], (p["heads"] + 2 * (p["heads_kv"] or p["heads"])) * p["head_dim"]]
     if op == "decode_attention":  # one new token's queries, keys and values

@@ -168,7 +168,8 @@ class _DecodeAttention(nn.Module):
 
 
 class _Functional(nn.Module):
-    """A chain of an operator called outside leaf modules (attention, cat, add); its child makes it a non-leaf."""
+    """A chain of an operator called outside leaf modules (attention, cat, add, a batch norm computing its statistics
+    as NF-Nets' and BiT's weight-standardised convolutions run it on their weights); its child makes it a non-leaf."""
 
     def __init__(self, op: str, depth: int, heads: int = 1, parts: int = 2, heads_kv: int = 0, causal: int = 0):
         super().__init__()
@@ -202,6 +203,8 @@ class _Functional(nn.Module):
         for _ in range(self.depth):
             if self.op == "attention":
                 x = self._attention(x)
+            elif self.op == "batch_norm_stats":  # statistics computed over the batch and features, per channel
+                x = F.batch_norm(x, None, None, training=True, momentum=0.0, eps=1e-5)
             elif self.op == "cat":
                 x = torch.cat(x.chunk(self.parts, dim=1), dim=1)
             else:
