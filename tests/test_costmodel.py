@@ -971,7 +971,7 @@ def test_a_sweep_points_cost_is_translated_into_its_cost_inside_a_model(tiny_run
            .median() for r in (alone, in_order)]
     both = pd.concat(per, axis=1, join="inner")  # a configuration once, however many workloads
     desc = db["layers"].drop_duplicates("config_id").set_index("config_id").loc[both.index].assign(phase=phase)
-    moved_bytes = features(desc)["bytes"].to_numpy()
+    moved_bytes = features(desc)[in_model.FETCHED].to_numpy()  # the weights: fetched again in model order
     assert table[linear[0]] == in_model.fit(both.iloc[:, 0], moved_bytes, both.iloc[:, 1])
     plain = training_data(db["layers"], used, col, db["configs"])
     moved = training_data(db["layers"], used, col, db["configs"], rows)
@@ -980,8 +980,8 @@ def test_a_sweep_points_cost_is_translated_into_its_cost_inside_a_model(tiny_run
     assert swept.any() and np.allclose(added[~swept], 0.0)  # a model's own configurations as measured
     same = ((plain["op_type"] == "Linear") & (plain["mode"] == mode) & (plain["phase"] == phase)).to_numpy()
     at = plain[swept & same]
-    assert np.allclose(added[swept & same], [table[linear[0]].of(t, b) for t, b in zip(at["seconds"],
-                                                                                      features(at)["bytes"])])
+    assert np.allclose(added[swept & same], [table[linear[0]].of(t, b) for t, b in zip(
+        at["seconds"], features(at)[in_model.FETCHED])])
     energy = training_data(db["layers"], used.assign(energy_j=1.0), "energy_j", db["configs"], rows)
     assert np.allclose(energy["seconds"], 1.0)  # energy is left as measured
 

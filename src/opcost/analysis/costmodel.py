@@ -77,7 +77,7 @@ from opcost.model.modes import op_mode
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
 MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to be reported
 FOLDS = 5
-FIT_VERSION = 34  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 36  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first

@@ -21,13 +21,18 @@ each left out in turn (mean |log error| of the time in model order; the power wh
   (:class:`Extra`). On this project's 2-core VM ResNet-18's convolutions cost 32-360 µs more in model order at batch
   1 and up to 1.8 ms at batch 8, a power of about 0.7: a constant per call (their median, 145 µs) put a 16-channel 1x1
   sweep point of 20 µs at 165 µs (RepGhostNet +66%, MobileOne-S0 +49%).
-- a **cold roofline**, ``constant + max(0, bytes / bandwidth - alone)`` (:class:`ColdExtra`): in model order a call
-  fetches its operands from farther out, at ``bandwidth``, overlapped with its work; a call whose time alone already
+- a **cold roofline**, ``constant + max(0, weights / bandwidth - alone)`` (:class:`ColdExtra`): in model order a
+  call fetches its parameters again from farther out (the operators since its last call evicted them; its input is
+  what its predecessor just wrote), at ``bandwidth``, overlapped with its work; a call whose time alone already
   covers that pays the constant only. ResNet-18's classifier at batch 1 (2 MB of weights, 20 µs alone, 158 µs in
   model order) and tiny_bert's compute-bound Linears (110 µs alone, +10 µs) are one Linear law of this form (about
   11 GB/s, a microsecond per call); as a power of the time alone they made a ratio (+23% on every Linear sweep point),
   and the transformers of eight random draws, never profiled, came out a median 30% over their time (their Linears
-  1.3x their time in model order), 14% with the form chosen.
+  1.3x their time in model order), 14% with the form chosen. The bytes are the parameters' (:data:`FETCHED`), not
+  every operand's: the convolutions of MobileNetV2, EfficientNet-B0, RegNetY-400MF and ConvNeXt-Atto, profiled, cost
+  2-40 µs more in model order than alone (1.0-1.4x), where their 0.2-2.5 MB of activations at 11 GB/s said 20-230
+  µs; with every operand's bytes, a convolution law that chose this form put those models' convolutions at 1.1-2.4x
+  their time in model order.
 
 Either form is capped at the largest extra measured."""
 from __future__ import annotations
@@ -46,6 +51,7 @@ MIN_CONFIGS = 3  # configurations of a type timed both ways for an extra of its 
 
 
 FLOOR = 0.01  # an extra measured below this share of the time alone (none, or noise below 0) counts as this share
+FETCHED = "param_bytes"  # what a call fetches again in model order (ColdExtra): its parameters' bytes (features)
 
 
 @dataclass(frozen=True)
@@ -76,20 +82,21 @@ class Extra:
 
 @dataclass(frozen=True)
 class ColdExtra:
-    """What a call costs more in model order when it fetches its operands from farther out: ``constant_s +
-    max(0, bytes / bandwidth - alone)`` seconds, at most ``top`` (module docstring)."""
+    """What a call costs more in model order when it fetches its parameters again from farther out: ``constant_s +
+    max(0, bytes / bandwidth - alone)`` seconds (``bytes``: its parameters', :data:`FETCHED`), at most ``top``
+    (module docstring)."""
 
     constant_s: float
     bandwidth: float  # bytes per second
     top: float
 
     def of(self, alone_s: float, nbytes: float) -> float:
-        """The extra of a call that takes ``alone_s`` seconds alone and moves ``nbytes``."""
+        """The extra of a call that takes ``alone_s`` seconds alone and fetches ``nbytes`` (:data:`FETCHED`)."""
         return min(self.constant_s + max(0.0, float(nbytes) / self.bandwidth - float(alone_s)), self.top)
 
     @classmethod
     def fit(cls, alone, nbytes, model) -> "ColdExtra":
-        """The law fitted to the times ``model`` in model order of calls taking ``alone`` seconds alone and moving
+        """The law fitted to the times ``model`` in model order of calls taking ``alone`` seconds alone and fetching
         ``nbytes``: least squares on log time (soft-L1, so that one busy moment does not pull it)."""
         from scipy.optimize import least_squares
 
@@ -110,10 +117,10 @@ FOLDS = 10  # at most this many folds when the two forms are compared on held-ou
 
 
 def fit(alone, nbytes, model) -> Extra | ColdExtra:
-    """The extra of calls taking ``alone`` seconds alone, moving ``nbytes``, ``model`` seconds in model order: the
-    form of the two (:class:`Extra`, :class:`ColdExtra`) whose fits to the others predict each configuration's time in
-    model order better, each left out in turn (at most :data:`FOLDS` folds; mean |log error|); the power where they
-    tie or there are too few configurations to leave one out."""
+    """The extra of calls taking ``alone`` seconds alone, fetching ``nbytes`` (:data:`FETCHED`), ``model`` seconds in
+    model order: the form of the two (:class:`Extra`, :class:`ColdExtra`) whose fits to the others predict each
+    configuration's time in model order better, each left out in turn (at most :data:`FOLDS` folds; mean |log
+    error|); the power where they tie or there are too few configurations to leave one out."""
     a, b, m = (np.asarray(v, float) for v in (alone, nbytes, model))
     power = Extra.fit(a, m - a)
     if len(a) < MIN_CONFIGS + 1:
@@ -145,7 +152,7 @@ def extras(rows: pd.DataFrame, layers: pd.DataFrame, column: str) -> dict:
     if both.empty:
         return {}
     described = desc.loc[both["config_id"]].assign(phase=both["phase"].to_numpy())
-    both["bytes"] = features(described)["bytes"].to_numpy(dtype=float)
+    both["bytes"] = features(described)[FETCHED].to_numpy(dtype=float)
     both["op_type"] = both["config_id"].map(desc["op_type"])
     both["mode"] = both["config_id"].map(desc["mode"]).map(op_mode)
     both["family"] = [optypes.family(t) for t in both["op_type"]]
@@ -159,7 +166,7 @@ def extras(rows: pd.DataFrame, layers: pd.DataFrame, column: str) -> dict:
 
 def extra_of(table: dict, op_type: str, family: str | None, mode: str, phase: str, alone_s: float,
              nbytes: float) -> float:
-    """Seconds a call of ``op_type`` that takes ``alone_s`` alone and moves ``nbytes`` costs more inside a model
+    """Seconds a call of ``op_type`` that takes ``alone_s`` alone and fetches ``nbytes`` costs more inside a model
     (:func:`extras`' ``table``): its type's, else its family's, else its mode and phase's over every type, else 0."""
     mode = op_mode(mode)
     for level, key in (("type", op_type), ("family", family), ("all", None)):

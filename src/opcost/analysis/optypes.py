@@ -77,7 +77,7 @@ BatchNorm1d                    normalisation  -              norm
 BatchNorm2d                    normalisation  batch_norm     norm
 BatchNorm3d                    normalisation  -              norm
 batch_norm                     normalisation  batch_norm     elementwise
-batch_norm_training            normalisation  -              elementwise
+batch_norm_training            -              -              elementwise
 FrozenBatchNorm2d              normalisation  -              norm
 LayerNorm                      normalisation  layer_norm     norm
 layer_norm                     normalisation  layer_norm     elementwise

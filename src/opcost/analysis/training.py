@@ -79,7 +79,7 @@ def in_model_extras(rows: pd.DataFrame, table: dict) -> np.ndarray:
     plain = (work.str.startswith(PREFIX) & ~name.str.endswith(BLOCKED) & ~name.str.endswith(EVICTED)).to_numpy()
     nbytes = np.zeros(len(rows))
     if plain.any():  # the bytes only of the rows that take an extra
-        nbytes[plain] = features(rows[plain])["bytes"].to_numpy(dtype=float)
+        nbytes[plain] = features(rows[plain])[in_model.FETCHED].to_numpy(dtype=float)
     return np.array([in_model.extra_of(table, t, family(t), m, ph, s, b) if p else 0.0
                      for t, m, ph, s, b, p in zip(rows["op_type"], rows["mode"], rows["phase"], rows["seconds"],
                                                   nbytes, plain)], dtype=float)
