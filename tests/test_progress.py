@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from opcost.progress import PRIOR_PER_MODEL_S, PRIOR_S, Eta, ProgressHandler, clock, load_history, priors
+from opcost.progress import PRIOR_JOBS, PRIOR_PER_MODEL_S, PRIOR_S, PRIOR_SPEED_S, Eta, ProgressHandler, clock, load_history, priors
 
 
 def test_clock():
@@ -42,11 +42,16 @@ def test_a_rule_not_run_yet_takes_its_prior_at_this_hosts_speed():
     eta.finished("extract", 60.0)  # the first job also started the warm process: one rule alone scales nothing
     assert eta.left(1, ["unseen"]) == prior["unseen"]
     eta.finished("e2e", 2 * PRIOR_S["e2e"])
-    speed = (60.0 + 2 * PRIOR_S["e2e"]) / (PRIOR_S["extract"] + PRIOR_S["e2e"])  # the jobs' time over their priors'
+    # the jobs' time over their priors', each with PRIOR_SPEED_S at the priors' speed
+    speed = (60.0 + 2 * PRIOR_S["e2e"] + PRIOR_SPEED_S) / (PRIOR_S["extract"] + PRIOR_S["e2e"] + PRIOR_SPEED_S)
+    assert 1.0 < speed < (60.0 + 2 * PRIOR_S["e2e"]) / (PRIOR_S["extract"] + PRIOR_S["e2e"])
     assert eta.left(2, ["unseen", "evaluate"]) == pytest.approx(speed * (prior["unseen"] + PRIOR_S["evaluate"]))
     assert eta.left(1, ["validate"]) == pytest.approx(statistics.fmean([60.0, 16.2]))  # no prior: the run's mean
     # Snakemake's job graph still holds the job that just finished when it reports progress: one rule too many
     assert eta.left(1, ["evaluate", "unseen"]) == pytest.approx(speed * (prior["unseen"] + PRIOR_S["evaluate"]) / 2)
+    # a rule run once: its job with PRIOR_JOBS jobs at its prior, at this host's speed
+    assert eta.left(1, ["e2e"]) == pytest.approx((2 * PRIOR_S["e2e"] + PRIOR_JOBS * speed * PRIOR_S["e2e"])
+                                                 / (1 + PRIOR_JOBS))
 
 
 def test_history_keeps_each_rules_latest_durations(tmp_path):

@@ -31,6 +31,10 @@ LOOP_RULE = "evaluate"  # the coverage loop's checkpoint: while one is to run, t
 PRIOR_S = {"e2e": 8.1, "profile": 22.0, "alone": 11.7, "trace": 7.7, "insitu": 3.3, "extract": 1.1, "e2e_tier": 2.3,
            "figures": 4.0, "sweeps": 2.0, "evaluate": 0.5}
 PRIOR_PER_MODEL_S = {"unseen": 9.0}  # per `predict_only` model the job predicts (81 s for the default's nine)
+# how far this run's first jobs move the priors (benchmarks/records/measurements.md, 2026-12-01, "time left"): as
+# many jobs at the prior as this in each rule's mean, and this many seconds at the priors' speed in the host's speed
+PRIOR_JOBS = 3
+PRIOR_SPEED_S = 30.0
 
 
 def clock(seconds: float) -> str:
@@ -57,18 +61,26 @@ class Eta:
         self.durations[rule].append(float(seconds))
 
     def mean_of(self, rule: str) -> float | None:
-        times = self.durations.get(rule) or self.history.get(rule)
-        if times:
-            return statistics.fmean(times)
-        return self.prior[rule] * self.speed() if rule in self.prior else None
+        """A job's expected seconds: this run's jobs of the rule, with :data:`PRIOR_JOBS` jobs at its prior (at this
+        host's speed) where it has one, since a rule's first jobs are often its smallest models'; else the earlier
+        runs' jobs of the rule; else its prior at this host's speed; None where nothing is known."""
+        times = self.durations.get(rule)
+        prior = self.prior[rule] * self.speed() if rule in self.prior else None
+        if times and prior is not None:
+            return (sum(times) + PRIOR_JOBS * prior) / (len(times) + PRIOR_JOBS)
+        times = times or self.history.get(rule)
+        return statistics.fmean(times) if times else prior
 
     def speed(self) -> float:
         """This host's job time against the priors: the time of the jobs this run has run whose rules have one, over
-        what their priors add up to (1 before two such rules: the first job also starts the warm process)."""
+        what their priors add up to, each with :data:`PRIOR_SPEED_S` seconds at the priors' own speed (a few short
+        jobs, faster than their priors, once took the estimate to half the time left); 1 before two such rules (the
+        first job also starts the warm process)."""
         ran = {r: t for r, t in self.durations.items() if t and self.prior.get(r)}
         if len(ran) < 2:
             return 1.0
-        return sum(sum(t) for t in ran.values()) / sum(len(t) * self.prior[r] for r, t in ran.items())
+        return (sum(sum(t) for t in ran.values()) + PRIOR_SPEED_S) / (
+            sum(len(t) * self.prior[r] for r, t in ran.items()) + PRIOR_SPEED_S)
 
     def left(self, remaining: int, rules: list[str] | None = None) -> float | None:
         """Seconds left for ``remaining`` jobs, of the ``rules`` given (one name per job, or about: a list of another
