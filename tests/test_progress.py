@@ -8,7 +8,8 @@ import statistics
 
 import pytest
 
-from opcost.progress import PRIOR_JOBS, PRIOR_PER_MODEL_S, PRIOR_S, PRIOR_SPEED_S, Eta, ProgressHandler, clock, load_history, priors
+from opcost.progress import (PRIOR_JOBS, PRIOR_PER_MODEL_S, PRIOR_S, PRIOR_SPEED_S, Eta, ProgressHandler, clock,
+                             load_history, priors)
 
 
 def test_clock():
