@@ -69,7 +69,8 @@ LAYERS = Table(
     _MODEL_KEY + (
         _c("config_id", "string", "stable 12-hex id of (op, params, input specs, mode)"),
         _c("op", "string", "module class (`torch.nn.modules.conv.Conv2d`) or aten overload (`aten.add_.Tensor`)"),
-        _c("op_type", "string", "short operator type: class name (`Conv2d`) or aten op name (`add_`)"),
+        _c("op_type", "string", "short operator type: class name (`Conv2d`) or aten op name (`add_`; with `_training` "
+           "where its `training` argument is true: `batch_norm_training`, a batch norm computing its statistics)"),
         _c("scope", "string", "`module` (a leaf-module call) or `functional` (an aten op outside leaf modules)"),
         _c("api", "string", "Python-level call that issued a functional op (`flatten`, `add_` for `+=`, "
                             "`multi_head_attention_forward`); missing for modules"),
