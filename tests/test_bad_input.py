@@ -147,6 +147,18 @@ def test_db_show_names_a_shape_that_is_no_list_of_sizes(tiny_run):
                                             "mapping (as in kernel_size=[3,3])")
 
 
+def test_db_show_that_finds_nothing_says_which_filter_and_the_nearest_names(tiny_run):
+    """A misspelt op type or host matched nothing: the line names the filter and what the database holds nearest; a
+    combination that matches nothing says which filters it combined."""
+    db = tiny_run / "results" / "db"
+    code, out, _ = _cli("db", "show", "--op", "Linaer", "--db", db)
+    assert code == 0 and out.startswith("no measurement has op 'Linaer' (closest: Linear")
+    code, out, _ = _cli("db", "show", "--op", "Linear", "--host", "nohost", "--db", db)
+    assert code == 0 and out.startswith("no measurement has host 'nohost'; the database holds: ")
+    code, out, _ = _cli("db", "show", "--op", "Linear", "--shape", "1,2,3", "--db", db)
+    assert code == 0 and out.strip() == "no measurement matches op Linear, shape 1,2,3 together"
+
+
 def test_predict_refuses_a_device_the_database_does_not_hold(tiny_run):
     code, out, err = _cli("predict", "mlp", "--batch", 2, "--db", tiny_run / "results" / "db", "--device", "cuda")
     assert code == 1 and out == ""

@@ -250,11 +250,12 @@ def _db_show(args) -> None:
     where = database.Filter(op=args.op, device=args.device, placement=args.placement,
                             source=args.source, host=args.host, mode=args.mode, phase=args.phase,
                             params=params, shape=args.shape)
-    table = database.show(database.read_db(args.db), where, statistic=args.statistic)
+    db = database.read_db(args.db)
+    table = database.show(db, where, statistic=args.statistic)
     if args.csv:
         sys.stdout.write(table.to_csv(index=False))
     else:
-        print(table.to_string(index=False) if len(table) else "no measurement matches")
+        print(table.to_string(index=False) if len(table) else database.why_none(db, where))
 
 
 def _schema(args) -> None:

@@ -161,6 +161,27 @@ class Filter:
     shape: str | None = None
 
 
+def why_none(db: dict, where: Filter) -> str:
+    """Why :func:`show` kept nothing: the first filter no measurement matches on its own, with the nearest values the
+    database holds (a misspelt op type); else that the filters match nothing together."""
+    import difflib
+
+    m = db["measurements"]
+    asked = [("op", where.op, sorted(set(m["op_type"].astype(str))))]
+    asked += [(name, getattr(where, name), sorted(set(m[name].dropna().astype(str))))
+              for name in ("device", "placement", "source", "host", "mode", "phase")]
+    for name, value, held in asked:
+        if value is not None and str(value) not in held and not (name == "op" and value in set(db["configs"]["op"])):
+            near = difflib.get_close_matches(str(value), held, n=3, cutoff=0.6)
+            return (f"no measurement has {name} {value!r}" + (f" (closest: {', '.join(near)})" if near else "")
+                    + (f"; the database holds: {', '.join(held[:20])}{' ...' if len(held) > 20 else ''}"))
+    given = [f"{k} {v}" for k, v in (("op", where.op), ("device", where.device), ("placement", where.placement),
+                                     ("source", where.source), ("host", where.host), ("mode", where.mode),
+                                     ("phase", where.phase), ("shape", where.shape)) if v is not None]
+    given += [f"param {k}={v}" for k, v in (where.params or {}).items()]
+    return f"no measurement matches {', '.join(given)} together" if given else "the database holds no measurement"
+
+
 def show(db: dict, where: Filter = Filter(), statistic: str | None = None) -> pd.DataFrame:
     """Measurements with their operator, parameters and input shapes, those ``where`` keeps (:class:`Filter`).
     ``cost_s`` is ``statistic`` (default: the one predictions use) per call; ``median_ci_low_s`` and
