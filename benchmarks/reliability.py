@@ -683,6 +683,11 @@ def _show_shape_x(work: Path) -> Verdict:
     return refused(opcost(RUNS.tiny(), "db", "show", "--shape", "8,x"), ["--shape 8,x"])
 
 
+@case("run: db show --op with a misspelt op type", runs=("tiny",))
+def _show_misspelt(work: Path) -> Verdict:
+    return accepted(opcost(RUNS.tiny(), "db", "show", "--op", "Linaer"), "closest: Linear")
+
+
 @case("run: predict an unknown torchvision name", runs=("tiny",))
 def _predict_unknown(work: Path) -> Verdict:
     return refused(opcost(RUNS.tiny(), "predict", "resnet1800", "--batch", "2"), ["resnet1800"])
