@@ -948,12 +948,14 @@ def test_transformer_module_classes_take_the_sweeps_measured_types_as_twins():
 
 def test_a_sweep_points_cost_is_translated_into_its_cost_inside_a_model(tiny_run):
     """The profiled workloads' configurations are timed in model order and then alone (a rotation of their own, as a
-    sweep point's chain times its operator) in one job; per op type, the median of what a call costs more in model
-    order is added to a plain sweep point's time before the cost model is fitted, and to nothing else's."""
+    sweep point's chain times its operator) in one job; per op type, the cold roofline of what a call costs more in
+    model order is added to a plain sweep point's time before the cost model is fitted, and to nothing else's; the
+    fitted cost model keeps what the calls of a type cost more per iteration."""
     from opcost.analysis import in_model
-    from opcost.analysis.training import training_data
+    from opcost.analysis.training import load_or_fit, training_data
     from opcost.measure.alone import IN_ORDER, SOURCE
     from opcost.model.sweep_points import PREFIX
+    from opcost.model.workload import workload_keys
 
     db = database.read_db(tiny_run / "results" / "db")
     meas, col = db["measurements"], STATISTICS[DEFAULT_STATISTIC]
@@ -963,16 +965,20 @@ def test_a_sweep_points_cost_is_translated_into_its_cost_inside_a_model(tiny_run
     alone, in_order = rows[rows["source"] == SOURCE], rows[rows["source"] == IN_ORDER]
     assert set(alone["config_id"]) == set(in_order["config_id"]) <= set(profiled["config_id"])
     assert len(alone) and set(alone["config_id"]) & set(used["config_id"])
-    table = in_model.extras(rows, db["layers"], col)
-    linear = [k for k in table if k[:2] == ("type", "Linear")]
-    assert linear
+    table = in_model.fit(rows, db["layers"], col)
+    linear = [k for k in table.per_call if k[:2] == ("type", "Linear")]
+    assert linear and ("type", "Linear", *linear[0][2:]) in table.per_iteration
     _, _, mode, phase = linear[0]
     per = [r[(r["op_type"] == "Linear") & (r["mode"] == mode) & (r["phase"] == phase)].groupby("config_id")[col]
            .median() for r in (alone, in_order)]
     both = pd.concat(per, axis=1, join="inner")  # a configuration once, however many workloads
     desc = db["layers"].drop_duplicates("config_id").set_index("config_id").loc[both.index].assign(phase=phase)
     moved_bytes = features(desc)[in_model.FETCHED].to_numpy()  # the weights: fetched again in model order
-    assert table[linear[0]] == in_model.fit(both.iloc[:, 0], moved_bytes, both.iloc[:, 1])
+    lay = db["layers"][db["layers"]["op_type"] == "Linear"].assign(workload=lambda x: workload_keys(x))
+    calls = lay["workload"].map(lay.groupby("workload")["count"].sum())  # the type's calls in the workload
+    shared = (calls > 1).groupby(lay["config_id"]).max().reindex(both.index).to_numpy()
+    assert shared.any() and table.per_call[linear[0]] == in_model.ColdExtra.fit(
+        both.iloc[:, 0], moved_bytes, both.iloc[:, 1], shared)
     plain = training_data(db["layers"], used, col, db["configs"])
     moved = training_data(db["layers"], used, col, db["configs"], rows)
     swept = plain["workload"].str.startswith(PREFIX).to_numpy()
@@ -980,68 +986,82 @@ def test_a_sweep_points_cost_is_translated_into_its_cost_inside_a_model(tiny_run
     assert swept.any() and np.allclose(added[~swept], 0.0)  # a model's own configurations as measured
     same = ((plain["op_type"] == "Linear") & (plain["mode"] == mode) & (plain["phase"] == phase)).to_numpy()
     at = plain[swept & same]
-    assert np.allclose(added[swept & same], [table[linear[0]].of(t, b) for t, b in zip(
+    assert np.allclose(added[swept & same], [table.per_call[linear[0]].of(t, b) for t, b in zip(
         at["seconds"], features(at)[in_model.FETCHED])])
     energy = training_data(db["layers"], used.assign(energy_j=1.0), "energy_j", db["configs"], rows)
     assert np.allclose(energy["seconds"], 1.0)  # energy is left as measured
+    fitted = load_or_fit(None, "k", db["layers"], used, col, db["configs"], rows)
+    assert fitted.in_model == table
 
 
 def test_a_types_extra_falls_back_to_its_familys_then_to_every_types_and_only_plain_sweep_points_take_it():
-    from opcost.analysis.in_model import Extra, extra_of
+    from opcost.analysis.in_model import ColdExtra, InModel
     from opcost.analysis.training import in_model_extras
 
-    flat = lambda s: Extra(0.0, float(np.log(s)), 1.0)  # noqa: E731  (a constant per call)
-    table = {("type", "Conv2d", "inference", "forward"): flat(9e-6),
-             ("family", "activation", "inference", "forward"): flat(5e-6),
-             ("all", None, "inference", "forward"): flat(2e-6)}
-    assert extra_of(table, "Conv2d", "convolution", "inference", "forward", 1e-4, 1e4) == pytest.approx(9e-6)
-    assert extra_of(table, "GELU", "activation", "decode64", "forward", 1e-4, 1e4) == pytest.approx(5e-6)  # inference
-    assert extra_of(table, "LayerNorm", "normalisation", "inference", "forward", 1e-4, 1e4) == pytest.approx(2e-6)
-    assert extra_of(table, "LayerNorm", "normalisation", "training", "backward", 1e-4, 1e4) == 0.0  # none: as is
-    rows = pd.DataFrame([_conv(16, 14, 1, 1e-4)] * 4).assign(
+    cold = lambda bw: ColdExtra(bw, 1.0)  # noqa: E731
+    keys = [("type", "Conv2d", "inference", "forward"), ("family", "activation", "inference", "forward"),
+            ("all", None, "inference", "forward")]
+    table = InModel(dict(zip(keys, (cold(1e9), cold(1e10), cold(1e11)))), dict(zip(keys, (9e-6, 5e-6, 2e-6))))
+    assert table.extra_of("Conv2d", "convolution", "inference", "forward", 1e-6, 1e4) == pytest.approx(9e-6)
+    assert table.extra_of("GELU", "activation", "decode64", "forward", 0.0, 1e4) == pytest.approx(1e-6)  # inference
+    assert table.extra_of("LayerNorm", "normalisation", "inference", "forward", 0.0, 1e4) == pytest.approx(1e-7)
+    assert table.extra_of("Conv2d", "convolution", "inference", "forward", 1e-4, 1e4) == 0.0  # its time covers it
+    assert table.extra_of("LayerNorm", "normalisation", "training", "backward", 0.0, 1e4) == 0.0  # none: as is
+    assert table.iteration_of("GELU", "activation", "decode64", "forward") == pytest.approx(5e-6)
+    assert table.iteration_of("LayerNorm", "normalisation", "training", "backward") == 0.0
+    rows = pd.DataFrame([_conv(16, 14, 1, 1e-9)] * 4).assign(
         workload=["sweep-Conv2d-c16/inference/b1", "sweep-Conv2d-c16-block/inference/b1",
                   "sweep-Conv2d-c16-block-evict/inference/b1", "resnet18/inference/b1"])
-    assert in_model_extras(rows, table) == pytest.approx([9e-6, 0.0, 0.0, 0.0])
+    nbytes = features(rows.iloc[:1])["param_bytes"].iloc[0]
+    assert nbytes / 1e9 > 1e-9 and in_model_extras(rows, table) == pytest.approx([nbytes / 1e9 - 1e-9, 0.0, 0.0, 0.0])
 
 
-def test_an_extra_grows_with_the_calls_time_as_the_profiled_calls_show_and_never_beyond_the_largest():
-    """A constant per call where the profiled calls' extras do not grow with their size, a ratio where they grow in
-    proportion, a power between where they grow more slowly (ResNet-18's convolutions: weights fetched again); a
-    configuration that a busy moment slowed does not move it, and no call takes more than the largest extra."""
-    from opcost.analysis.in_model import Extra
+def test_a_types_cost_per_iteration_is_shared_by_its_calls_the_smallest_of_a_models_batches():
+    """A global average pool called once per iteration costs about as much more in model order as seventeen
+    squeeze-and-excitation pools together (its code fetched again once per iteration, whoever calls it): per type,
+    each model's smallest total over its workloads, the median over models; a workload's calls of the type share it,
+    and only its estimated rows take it (a measured row was timed in model order already)."""
+    from opcost.analysis.in_model import InModel, per_iteration
 
-    alone = np.array([20e-6, 50e-6, 200e-6, 1e-3, 5e-3])
-    constant = Extra.fit(alone, np.full(5, 12e-6))
-    assert constant.power == pytest.approx(0.0, abs=1e-9) and constant.of(1e-5) == pytest.approx(12e-6)
-    ratio = Extra.fit(alone, 0.2 * alone)
-    assert ratio.power == pytest.approx(1.0) and ratio.of(3e-3) == pytest.approx(0.6e-3)
-    sqrt = Extra.fit(alone, 1e-3 * np.sqrt(alone / 1e-3))
-    assert sqrt.power == pytest.approx(0.5) and sqrt.of(1e-5) == pytest.approx(1e-4)
-    assert sqrt.of(1.0) == pytest.approx(sqrt.top) and sqrt.top == pytest.approx(1e-3 * np.sqrt(5))
-    noisy = Extra.fit(alone, np.array([12e-6, 12e-6, 900e-6, 12e-6, 12e-6]))  # one busy moment
-    assert noisy.of(1e-3) < 2 * 12e-6  # the extras' mean: 190 µs
-    assert Extra.fit(alone, np.full(5, -1e-6)).of(1e-3) == pytest.approx(0.0, abs=1e-5)  # never below 0 (1%)
+    both = pd.DataFrame({"source": ["resnet", "resnet", "effnet", "convnext"],
+                         "workload": ["resnet/inference/b1", "resnet/inference/b8", "effnet/inference/b1",
+                                      "convnext/inference/b1"],
+                         "op_type": "AdaptiveAvgPool2d", "family": "pooling", "mode": "inference", "phase": "forward",
+                         "rest": [48e-6, 97e-6, 17 * 3.5e-6, 43e-6]})
+    got = per_iteration(both)
+    assert got[("type", "AdaptiveAvgPool2d", "inference", "forward")] == pytest.approx(48e-6)  # of 48, 59.5, 43
+    assert got[("family", "pooling", "inference", "forward")] == pytest.approx(48e-6)
+    assert per_iteration(both.assign(rest=-1e-6))[("all", None, "inference", "forward")] == 0.0  # never below 0
+    table = InModel({}, got)
+    rows = pd.DataFrame({"op_type": ["AdaptiveAvgPool2d", "AdaptiveAvgPool2d", "Conv2d"], "mode": "inference",
+                         "phase": "forward", "count": [12, 4, 30]})
+    share = estimate.per_iteration_share(rows, table)
+    assert share == pytest.approx([48e-6 / 16, 48e-6 / 16, 48e-6 / 30])  # Conv2d: every type's
+    assert estimate.per_iteration_share(rows, None) == pytest.approx([0.0] * 3)
 
 
-def test_an_extra_is_a_cold_roofline_where_that_predicts_the_profiled_calls_better_and_else_a_power():
-    """Calls that fetch their operands again in model order (a classifier's weights after the convolutions) pay what
-    their bytes take at the far bandwidth beyond their time alone, compute-bound calls a constant: one cold roofline,
-    which no power of the time alone fits (it would add a ratio to every compute-bound call). Extras that grow
-    with the time alone, whatever the bytes, stay a power; the form is the one that predicts held-out calls better."""
-    from opcost.analysis.in_model import ColdExtra, Extra, fit
+def test_a_calls_extra_is_the_cold_roofline_of_its_weights():
+    """Calls that fetch their weights again in model order (a classifier's after the convolutions) pay what their
+    bytes take at the far bandwidth beyond their time alone; a call whose time alone covers that pays a ratio of its
+    time alone, the median of what the calls of types called more than once per iteration show (one called once may
+    pay its type's cost per iteration, shared by its calls instead)."""
+    from opcost.analysis.in_model import ColdExtra
 
     alone = np.array([5e-6, 8e-6, 20e-6, 30e-6, 45e-6, 110e-6, 120e-6, 300e-6])
     nbytes = np.array([1e4, 7e4, 2.05e6, 2e5, 2.07e6, 9e5, 9.2e5, 1.2e6])
-    truth = ColdExtra(1.5e-6, 1.2e10, 1.0)
+    truth = ColdExtra(1.2e10, 1.0)
     model = alone + [truth.of(a, b) for a, b in zip(alone, nbytes)]
-    cold = fit(alone, nbytes, model)
-    assert isinstance(cold, ColdExtra)
-    assert cold.bandwidth == pytest.approx(1.2e10, rel=0.05) and cold.constant_s == pytest.approx(1.5e-6, rel=0.2)
-    assert cold.of(2e-4, 1e6) == pytest.approx(1.5e-6, rel=0.2)  # a compute-bound call: the constant, not a ratio
-    assert cold.of(20e-6, 2.05e6) == pytest.approx(1.5e-6 + 2.05e6 / 1.2e10 - 20e-6, rel=0.05)
-    power = fit(alone, nbytes, alone + 1e-3 * np.sqrt(alone / 1e-3))
-    assert isinstance(power, Extra) and power.power == pytest.approx(0.5)
-    assert isinstance(fit(alone[:3], nbytes[:3], model[:3]), Extra)  # too few to leave one out: the power
+    cold = ColdExtra.fit(alone, nbytes, model)
+    assert cold.bandwidth == pytest.approx(1.2e10, rel=0.05)
+    assert cold.of(2e-4, 1e6) == 0.0  # a compute-bound call: nothing per call, not a ratio
+    assert cold.of(20e-6, 2.05e6) == pytest.approx(2.05e6 / 1.2e10 - 20e-6, rel=0.05)
+    assert cold.of(0.0, 1e12) == pytest.approx(cold.top) and cold.top == pytest.approx((model - alone).max())
+    assert cold.ratio == 0.0  # no call of a type the workload calls more than once: no ratio
+    slower = model + 0.07 * alone  # every call 7% slower in model order beyond its weights (a convolution's)
+    many = np.array([True] * 6 + [False] * 2)
+    both = ColdExtra.fit(alone, nbytes, slower, many)
+    assert both.ratio == pytest.approx(0.07, abs=0.01) and both.of(2e-4, 1e6) == pytest.approx(0.07 * 2e-4, rel=0.15)
+    assert ColdExtra.fit(alone, nbytes, slower, np.arange(8) < 2).ratio == 0.0  # too few such calls: none
 
 
 def _conv(channels, size, batch, seconds, order=""):

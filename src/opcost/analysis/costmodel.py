@@ -77,7 +77,7 @@ from opcost.model.modes import op_mode
 MIN_CONFIGS = 3  # measured configurations of a type and phase needed to fit its own law
 MIN_WORKLOAD = 5  # configurations of a held-out workload for its summed error to be reported
 FOLDS = 5
-FIT_VERSION = 36  # part of a saved model's fingerprint: a model fitted by an older method is refitted
+FIT_VERSION = 37  # part of a saved model's fingerprint: a model fitted by an older method is refitted
 CONTEXT = "log_context_bytes"  # a feature of the trees: log10 of the bytes the surrounding workload moves
 TREES = {"law+trees": False, "law+trees+context": True}  # the corrections: method -> whether the trees see CONTEXT
 METHODS = ("law", *TREES)  # what the cross-validation chooses from, per mode, simplest first
@@ -111,6 +111,7 @@ class CostModel:
     peaks: dict = field(default_factory=dict)  # (mode, phase) -> the fastest FLOP rate measured: peak_rates
     typical: dict = field(default_factory=dict)  # (mode, phase) -> (compute, memory) rates: typical_rates
     model_error: dict = field(default_factory=dict)  # mode -> (half-width, models) of a model's log error: model_spread
+    in_model: object = None  # opcost.analysis.in_model.InModel of the rows timed alone and in order (training)
 
     # -- fitting -----------------------------------------------------------------------------------------------
     @classmethod

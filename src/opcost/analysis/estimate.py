@@ -340,6 +340,9 @@ def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFr
         for col, what in (("cost_s", "estimate"), ("low_s", "low"), ("high_s", "high"), ("method", "method")):
             rows.loc[missing, col] = est[what].to_numpy()
         compose(rows, measured[source.column], lambda r: cm.estimate(r, source.method))
+        share = per_iteration_share(rows, getattr(cm, "in_model", None)) * missing.to_numpy()
+        for col in ("cost_s", "low_s", "high_s"):
+            rows[col] = rows[col].astype(float) + share
         if used["energy_j"].notna().sum() >= 3:
             em = load_or_fit(source.db_dir, source.key, db["layers"], used.dropna(subset=["energy_j"]), "energy_j",
                              db.get("configs"), alone)
@@ -357,6 +360,19 @@ def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFr
                                                "count": 1, "cost_s": e, "low_s": e, "high_s": e,
                                                "method": "measured"}])], ignore_index=True)
     return rows, cm
+
+
+def per_iteration_share(rows: pd.DataFrame, table) -> np.ndarray:
+    """Per row of a workload (``op_type``, ``mode``, ``phase``, ``count``): its share of what its type's calls cost
+    more per iteration in model order (``table``: :class:`opcost.analysis.in_model.InModel`, else none), divided
+    among the workload's calls of the type in that phase (:mod:`opcost.analysis.in_model`)."""
+    from opcost.analysis.optypes import family
+
+    if table is None or rows.empty:
+        return np.zeros(len(rows))
+    calls = rows.groupby(["op_type", "phase"])["count"].transform("sum").astype(float).to_numpy()
+    each = [table.iteration_of(t, family(t), m, ph) for t, m, ph in zip(rows["op_type"], rows["mode"], rows["phase"])]
+    return np.asarray(each, float) / np.maximum(calls, 1.0)
 
 
 def _overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, per_call: float, run: str | None,

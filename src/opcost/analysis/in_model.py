@@ -6,38 +6,38 @@ The cost model learns the operators no profiled model has from sweep points, and
 among other operators: without this, every estimate that rests on sweep points inherits their warm caches. Inside a
 model a call finds its code, its weights and the thread pool as other operators left them. The profiled workloads'
 configurations timed both ways in one job (:mod:`opcost.measure.alone`: in model order, then each alone) give, per
-op type, mode and phase, how the extra grows with the call's time alone (:func:`extras`); a plain sweep point's
-measured time takes its type's extra before the cost model is fitted (:func:`opcost.analysis.training.training_data`).
-A type that no profiled workload has takes its family's extra (:func:`opcost.analysis.optypes.family`), else the
-mode and phase's over every type; without any, nothing is added. Only plain sweep points are translated: a ``block``
-point already measures its operator inside a CNN block and an ``evict`` point after the caches were flushed
-(:mod:`opcost.model.sweep_points`).
+op type, mode and phase, what its calls cost more (:func:`fit`): a plain sweep point's measured time takes its type's
+extra per call before the cost model is fitted (:func:`opcost.analysis.training.training_data`), and a model never
+profiled its types' cost per iteration among its estimated calls (:func:`opcost.analysis.estimate.
+per_iteration_share`). A type that no profiled workload has takes its family's (:func:`opcost.analysis.optypes.
+family`), else the mode and phase's over every type; without any, nothing is added. Only plain sweep points are
+translated: a ``block`` point already measures its operator inside a CNN block and an ``evict`` point after the
+caches were flushed (:mod:`opcost.model.sweep_points`).
 
-The extra takes one of two forms per op type (:func:`fit`), whichever predicts the type's own configurations better,
-each left out in turn (mean |log error| of the time in model order; the power where they tie):
+The extra has two parts, both measured on the profiled workloads' configurations timed both ways:
 
-- a **power of the time alone**, ``scale x alone ** power`` with the power between 0 (a constant per call) and 1 (a
-  ratio), fitted in log space by Theil-Sen's median of slopes (robust to a configuration a busy moment slowed)
-  (:class:`Extra`). On this project's 2-core VM ResNet-18's convolutions cost 32-360 µs more in model order at batch
-  1 and up to 1.8 ms at batch 8, a power of about 0.7: a constant per call (their median, 145 µs) put a 16-channel 1x1
-  sweep point of 20 µs at 165 µs (RepGhostNet +66%, MobileOne-S0 +49%).
-- a **cold roofline**, ``constant + max(0, weights / bandwidth - alone)`` (:class:`ColdExtra`): in model order a
-  call fetches its parameters again from farther out (the operators since its last call evicted them; its input is
-  what its predecessor just wrote), at ``bandwidth``, overlapped with its work; a call whose time alone already
-  covers that pays the constant only. ResNet-18's classifier at batch 1 (2 MB of weights, 20 µs alone, 158 µs in
-  model order) and tiny_bert's compute-bound Linears (110 µs alone, +10 µs) are one Linear law of this form (about
-  11 GB/s, a microsecond per call); as a power of the time alone they made a ratio (+23% on every Linear sweep point),
-  and the transformers of eight random draws, never profiled, came out a median 30% over their time (their Linears
-  1.3x their time in model order), 14% with the form chosen. The bytes are the parameters' (:data:`FETCHED`), not
-  every operand's: the convolutions of MobileNetV2, EfficientNet-B0, RegNetY-400MF and ConvNeXt-Atto, profiled, cost
-  2-40 µs more in model order than alone (1.0-1.4x), where their 0.2-2.5 MB of activations at 11 GB/s said 20-230
-  µs; with every operand's bytes, a convolution law that chose this form put those models' convolutions at 1.1-2.4x
-  their time in model order.
+- **per call** (:class:`ColdExtra`): ``ratio x alone + max(0, weights / bandwidth - alone)``. In model order a call
+  fetches its parameters again from farther out (the operators since its last call evicted them; its input is what
+  its predecessor just wrote), at ``bandwidth``, overlapped with its work: ResNet-18's classifier at batch 1 (2 MB
+  of weights, 20 µs alone, 158 µs in model order). The bytes are the parameters' (:data:`FETCHED`), not every
+  operand's: the convolutions of MobileNetV2, EfficientNet-B0, RegNetY-400MF and ConvNeXt-Atto, profiled, cost 2-40
+  µs more in model order than alone, where their 0.2-2.5 MB of activations at 11 GB/s said 20-230 µs. Beyond its
+  weights a call pays a ratio of its time alone: the median over the type's calls that their workload makes more
+  than once per iteration (a convolution's 7%, a batch norm's or an add's more).
+- **per iteration, per op type** (:func:`per_iteration`): what an iteration's calls of one type cost more together
+  beyond that, shared by however many calls of the type the model makes (the type's code and tables, cold after
+  the other types' calls, are fetched again about once per iteration). On this project's 2-core VM a global average
+  pool called once per iteration costs 43-51 µs more in model order than alone (ResNet-18, ConvNeXt-Atto,
+  SqueezeNet), where seventeen squeeze-and-excitation pools cost 53-79 µs more together (RegNetY-400MF,
+  EfficientNet-B0), 3-5 µs each: the same extra as a cost per call put them at 4.4x their time in model order. Per
+  type, the smallest over each profiled model's workloads, then the median over models.
 
-Either form is capped at the largest extra measured."""
+Fitted on each of four default studies' databases and checked on the configurations of six models never profiled
+there, timed both ways, their summed time in model order from their times alone came out a median 6-20% off with
+a cost per call chosen among a power of the time alone and a cold roofline with a constant, 2-3% with these parts.
+The cold roofline is capped at the largest extra measured."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,102 +47,88 @@ from opcost.analysis import optypes
 from opcost.analysis.features import features
 from opcost.model.modes import op_mode
 
-MIN_CONFIGS = 3  # configurations of a type timed both ways for an extra of its own (else its family's)
-
-
-FLOOR = 0.01  # an extra measured below this share of the time alone (none, or noise below 0) counts as this share
+MIN_CONFIGS = 3  # configurations of a type timed both ways for a cold roofline of its own (else its family's)
 FETCHED = "param_bytes"  # what a call fetches again in model order (ColdExtra): its parameters' bytes (features)
-
-
-@dataclass(frozen=True)
-class Extra:
-    """What a call of one op type costs more in model order than alone: ``exp(log_scale) x alone ** power`` seconds
-    (``power`` between 0 and 1), at most ``top``, the largest extra measured (module docstring)."""
-
-    power: float
-    log_scale: float
-    top: float
-
-    def of(self, alone_s: float, nbytes: float = 0.0) -> float:
-        """The extra of a call that takes ``alone_s`` seconds alone (whatever its ``nbytes``)."""
-        return min(math.exp(self.log_scale) * max(float(alone_s), 1e-12) ** self.power, self.top)
-
-    @classmethod
-    def fit(cls, alone, extra) -> "Extra":
-        """The power law of ``extra`` seconds over ``alone`` seconds, per configuration (module docstring): Theil-Sen's
-        slope of log extra on log alone, clipped to [0, 1] (one size alone: 0), the scale the median residual."""
-        from scipy.stats import theilslopes
-
-        a = np.asarray(alone, float)
-        e = np.asarray(extra, float)
-        x, y = np.log(a), np.log(np.maximum(e, FLOOR * a))
-        power = float(np.clip(theilslopes(y, x)[0], 0.0, 1.0)) if np.ptp(x) > 0 else 0.0
-        return cls(power, float(np.median(y - power * x)), max(float(e.max()), 0.0))
+LEVELS = (("type", "op_type"), ("family", "family"), ("all", None))  # an op type's, its family's, every type's
 
 
 @dataclass(frozen=True)
 class ColdExtra:
-    """What a call costs more in model order when it fetches its parameters again from farther out: ``constant_s +
-    max(0, bytes / bandwidth - alone)`` seconds (``bytes``: its parameters', :data:`FETCHED`), at most ``top``
-    (module docstring)."""
+    """What a call costs more in model order than alone, per call: ``ratio x alone + max(0, bytes / bandwidth -
+    alone)`` seconds (``bytes``: its parameters', :data:`FETCHED`), at most ``top`` (module docstring)."""
 
-    constant_s: float
     bandwidth: float  # bytes per second
     top: float
+    ratio: float = 0.0
 
     def of(self, alone_s: float, nbytes: float) -> float:
         """The extra of a call that takes ``alone_s`` seconds alone and fetches ``nbytes`` (:data:`FETCHED`)."""
-        return min(self.constant_s + max(0.0, float(nbytes) / self.bandwidth - float(alone_s)), self.top)
+        return min(self.ratio * float(alone_s) + max(0.0, float(nbytes) / self.bandwidth - float(alone_s)), self.top)
 
     @classmethod
-    def fit(cls, alone, nbytes, model) -> "ColdExtra":
-        """The law fitted to the times ``model`` in model order of calls taking ``alone`` seconds alone and fetching
-        ``nbytes``: least squares on log time (soft-L1, so that one busy moment does not pull it)."""
+    def fit(cls, alone, nbytes, model, shared=None) -> "ColdExtra":
+        """The roofline fitted to the times ``model`` in model order of calls taking ``alone`` seconds alone and
+        fetching ``nbytes``: least squares on log time (soft-L1, so that one busy moment does not pull it); the ratio
+        the median of what the calls beyond it cost more over their time alone, of those whose type the workload
+        calls more than once (``shared``; at least :data:`MIN_CONFIGS`, else none), between 0 and 1."""
         from scipy.optimize import least_squares
 
         a, b, m = (np.asarray(v, float) for v in (alone, nbytes, model))
         b = np.maximum(b, 1.0)
 
         def residual(theta):
-            c, bw = np.exp(theta)
-            return np.log(a + c + np.maximum(0.0, b / bw - a)) - np.log(m)
+            return np.log(a + np.maximum(0.0, b / np.exp(theta[0]) - a)) - np.log(m)
 
-        res = least_squares(residual, np.log([2e-6, 2e10]), loss="soft_l1", f_scale=0.2,
-                            bounds=(np.log([1e-9, 1e8]), np.log([1e-3, 1e13])))
-        c, bw = np.exp(res.x)
-        return cls(float(c), float(bw), max(float((m - a).max()), 0.0))
-
-
-FOLDS = 10  # at most this many folds when the two forms are compared on held-out configurations (fit)
-
-
-def fit(alone, nbytes, model) -> Extra | ColdExtra:
-    """The extra of calls taking ``alone`` seconds alone, fetching ``nbytes`` (:data:`FETCHED`), ``model`` seconds in
-    model order: the form of the two (:class:`Extra`, :class:`ColdExtra`) whose fits to the others predict each
-    configuration's time in model order better, each left out in turn (at most :data:`FOLDS` folds; mean |log
-    error|); the power where they tie or there are too few configurations to leave one out."""
-    a, b, m = (np.asarray(v, float) for v in (alone, nbytes, model))
-    power = Extra.fit(a, m - a)
-    if len(a) < MIN_CONFIGS + 1:
-        return power
-    errors = np.zeros(2)
-    for held in np.array_split(np.arange(len(a)), min(FOLDS, len(a))):
-        kept = np.setdiff1d(np.arange(len(a)), held)
-        p, c = Extra.fit(a[kept], m[kept] - a[kept]), ColdExtra.fit(a[kept], b[kept], m[kept])
-        for i in held:
-            errors += [abs(math.log((a[i] + p.of(a[i])) / m[i])), abs(math.log((a[i] + c.of(a[i], b[i])) / m[i]))]
-    return ColdExtra.fit(a, b, m) if errors[1] < errors[0] else power
+        res = least_squares(residual, [np.log(2e10)], loss="soft_l1", f_scale=0.2,
+                            bounds=([np.log(1e8)], [np.log(1e13)]))
+        bw = float(np.exp(res.x[0]))
+        many = np.asarray(shared if shared is not None else np.zeros(len(a)), bool)
+        beyond = (m - a - np.maximum(0.0, b / bw - a)) / a
+        ratio = float(np.clip(np.median(beyond[many]), 0.0, 1.0)) if many.sum() >= MIN_CONFIGS else 0.0
+        return cls(bw, max(float((m - a).max()), 0.0), ratio)
 
 
-def extras(rows: pd.DataFrame, layers: pd.DataFrame, column: str) -> dict:
-    """``(level, key, mode, phase) -> Extra or ColdExtra`` (:func:`fit`; level ``type``: key the op type;
-    ``family``: its family; ``all``: None), over the configurations of ``rows`` (`measurements` rows of the sources
-    alone and in order, :func:`opcost.analysis.estimate.alone_rows`) timed both ways; ``layers``: their
-    description."""
+@dataclass(frozen=True)
+class InModel:
+    """What calls cost more in model order than alone (module docstring): ``per_call``: ``(level, key, mode, phase)
+    -> ColdExtra``; ``per_iteration``: ``(level, key, mode, phase) -> seconds`` an iteration's calls of one op type
+    cost more together (level ``type``: key the op type; ``family``: its family; ``all``: None)."""
+
+    per_call: dict
+    per_iteration: dict
+
+    def extra_of(self, op_type: str, family: str | None, mode: str, phase: str, alone_s: float,
+                 nbytes: float) -> float:
+        """Seconds a call of ``op_type`` that takes ``alone_s`` alone and fetches ``nbytes`` costs more per call."""
+        got = _lookup(self.per_call, op_type, family, mode, phase)
+        return got.of(alone_s, nbytes) if got is not None else 0.0
+
+    def iteration_of(self, op_type: str, family: str | None, mode: str, phase: str) -> float:
+        """Seconds an iteration's calls of ``op_type`` cost more together, however many they are."""
+        got = _lookup(self.per_iteration, op_type, family, mode, phase)
+        return float(got) if got is not None else 0.0
+
+
+NONE = InModel({}, {})  # nothing timed both ways: sweep points as measured, no cost per iteration
+
+
+def _lookup(table: dict, op_type: str, family: str | None, mode: str, phase: str):
+    """The entry of ``op_type``, else its family's, else its mode and phase's over every type, else None."""
+    mode = op_mode(mode)
+    for level, key in (("type", op_type), ("family", family), ("all", None)):
+        got = table.get((level, key, mode, phase))
+        if got is not None:
+            return got
+    return None
+
+
+def _both_ways(rows: pd.DataFrame, layers: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per (workload, configuration, phase) timed both ways: ``alone``, ``model`` (seconds), ``bytes``
+    (:data:`FETCHED`), ``count`` (calls per iteration in that workload), ``op_type``, ``family``, ``mode`` and the
+    profiled ``model`` name as ``source``."""
     from opcost.measure.alone import IN_ORDER, SOURCE
+    from opcost.model.workload import workload_keys
 
-    if rows is None or rows.empty:
-        return {}
     key = ["config_id", "phase"]
     a = rows[rows["source"] == SOURCE].groupby(key)[column].median().rename("alone")
     m = rows[rows["source"] == IN_ORDER].groupby(key)[column].median().rename("model")
@@ -150,27 +136,52 @@ def extras(rows: pd.DataFrame, layers: pd.DataFrame, column: str) -> dict:
     desc = layers.drop_duplicates("config_id").set_index("config_id")
     both = both[both["config_id"].isin(desc.index) & (both["alone"] > 0) & (both["model"] > 0)]
     if both.empty:
-        return {}
+        return both
     described = desc.loc[both["config_id"]].assign(phase=both["phase"].to_numpy())
     both["bytes"] = features(described)[FETCHED].to_numpy(dtype=float)
     both["op_type"] = both["config_id"].map(desc["op_type"])
     both["mode"] = both["config_id"].map(desc["mode"]).map(op_mode)
     both["family"] = [optypes.family(t) for t in both["op_type"]]
-    out = {}
-    for level, by in (("type", "op_type"), ("family", "family"), ("all", None)):
-        for k, g in both.groupby([by, "mode", "phase"] if by else ["mode", "phase"], dropna=True):
+    calls = layers.assign(workload=workload_keys(layers)).groupby(["workload", "model", "config_id"], as_index=False)[
+        "count"].sum().rename(columns={"model": "source"})
+    return both.merge(calls, on="config_id")
+
+
+def fit(rows: pd.DataFrame, layers: pd.DataFrame, column: str) -> InModel:
+    """The :class:`InModel` of the configurations of ``rows`` (`measurements` rows of the sources alone and in order,
+    :func:`opcost.analysis.estimate.alone_rows`) timed both ways; ``layers``: their description (module docstring)."""
+    if rows is None or rows.empty:
+        return NONE
+    both = _both_ways(rows, layers, column)
+    if both.empty:
+        return NONE
+    calls = both.groupby(["workload", "op_type", "phase"])["count"].transform("sum")
+    once = both.assign(shared=calls > 1).sort_values("shared").drop_duplicates(["config_id", "phase"], keep="last")
+    per_call = {}
+    for level, by in LEVELS:
+        for k, g in once.groupby([by, "mode", "phase"] if by else ["mode", "phase"], dropna=True):
             if len(g) >= MIN_CONFIGS:
-                out[(level, *(k if by else (None, *k)))] = fit(g["alone"], g["bytes"], g["model"])
+                per_call[(level, *(k if by else (None, *k)))] = ColdExtra.fit(g["alone"], g["bytes"], g["model"],
+                                                                              g["shared"])
+    got = InModel(per_call, {})
+    cold = [got.extra_of(t, f, mo, ph, a, b) for t, f, mo, ph, a, b in
+            zip(both["op_type"], both["family"], both["mode"], both["phase"], both["alone"], both["bytes"])]
+    both["rest"] = (both["model"] - both["alone"] - np.asarray(cold, float)) * both["count"].astype(float)
+    return InModel(per_call, per_iteration(both))
+
+
+def per_iteration(both: pd.DataFrame) -> dict:
+    """``(level, key, mode, phase) -> seconds``: per op type, what a workload's calls of it cost more in model order
+    beyond their cold rooflines (``rest``, summed), the smallest over each profiled model's workloads (the batch least
+    confounded by data that outgrew the caches; a large batch's difference of two timings of milliseconds has run
+    several times its small batch's), the median over models (never below 0); a family's and every type's: the median
+    over the (model, type) pairs they hold."""
+    per_workload = both.groupby(["source", "workload", "op_type", "family", "mode", "phase"], dropna=False)[
+        "rest"].sum().reset_index()
+    per_model = per_workload.groupby(["source", "op_type", "family", "mode", "phase"], dropna=False)[
+        "rest"].min().reset_index()
+    out = {}
+    for level, by in LEVELS:
+        for k, g in per_model.groupby([by, "mode", "phase"] if by else ["mode", "phase"], dropna=True):
+            out[(level, *(k if by else (None, *k)))] = max(float(g["rest"].median()), 0.0)
     return out
-
-
-def extra_of(table: dict, op_type: str, family: str | None, mode: str, phase: str, alone_s: float,
-             nbytes: float) -> float:
-    """Seconds a call of ``op_type`` that takes ``alone_s`` alone and fetches ``nbytes`` costs more inside a model
-    (:func:`extras`' ``table``): its type's, else its family's, else its mode and phase's over every type, else 0."""
-    mode = op_mode(mode)
-    for level, key in (("type", op_type), ("family", family), ("all", None)):
-        extra = table.get((level, key, mode, phase))
-        if extra is not None:
-            return extra.of(alone_s, nbytes)
-    return 0.0

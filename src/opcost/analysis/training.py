@@ -41,15 +41,16 @@ def context_bytes(layers: pd.DataFrame) -> dict[str, float]:
     return {key: math.log10(max(float(v), 1.0)) for key, v in total.items()}
 
 
-def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
-                  configs: pd.DataFrame | None = None, alone: pd.DataFrame | None = None) -> pd.DataFrame:
+def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str, configs: pd.DataFrame | None = None,
+                  alone: pd.DataFrame | None = None, fitted: in_model.InModel | None = None) -> pd.DataFrame:
     """One row per measured (configuration, phase) of ``used`` (baseline-placement isolated `measurements` of one
     set of conditions): its `layers` description, ``column`` as ``seconds``, the ``workload`` it was profiled among
     and that workload's :func:`context_bytes` (the `configs` table's ``workload``; without ``configs``, the catalogue of
     ``layers``; missing where that workload is not in ``layers``) and its ``count`` of calls per iteration there.
     A plain sweep point's time is its cost inside a model: its type's extra in model order at its time added, from
     ``alone`` (the rows of the sources alone and in order on the same conditions; :mod:`opcost.analysis.in_model`);
-    energy is left as measured."""
+    energy is left as measured. ``fitted``: ``alone``'s :func:`opcost.analysis.in_model.fit`, when the caller
+    has it."""
     from opcost.database import catalog
     from opcost.model.workload import workload_keys
 
@@ -62,15 +63,17 @@ def training_data(layers: pd.DataFrame, used: pd.DataFrame, column: str,
     val[CONTEXT] = val["workload"].map(context_bytes(layers)).astype(float)
     out = val.merge(desc, on="config_id").dropna(subset=["seconds"])
     if alone is not None and len(alone) and column in STATISTICS.values():
-        out["seconds"] = out["seconds"] + in_model_extras(out, in_model.extras(alone, layers, column))
+        table = fitted if fitted is not None else in_model.fit(alone, layers, column)
+        out["seconds"] = out["seconds"] + in_model_extras(out, table)
     return out
 
 
-def in_model_extras(rows: pd.DataFrame, table: dict) -> np.ndarray:
+def in_model_extras(rows: pd.DataFrame, table: in_model.InModel) -> np.ndarray:
     """Per training row (``op_type``, ``mode``, ``phase``, ``workload``, ``seconds`` alone; ``params``, ``inputs``,
-    ``outputs`` for its bytes): the seconds its time takes more in model order, its type's extra at that time
-    (:func:`opcost.analysis.in_model.extra_of`) for a plain sweep point's row (not a ``block`` or ``evict`` one),
-    else 0."""
+    ``outputs`` for its bytes): the seconds its time takes more per call in model order, its type's cold roofline
+    at that time (:meth:`opcost.analysis.in_model.InModel.extra_of`) for a plain sweep point's row (not a ``block``
+    or ``evict`` one), else 0. What a type's calls cost more per iteration is the estimate's
+    (:func:`opcost.analysis.estimate.per_iteration_share`)."""
     from opcost.analysis.optypes import family
     from opcost.model.sweep_points import BLOCKED, EVICTED, PREFIX
 
@@ -80,7 +83,7 @@ def in_model_extras(rows: pd.DataFrame, table: dict) -> np.ndarray:
     nbytes = np.zeros(len(rows))
     if plain.any():  # the bytes only of the rows that take an extra
         nbytes[plain] = features(rows[plain])[in_model.FETCHED].to_numpy(dtype=float)
-    return np.array([in_model.extra_of(table, t, family(t), m, ph, s, b) if p else 0.0
+    return np.array([table.extra_of(t, family(t), m, ph, s, b) if p else 0.0
                      for t, m, ph, s, b, p in zip(rows["op_type"], rows["mode"], rows["phase"], rows["seconds"],
                                                   nbytes, plain)], dtype=float)
 
@@ -135,11 +138,13 @@ def load_or_fit(db_dir, key: str, layers: pd.DataFrame, used: pd.DataFrame, colu
         return model
     model = _FITTED.get(fp)  # the same rows fitted in this process (another copy of the database): kept for it too
     if model is None:
-        data = training_data(layers, used, column, configs, alone)
+        timed = alone is not None and len(alone) and column in STATISTICS.values()
+        fitted = in_model.fit(alone, layers, column) if timed else in_model.NONE
+        data = training_data(layers, used, column, configs, alone, fitted)
         if len(data) < MIN_CONFIGS:
             return None
         model = CostModel.fit(data)
-        model.fingerprint = fp
+        model.fingerprint, model.in_model = fp, fitted
         _FITTED[fp] = model
     if path is not None:
         saved[(key, column)] = model
