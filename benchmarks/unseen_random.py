@@ -15,9 +15,11 @@ with the overhead between operators from a short trace of its own, unless ``--no
 taken now in turn with the references (``--ref``, profiled workloads of the database with an end-to-end time; the
 order rotated every round, ``--rounds`` rounds), in a process set up as the measuring jobs were. Each reference turns
 the model's time now into its time in the database's minutes (``T_now x ref_db / T_ref_now``); the error is the
-prediction over the median of those, - 1. Also per model: whether the 90% interval holds that time, the interval's
-width (high / low - 1), the share of the operators' time estimated and by which method, and the op type whose
-estimate widens the interval most.
+prediction over the median of those, - 1 (and, beside it, against each reference alone). Also per model: the
+host's parallel speedup while it was timed (:func:`opcost.measure.hostinfo.parallel_speedup`, before and after its
+rounds: where it changed since the database's minutes, references of unlike parallel efficiency disagree), whether
+the 90% interval holds that time, the interval's width (high / low - 1), the share of the operators' time estimated
+and by which method, and the op type whose estimate widens the interval most.
 
 Targets (issue 56), on N >= 30: median |error| <= 10%, 80% within ±15%, the interval holding the time in >= 85%.
 
@@ -138,14 +140,16 @@ def parameters(name: str, spec: dict) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def row_of(name: str, n_params: int, p, ratio: list, tx: float, refs: dict) -> dict:
+def row_of(name: str, n_params: int, p, ratio: list, tx: float, refs: dict, speedup: float = float("nan")) -> dict:
     """One model's figures: its prediction ``p`` against its time over each reference (``ratio``, in the order of
-    ``refs``: reference -> its end-to-end time in the database) turned into the database's minutes."""
+    ``refs``: reference -> its end-to-end time in the database) turned into the database's minutes; the error against
+    each reference alone (``err_<reference>``) and the host's parallel speedup while it was timed (``speedup``)."""
     by_ref = [q * t for q, t in zip(ratio, refs.values())]
     scaled = float(np.median(by_ref))
     methods = p.methods()
     ops = sum(methods.values()) or 1.0
-    return {"model": name, "params_m": n_params / 1e6, "predicted_ms": p.predicted_s * 1e3,
+    return {**{f"err_{r}": p.predicted_s / t - 1 for r, t in zip(refs, by_ref)}, "speedup": speedup,
+            "model": name, "params_m": n_params / 1e6, "predicted_ms": p.predicted_s * 1e3,
             "low_ms": p.low_s * 1e3, "high_ms": p.high_s * 1e3, "timed_ms": scaled * 1e3, "now_ms": tx * 1e3,
             "error": p.predicted_s / scaled - 1, "ref_spread": max(by_ref) / min(by_ref) - 1,
             "in_interval": bool(p.low_s <= scaled <= p.high_s), "width": p.high_s / max(p.low_s, 1e-12) - 1,
@@ -195,7 +199,8 @@ def replay(args, db) -> tuple[list, list]:
             failed.append(m["model"])
             print(f"{m['model']}: FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
-        rows.append(row_of(m["model"], m["params"], p, m["ratio"], m["now_s"], refs))
+        rows.append(row_of(m["model"], m["params"], p, m["ratio"], m["now_s"], refs,
+                           m.get("speedup", float("nan"))))
         show(rows[-1], args.batch)
     estimate.overhead_now = overhead_sources.overhead_now
     return rows, failed
@@ -207,7 +212,7 @@ def run(args, db, seed: int) -> tuple[list, list, list]:
     from opcost.analysis import estimate
     from opcost.config import load, validate
     from opcost.errors import OpcostError
-    from opcost.measure.hostinfo import pin_threads
+    from opcost.measure.hostinfo import parallel_speedup, pin_threads
     from opcost.measure.timing import TimingSettings, measure
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
@@ -261,18 +266,21 @@ def run(args, db, seed: int) -> tuple[list, list, list]:
             layers = estimate.workload_layers(db, name, args.batch, MODE, spec)
             p = estimate.predict_workload(db, layers, args.db, method=args.method,
                                           trace_now=None if args.no_trace else (name, spec))
+            speedup = parallel_speedup(threads)
             ratio, tx, tr, ratios = interleaved_ratios(wl, ref_wls, args.rounds, settings)
+            speedup = (speedup + parallel_speedup(threads)) / 2
         except (OpcostError, RuntimeError, ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
             failed.append(name)
             print(f"{name}: FAILED {type(e).__name__}: {str(e)[:200]}", flush=True)
             continue
         now = traced.pop("s", None)  # None: no short trace was taken for it
-        rows.append(row_of(name, n_params, p, ratio, tx, refs))
+        rows.append(row_of(name, n_params, p, ratio, tx, refs, speedup))
         show(rows[-1], args.batch)
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
             layers.to_parquet(keep / f"{name}.parquet")
-            kept.append({"model": name, "params": n_params, "ratio": ratio, "now_s": tx, "overhead_now_s": now})
+            kept.append({"model": name, "params": n_params, "ratio": ratio, "now_s": tx, "overhead_now_s": now,
+                         "speedup": speedup})
             (keep / "kept.json").write_text(json.dumps(
                 {"seed": seed, "batch": args.batch, "refs": list(refs), "ref_batch": args.ref_batch,
                  "ref_specs": {r: specs.get(r, {}) for r in refs}, "models": kept}, indent=1))
@@ -343,6 +351,10 @@ def main() -> None:
             in_interval=float(table["in_interval"].mean()) if len(table) else nan,
             median_width=float(table["width"].median()) if len(table) else nan,
             median_ref_spread=float(table["ref_spread"].median()) if len(table) else nan,
+            **{f"median_abs_err_vs_{c.removeprefix('err_')}": float(table[c].abs().median())
+               for c in table.columns if c.startswith("err_")},
+            speedup_min=float(table["speedup"].min()) if len(table) else nan,
+            speedup_max=float(table["speedup"].max()) if len(table) else nan,
             estimated_share=float(table["estimated_share"].median()) if len(table) else nan,
             wall_s=time.perf_counter() - t0)
 

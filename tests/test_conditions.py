@@ -9,7 +9,7 @@ import pytest
 
 from opcost.measure import rotation
 from opcost.measure.cache import MAX_POOL, pool_size
-from opcost.measure.hostinfo import cpus, driver_version_of, llc_bytes
+from opcost.measure.hostinfo import cpus, driver_version_of, llc_bytes, parallel_speedup
 from opcost.model.replay import ModelCache, build, input_bytes
 
 SELECT = {"config_id": "x", "op": "aten.select.int", "op_type": "select", "scope": "functional",
@@ -27,6 +27,16 @@ def test_llc_is_the_highest_level_data_cache(tmp_path):
         (d / "size").write_text(f"{size}\n")
     assert llc_bytes.__wrapped__(str(tmp_path)) == 32 * 1024 * 1024
     assert llc_bytes.__wrapped__(str(tmp_path / "absent")) is None
+
+
+def test_the_parallel_speedup_probe_is_one_for_one_thread_and_leaves_the_thread_count_as_it_was():
+    import torch
+
+    before = torch.get_num_threads()
+    assert parallel_speedup(1) == 1.0
+    got = parallel_speedup(2, calls=50)
+    assert got > 0 and got == got  # a finite ratio of two medians (any value: the host decides)
+    assert torch.get_num_threads() == before
 
 
 def test_cold_pool_exceeds_twice_the_llc_and_is_capped():

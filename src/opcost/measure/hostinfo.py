@@ -124,3 +124,34 @@ def driver_version_of(banner: str) -> str | None:
     """The version number in the first line of ``/proc/driver/nvidia/version``, whatever words precede it."""
     found = re.search(r"\b(\d+\.\d+(?:\.\d+)?)\b", banner.split("Kernel Module", 1)[-1])
     return found.group(1) if found else None
+
+
+def parallel_speedup(threads: int, elements: int = 1 << 17, calls: int = 400) -> float:
+    """How much faster ``threads`` intra-op threads run one small elementwise kernel than one thread, now: the
+    median time of ``calls`` multiplications of ``elements`` floats on one thread over that on ``threads`` (about
+    20 ms). A VM's virtual CPUs may share a physical core for minutes at a time: on a 2-vCPU VM it read 1.9-2.1 in
+    some minutes and 1.4-1.5 in others, and a transformer of sub-millisecond operators ran 30% slower in the second
+    state where ResNet-18 ran 8% slower, so one reference's ratio cannot cancel such drift for another model. 1.0 with
+    one thread; the thread count is restored."""
+    import time
+
+    if threads <= 1:
+        return 1.0
+    x = torch.ones(elements)
+    before = torch.get_num_threads()
+
+    def median_s(n: int) -> float:
+        torch.set_num_threads(n)
+        x.mul(2.0)  # the pool's threads started
+        times = []
+        for _ in range(calls):
+            t = time.perf_counter()
+            x.mul(2.0)
+            times.append(time.perf_counter() - t)
+        return sorted(times)[calls // 2]
+
+    try:
+        with torch.inference_mode():
+            return median_s(1) / median_s(threads)
+    finally:
+        torch.set_num_threads(before)
