@@ -161,7 +161,8 @@ def row_of(name: str, n_params: int, p, ratio: list, tx: float, refs: dict, spee
 def show(row: dict, batch: int) -> None:
     print(f"{row['model']} b{batch} ({row['params_m']:.1f}M params): predicted {row['predicted_ms']:.3f} ms "
           f"[{row['low_ms']:.3f}, {row['high_ms']:.3f}], timed {row['timed_ms']:.3f} ms: {row['error']:+.1%} "
-          f"({'in' if row['in_interval'] else 'OUTSIDE'} the interval; references within {row['ref_spread']:.1%}"
+          f"({'in' if row['in_interval'] else 'OUTSIDE'} the interval; references within {row['ref_spread']:.1%}, "
+          f"parallel speedup {row['speedup']:.2f}"
           f"); {row['by_method']}; widest {row['widest'] or '-'}", flush=True)
 
 
