@@ -577,6 +577,23 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     # an unchanged config reruns nothing: test_workflow.test_completed_run_has_nothing_left_to_do
 
 
+def test_a_changed_loop_target_measures_nothing_again(tiny_run, tmp_path):
+    """The loop's stopping rule reruns its evaluations and what is made from them; the profiling jobs whose types
+    the evaluations chose as before are not rerun (their params hold the choice, the evaluation file is `ancient`),
+    and the never-profiled model's short trace is reused (Snakemake reruns the jobs after a checkpoint's rerun
+    even when the database it rebuilt nothing of is as it was)."""
+    tiny_run = Path(shutil.copytree(tiny_run, tmp_path / "run", symlinks=True))
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["loop"]["target"] = 0.5
+    (tiny_run / "changed.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    proc = snakemake("--configfile", "changed.yaml", "--cores", "1", cwd=tiny_run)
+    ran = {line.split()[1].rstrip(":") for line in proc.stderr.splitlines()
+           if line.startswith(("localrule ", "rule ", "checkpoint ", "localcheckpoint "))}
+    assert "evaluate" in ran and not {"profile", "database", "e2e", "alone", "insitu", "trace", "coplace"} & ran, ran
+    assert "short trace of an earlier run at the same settings reused" in (tiny_run / "logs/unseen.log").read_text()
+    assert "Nothing to be done" in snakemake("--configfile", "changed.yaml", "--cores", "1", cwd=tiny_run).stderr
+
+
 # result files damaged after a finished run, each as a user would: (path, what is done to it)
 REPAIRS = [
     ("results/validation/predictions.tsv", "delete"),  # no job reads it: Snakemake alone never rebuilds it

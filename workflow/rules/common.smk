@@ -171,8 +171,21 @@ def get_tier_e2e_tables(wildcards=None):
 
 
 def get_previous_evaluation(wildcards):
+    """The evaluation that chose iteration n's operator types, as an input whose time does not count (`ancient`): what
+    the profiling job takes from it is its params (:func:`added_op_types`), so an evaluation rewritten with the same
+    choice (a changed `loop.target`, a deleted evaluation file) re-measures nothing, and another choice reruns it."""
     n = int(wildcards.n)
-    return [f"results/loop/iter{n - 1}/evaluation.json"] if n > 0 else []
+    return [ancient(f"results/loop/iter{n - 1}/evaluation.json")] if n > 0 else []
+
+
+def added_op_types(wildcards):
+    """The operator types iteration n adds, as the previous evaluation chose them (none listed for the first: the
+    config's `loop.initial_op_types`, in the profiling job's settings)."""
+    n = int(wildcards.n)
+    if n == 0:
+        return []
+    with checkpoints.evaluate.get(n=n - 1).output[0].open() as f:
+        return json.load(f)["next_op_types"]
 
 
 def profile_chunks_upto(n, template="results/profile/iter{n}_chunk{chunk}.parquet"):

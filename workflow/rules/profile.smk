@@ -11,6 +11,7 @@ rule profile:
         e2e=PROFILE_E2E,
     params:
         settings=settings_of("profile"),
+        op_types=added_op_types,  # what the previous evaluation chose: another choice reruns the job
     log:
         "logs/profile/iter{n}_chunk{chunk}.log",
     threads: config["threads"]

@@ -231,7 +231,7 @@ class OnTier:
 
 def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str | None = None,
                      method: str | None = None, on_tier: OnTier | None = None, run: str | None = None,
-                     trace_now: tuple | None = None, **chosen) -> Prediction:
+                     trace_now: tuple | None = None, trace_keep=None, **chosen) -> Prediction:
     """The prediction for the workload whose `layers` rows are given (from the database or freshly extracted),
     on the conditions ``chosen`` (``host``, ``device``, ``threads``; see :func:`conditions`). ``method``: the cost
     model's estimate for every unmeasured configuration with a law (one of
@@ -242,7 +242,8 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
     checked against and whose measured costs it prefers; default: the run of the workload's newest end-to-end
     reference (:func:`reference_run`). Costs the run lacks come from other runs: :attr:`Prediction.other_runs_share`.
     ``trace_now``: (model name, config entry) of a workload the database never traced: its overhead between
-    operators from a short trace of its own, taken now (:func:`overhead_now`)."""
+    operators from a short trace of its own, taken now (:func:`overhead_now`; ``trace_keep``: a folder that keeps
+    it for a later call asking the same)."""
     statistic = statistic or DEFAULT_STATISTIC
     tier, scenario = (on_tier.tier, on_tier.scenario) if on_tier is not None else (None, None)
     pool, picked = _isolated(db["measurements"], **chosen)
@@ -260,7 +261,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                                                        statistic)
     rows["total_s"] = rows["count"].astype(float) * rows["cost_s"]
     per_call = overhead_per_call(db, used, mode, statistic)
-    overhead_s, overhead_from = _overhead(db, used, layers, per_call[0], run, picked, trace_now)
+    overhead_s, overhead_from = _overhead(db, used, layers, per_call[0], run, picked, trace_now, trace_keep)
     level = memory_level_shift(db, e2e, rows, layers, picked)
     band = workload_interval(db, used, rows, Overhead(overhead_s, overhead_from, per_call), statistic, mode, model,
                              model_spread(cm, db_dir, condition_key(picked), mode))
@@ -376,7 +377,7 @@ def per_iteration_share(rows: pd.DataFrame, table) -> np.ndarray:
 
 
 def _overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, per_call: float, run: str | None,
-              picked: dict | None, trace_now: tuple | None) -> tuple[float, str]:
+              picked: dict | None, trace_now: tuple | None, keep=None) -> tuple[float, str]:
     """(seconds per iteration between the operators of the workload ``layers``, where from: a key of
     :data:`~opcost.analysis.overhead_sources.OVERHEAD_FROM`) by :func:`~opcost.analysis.overhead_sources.overhead_of`,
     with a short trace taken now on the conditions ``picked`` where ``trace_now`` asks for one and nothing of its
@@ -388,7 +389,7 @@ def _overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, per_call: floa
     now = None
     if (trace_now is not None and steps is None and not any(m == model for m, _ in traced)
             and not any(m == model for m, _, _ in kin)):  # its own glue
-        now = overhead_now(trace_now, batch, mode, picked)
+        now = overhead_now(trace_now, batch, mode, picked, keep=keep)
     return overhead_of(traced, model, batch, float(layers["count"].sum()), per_call, now, steps, kin)
 
 

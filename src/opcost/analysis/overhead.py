@@ -32,6 +32,7 @@ prediction (docs/methodology.md, section 7).
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,8 @@ from opcost.trace_tables import (
     TRACE_OVERHEAD_SAMPLES,
     TRACE_OVERHEADS,
 )
+
+log = logging.getLogger(__name__)
 
 
 PROFILER = "<profiler>"  # the profiler's own cost per top-level call, calibrated (see profiler_dilation)
@@ -315,32 +318,73 @@ def trace_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "fl
 TRACE_NOW = {"iterations": 3, "warmup": 1}  # the short trace of a workload never traced: seconds, not minutes
 
 
-def trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32") -> dict[str, pd.DataFrame]:
+@dataclass(frozen=True)
+class KeptTrace:
+    """Where :func:`trace_now` keeps a short trace for a later call asking the same: ``folder``, and what else the
+    trace must match to be reused (``of``: the workload's operator calls, say)."""
+    folder: Path
+    of: str = ""
+
+
+def trace_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32",
+              keep: KeptTrace | None = None) -> dict[str, pd.DataFrame]:
     """The per-workload trace tables (:func:`summarize`) of a short trace (:data:`TRACE_NOW`) of workload ``model``
     (its name and config entry) at ``batch`` in ``mode``, taken now by :func:`trace_workload` in a process of its
     own set up as the measuring ones are (``conditions``: the device and threads of the costs it goes with; glibc
     keeping freed memory), so that the caller's process keeps its own allocator settings and thread count: a fork of
     the warm process where one serves (:mod:`opcost.warm`), else a new interpreter; not a multiprocessing child, which
     re-runs the caller's main script (under Snakemake's ``script:``, the rule's script). A refusal there
-    (:class:`OpcostError`) is raised here as it was."""
+    (:class:`OpcostError`) is raised here as it was. ``keep`` (:class:`KeptTrace`): where the tables are kept, a
+    subfolder per workload and what shapes its trace (config entry, batch, mode, conditions, dtype, ``keep.of``); a
+    later call asking the same reads them instead of tracing again (the workload's others are discarded)."""
+    import tempfile
+
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix="opcost-trace-") as tmp:
+            return _trace_into(model, batch, mode, conditions, dtype, Path(tmp))
+    import json
+    import shutil
+
+    from opcost import io
+    from opcost.journal import settings_key
+
+    name = f"{model[0]}_{mode}_b{int(batch)}"
+    key = settings_key(model[1] or {}, int(batch), mode, dict(conditions), dtype, TRACE_NOW, keep.of)
+    folder = Path(keep.folder) / f"{name}_{key}"
+    for other in Path(keep.folder).glob(f"{name}_*"):
+        if other != folder and other.name[len(name) + 1:].isalnum():  # this workload's, at other settings
+            shutil.rmtree(other, ignore_errors=True)
+    done = folder / "complete.json"
+    if done.exists():
+        log.info("%s %s b%d: the short trace of an earlier run at the same settings reused (%s)", model[0], mode,
+                 batch, folder)
+        return {t: io.read_parquet(folder / f"{t}.parquet", _TABLES[t]) for t in json.loads(done.read_text())}
+    shutil.rmtree(folder, ignore_errors=True)  # an interrupted one
+    folder.mkdir(parents=True)
+    parts = _trace_into(model, batch, mode, conditions, dtype, folder)
+    io.write_json(sorted(parts), done)
+    return parts
+
+
+def _trace_into(model: tuple, batch: int, mode: str, conditions: dict, dtype: str,
+                out: Path) -> dict[str, pd.DataFrame]:
+    """:func:`trace_now`'s process, its tables written into the folder ``out`` and read back."""
     import json
     import subprocess
-    import tempfile
 
     from opcost import io, warm
 
-    with tempfile.TemporaryDirectory(prefix="opcost-trace-") as tmp:
-        request = {"model": list(model), "batch": int(batch), "mode": mode, "conditions": dict(conditions),
-                   "dtype": dtype, "out": tmp}
-        proc = subprocess.run(warm.command("opcost.analysis.overhead:_child", str(conditions.get("device") or "cpu")),
-                              input=json.dumps(request), capture_output=True, text=True)
-        lines = proc.stderr.strip().splitlines()
-        if proc.returncode == _REFUSED:
-            refusal = json.loads(lines[-1])
-            raise OpcostError(refusal["culprit"], refusal["cause"])
-        if proc.returncode != 0:
-            raise OpcostError(f"model {model[0]}", f"its short trace failed: {lines[-1] if lines else proc.returncode}")
-        return {name: io.read_parquet(Path(tmp) / f"{name}.parquet", _TABLES[name]) for name in json.loads(proc.stdout)}
+    request = {"model": list(model), "batch": int(batch), "mode": mode, "conditions": dict(conditions),
+               "dtype": dtype, "out": str(out)}
+    proc = subprocess.run(warm.command("opcost.analysis.overhead:_child", str(conditions.get("device") or "cpu")),
+                          input=json.dumps(request), capture_output=True, text=True)
+    lines = proc.stderr.strip().splitlines()
+    if proc.returncode == _REFUSED:
+        refusal = json.loads(lines[-1])
+        raise OpcostError(refusal["culprit"], refusal["cause"])
+    if proc.returncode != 0:
+        raise OpcostError(f"model {model[0]}", f"its short trace failed: {lines[-1] if lines else proc.returncode}")
+    return {name: io.read_parquet(out / f"{name}.parquet", _TABLES[name]) for name in json.loads(proc.stdout)}
 
 
 _TABLES = {t.name: t for t in (TRACE_OP_TYPES, TRACE_ITERATIONS, TRACE_OP_KERNELS, TRACE_OVERHEADS,

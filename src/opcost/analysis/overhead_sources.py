@@ -270,14 +270,16 @@ def overhead_of(traced: dict, model: str, batch: int, calls: float, per_call: fl
     return per_call * calls, "all models"
 
 
-def overhead_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32") -> float:
+def overhead_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: str = "float32",
+                 keep=None) -> float:
     """Seconds per iteration of overhead between operators of the workload (``model``: its name and config entry)
     at ``batch`` in ``mode``, modelled from a short trace of its own taken now, as the trace stage models a
     profiled workload's (:func:`opcost.analysis.predict.trace_overhead`: each gap before a call, less the gap its
     isolated replay already includes), in a process of its own set up as the measuring ones were (``conditions``:
-    the database's device and threads; glibc keeping freed memory): :func:`opcost.analysis.overhead.trace_now`."""
+    the database's device and threads; glibc keeping freed memory): :func:`opcost.analysis.overhead.trace_now`
+    (``keep``: its folder of traces kept for a later call asking the same)."""
     from opcost.analysis.overhead import trace_now
     from opcost.analysis.predict import trace_overhead
 
-    parts = trace_now(model, batch, mode, conditions, dtype)
+    parts = trace_now(model, batch, mode, conditions, dtype, keep=keep)
     return float(trace_overhead(parts["trace_overheads"], parts["trace_op_types"])[(model[0], int(batch), mode)])

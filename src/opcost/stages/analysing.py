@@ -3,6 +3,7 @@ figures, failures and placement advice: each what one Snakemake rule's script ca
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,16 +118,19 @@ def _read_db(db_paths: dict) -> dict[str, pd.DataFrame]:
 
 
 def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e2e_paths, out, out_tsv,
-                   out_calibration=None) -> pd.DataFrame:
+                   out_calibration=None, traces=None, forced: bool = True) -> pd.DataFrame:
     """The `predict_only` workloads predicted from the run's database (``db_paths``: `layers`, `measurements`,
     `e2e` paths; its cost model is saved beside them), each against its own end-to-end time: `predictions` rows
     of source `estimated`, and their errors as the database's `calibration` table (``out_calibration``:
     :mod:`opcost.analysis.calibration`). A workload that cannot be predicted is logged and left out; the others
-    go on."""
+    go on. ``traces``: a folder that keeps each workload's short trace for a rerun at the same settings (the
+    database rebuilt, a changed `statistic`), unless the job is ``forced`` (then traced afresh)."""
     from opcost.analysis import calibration
     from opcost.analysis.estimate import condition_key, predict_workload
     from opcost.analysis.predict import references
 
+    if traces is not None and forced:
+        shutil.rmtree(traces, ignore_errors=True)
     db = _read_db(db_paths)
     e2e = io.read_many(unseen_e2e_paths, tables.E2E)
     rows, keys = [], []
@@ -141,7 +145,8 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
                    host=prediction_host(db["measurements"], mine, config))
         try:
             try:  # its own glue, from a short trace taken now; else the database's, borrowed
-                p = predict_workload(db, layers, trace_now=(model, config["predict_only"][model]), **ask)
+                p = predict_workload(db, layers, trace_now=(model, config["predict_only"][model]),
+                                     trace_keep=_kept_trace(traces, layers), **ask)
             except OpcostError as e:
                 log.warning("%s %s b%d: predicted without a trace of its own: %s", model, mode, batch, e)
                 p = predict_workload(db, layers, **ask)
@@ -172,6 +177,17 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
                                 out_calibration)
         log.info("calibration: %d workloads of %d models never profiled", len(cal), cal["model"].nunique())
     return pred
+
+
+def _kept_trace(traces, layers: pd.DataFrame):
+    """Where the short trace of the workload ``layers`` is kept (None: nowhere), for its operator calls as they are."""
+    from opcost.analysis.overhead import KeptTrace
+    from opcost.journal import settings_key
+
+    if traces is None:
+        return None
+    calls = sorted(zip(layers["config_id"].astype(str), layers["count"].astype(int).tolist()))
+    return KeptTrace(Path(traces), settings_key(calls))
 
 
 @dataclass
