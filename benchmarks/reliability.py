@@ -328,6 +328,17 @@ MISTAKES = [
             ["advise.budgets[0]"]),
     Mistake("a sweep point with channels_last: 3", {"models": {"mlp": MLP}, "sweeps": [
         {"op": "Conv2d", "points": [{"channels_last": 3}]}]}, ["channels_last"]),
+    Mistake("seq_len past a decoder's learned positions (inference)", {"models": {"llm": {
+        "model": "hf:gpt2", "seq_len": 2048, "kwargs": {"n_layer": 1, "n_embd": 32, "n_head": 2}}}}, ["seq_len 2048"]),
+    Mistake("a transformers kwarg of the wrong type", {"models": {"llm": {"model": "hf:gpt2", "kwargs": {
+        "n_layer": "two"}}}}, ["model llm: hf:gpt2: GPT2Config: TypeError"]),
+    Mistake("a negative transformers layer count", {"models": {"llm": {"model": "hf:gpt2", "kwargs": {
+        "n_layer": -1}}}}, ["model llm: hf:gpt2: GPT2Config setting 'n_layer' is -1"]),
+    Mistake("input_range for a transformers model's own inputs", {"models": {"llm": {
+        "model": "hf:gpt2", "input_range": [0, 10], "kwargs": {"n_layer": 1, "n_embd": 32, "n_head": 2}}}},
+            ["models.llm.input_range"]),
+    Mistake("channels_last for a model of flat inputs", {"models": {"mlp": {**MLP, "memory_format": "channels_last"}}},
+            ["models.mlp.memory_format"]),
     Mistake("a million-token context", {"models": {"llm": {
         "model": "hf:llama", "modes": ["decode"], "context_lens": [10 ** 6],
         "kwargs": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
@@ -691,6 +702,33 @@ def _show_misspelt(work: Path) -> Verdict:
 @case("run: predict an unknown torchvision name", runs=("tiny",))
 def _predict_unknown(work: Path) -> Verdict:
     return refused(opcost(RUNS.tiny(), "predict", "resnet1800", "--batch", "2"), ["resnet1800"])
+
+
+@case("run: predict a decode step past a decoder's positions", runs=("tiny",))
+def _predict_past_positions(work: Path) -> Verdict:
+    return refused(opcost(RUNS.tiny(), "predict", "hf:gpt2", "--batch", "1", "--mode", "decode", "--context", "5000",
+                          "--no-trace"), ["model hf:gpt2: context 5000"])
+
+
+@case("run: predict resnet18 at a batch whose activations exceed memory", runs=("tiny",))
+def _predict_huge_batch(work: Path) -> Verdict:
+    return refused(opcost(RUNS.tiny(), "predict", "resnet18", "--batch", "100000", "--no-trace"),
+                   ["model resnet18: batch 100000"])
+
+
+@case("run: predict from a database whose e2e table is gone", runs=("tiny",))
+def _predict_without_e2e(work: Path) -> Verdict:
+    shutil.copytree(RUNS.tiny() / "results" / "db", work / "db")
+    (work / "db" / "e2e.parquet").unlink()
+    done = opcost(work, "predict", "tiny_dlrm", "--batch", "2", "--db", "db", "--no-trace", "--json")
+    if (bad := broke(done)) is not None or done.rc != 0:
+        return bad or (BAD, f"rc {done.rc}: {short(gist(done.text))}")
+    got = json.loads(done.out)
+    if "e2e.parquet" not in done.err:
+        return SILENT, "the missing e2e table is not named"
+    if not got["high_s"] > got["low_s"]:
+        return SILENT, f"an interval of zero width [{got['low_s']:.3g}, {got['high_s']:.3g}] with nothing timed"
+    return GOOD, f"e2e.parquet named; [{got['low_s'] * 1e3:.3f}, {got['high_s'] * 1e3:.3f}] ms"
 
 
 @case("run: db show --op Linear", runs=("tiny",))

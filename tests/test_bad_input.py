@@ -297,10 +297,20 @@ PREFLIGHT = [
     ({"model": "resnet18", "batch_sizes": [100000]}, "model m: batch 100000 needs at least 321 GB for one "
                                                      "activation (3.21 MB a sample), more than the "),
     ({**GPT2, "context_lens": [1024]}, "model m: context 1024: the model has 1024 learned positions, and a step at "
-                                       "context 1024 takes position 1025: use a shorter context (context_lens)"),
+                                       "context 1024 takes position 1025: use a shorter context (context_lens"),
     ({**LLAMA, "context_lens": [1000000]}, "model m: context 1000000 at batch 2: its prefill alone is 5.1e+14 FLOPs, "
                                            "over 9 minutes even at 1e+12 FLOP/s: use a shorter context"),
     ({**LLAMA, "context_lens": [4096]}, None),  # rotary positions: no fixed limit
+    ({**GPT2, "modes": ["inference"], "seq_len": 2048}, "model m: seq_len 2048: hf:gpt2 has 1024 learned positions, "
+                                                        "so a sequence takes at most 1024 tokens: use seq_len 1024"),
+    ({**GPT2, "modes": ["inference"], "seq_len": 1024}, None),
+    ({"model": "hf:gpt2", "kwargs": {"n_layer": "two"}}, "model m: hf:gpt2: GPT2Config: TypeError: Field 'n_layer' "
+                                                        "expected int, got str (value: 'two'): check its kwargs"),
+    ({"model": "hf:gpt2", "kwargs": {"n_layer": -1}}, "model m: hf:gpt2: GPT2Config setting 'n_layer' is -1: it "
+                                                     "counts or sizes something (default 12), so it must be 0 or more"),
+    ({**GPT2, "modes": ["inference"], "input_range": [0, 10]}, "config: models.m.input_range: applies to inputs drawn "
+                                                               "at input_shapes, and hf:gpt2 has no input_shapes"),
+    ({**MLP, "memory_format": "channels_last"}, "config: models.m.memory_format: channels_last orders images"),
     ({"model": "tests.tiny_models:explode"}, None),  # a factory that raises: only running it shows it
     ({"model": "resnet18"}, None),
     ({"model": "hf:bert", "kwargs": {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
@@ -483,6 +493,28 @@ def test_cli_mistakes_found_by_the_probe_are_named_in_one_line(argv, culprit, tm
     code, out, err = _cli(*argv, cwd=tmp_path)
     assert code != 0 and err.strip().startswith(culprit) and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "l.csv").exists()
+
+
+def test_predict_checks_a_workload_no_config_listed_before_building_it(tiny_run):
+    db = tiny_run / "results" / "db"
+    for argv, culprit in ((["--mode", "decode", "--context", "5000"], "opcost: model hf:gpt2: context 5000: the model "
+                                                                       "has 1024 learned positions"),
+                          (["--batch", "100000"], None)):
+        model = "hf:gpt2" if culprit else "resnet18"
+        code, out, err = _cli("predict", model, "--batch", 1, *argv, "--db", db, "--no-trace")
+        assert code == 1 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert err.startswith(culprit or "opcost: model resnet18: batch 100000 needs at least 321 GB for one "
+                                         "activation"), err
+
+
+def test_a_database_without_its_end_to_end_table_says_so_and_keeps_an_interval(tiny_run, tmp_path):
+    db = tmp_path / "db"
+    shutil.copytree(tiny_run / "results" / "db", db)
+    (db / "e2e.parquet").unlink()
+    code, out, err = _cli("predict", "tiny_dlrm", "--batch", 2, "--db", db, "--no-trace")
+    assert code == 0 and f"opcost: database {db}: no e2e.parquet (the end-to-end times" in err, err
+    low, high = (float(x) for x in re.search(r"\[([0-9.]+), ([0-9.]+)\]", out).groups())
+    assert high > 1.2 * low and "interval: no end-to-end time in the database: the method's error taken as" in out
 
 
 def test_extract_takes_a_model_given_by_its_source(tmp_path):

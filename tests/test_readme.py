@@ -45,6 +45,8 @@ def test_an_answer_says_what_the_accuracy_table_gives_for_its_kind():
     from opcost.report import trust
 
     assert trust.kind("cpu", "inference", 0.0, convolutional=True) == "cnn_inference"
+    assert trust.kind("cpu", "inference", 0.0, convolutional=False, attention=True) == "transformer_small"
+    assert trust.kind("cpu", "inference", 0.0, convolutional=False) == "cnn_inference"  # an MLP: the four models' row
     assert trust.kind("cpu", "inference", 0.6, convolutional=True) == "unseen_default"  # mostly estimated
     assert trust.kind("cpu", "decode512", 0.5, convolutional=False) == "decode_4x"
     assert trust.kind("cpu", "decode512", 0.0, convolutional=False, beyond=8.0) == "decode_16x"  # far past measured
@@ -236,3 +238,12 @@ def test_llama_recipe_builds_the_stack_without_and_with_its_head():
                     if isinstance(m, torch.nn.Linear) and m.out_features == vocab]
              for name, entry in entries.items()}
     assert heads == {"llama_body": [], "llama_lm": ["model.lm_head"]}
+
+
+def test_the_method_error_of_an_untimed_database_covers_the_tables_worst_for_measured_models():
+    from opcost.analysis.interval import UNTIMED
+    from opcost.report import trust
+
+    worst = [float(m) / 100 for k in ("cnn_inference", "cnn_training", "transformer_small", "transformer_real")
+             for m in re.findall(r"worst ([0-9.]+)%", trust.figures()[k]["ref"])]
+    assert worst and UNTIMED >= max(worst), (UNTIMED, worst)

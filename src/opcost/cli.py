@@ -379,14 +379,25 @@ def _suggest_sweeps(args) -> None:
         print(f"  - {{op: {sweep['op']}{extra}, points: [{points}]}}")
 
 
+def _read_db(path) -> dict:
+    """The database a question is answered from, each table it lacks named on stderr first."""
+    import sys
+
+    from opcost import database
+
+    db = database.read_db(path)
+    for line in database.missing_tables(path):
+        print(f"opcost: {line}", file=sys.stderr)
+    return db
+
+
 def _print_prediction(args) -> None:
     import json
 
-    from opcost import database
     from opcost.analysis import estimate
     from opcost.report import trust
 
-    db = database.read_db(args.db)
+    db = _read_db(args.db)
     spec, dtype = {}, None  # with a config, its entry and dtype: a workload the database holds is checked against it
     if args.config:
         cfg = _config(args)
@@ -411,9 +422,11 @@ def _print_prediction(args) -> None:
                                   threads=args.threads, run=args.run,
                                   on_tier=estimate.OnTier(args.tier, args.scenario) if args.tier else None,
                                   trace_now=None if args.no_trace else (args.model, spec))
+    types = layers["op_type"].astype(str)
     expect = trust.expect(trust.kind(p.conditions.get("device") or args.device or "cpu", mode, p.estimated_share,
-                                     layers["op_type"].astype(str).str.contains("Conv").any(), args.tier,
-                                     _beyond_measured(db, args.model, mode)))
+                                     types.str.contains("Conv").any(), args.tier,
+                                     _beyond_measured(db, args.model, mode),
+                                     attention=types.str.contains("attention|softmax", case=False).any()))
     if args.mode == "decode":  # per token: opcost.analysis.decode
         from opcost.analysis.decode import summary
         from opcost.report.decode import describe
@@ -447,7 +460,6 @@ def _advise(args) -> None:
     """`opcost advise`: the plans of one budget (opcost.analysis.advise), as text or one JSON object."""
     import json
 
-    from opcost import database
     from opcost.analysis import advise, placement_problem
     from opcost.report import trust
     from opcost.report.advice import describe, summary
@@ -467,7 +479,7 @@ def _advise(args) -> None:
     cfg = _config(args) if args.config else None
     conds = {k: getattr(args, k) for k in ("host", "device", "threads") if getattr(args, k) is not None}
     settings = placement_problem.AdviseSettings(tiers=tiers, statistic=args.statistic, conditions=conds, db_dir=args.db)
-    problem = advise.for_workload(database.read_db(args.db), (args.model, args.batch, args.mode),
+    problem = advise.for_workload(_read_db(args.db), (args.model, args.batch, args.mode),
                                   cfg["models"].get(args.model) if cfg else {}, cfg["dtype"] if cfg else None,
                                   settings, check=cfg is not None)
     made = placement_problem.plans(problem, placement_problem.budget_bytes(args.budget, problem), settings)

@@ -59,6 +59,20 @@ def is_db(path) -> bool:
     return path.is_dir() and any((path / f"{name}.parquet").exists() for name in DB_TABLES)
 
 
+# what a prediction lacks where a database directory lacks the table (merged or copied by hand, a run stopped early)
+LACKING = {"configs": "the operator configurations' shapes", "layers": "the models' operator calls",
+           "measurements": "every operator's measured cost: each is estimated",
+           "e2e": "the end-to-end times: no reference to compare with, the method's error not known",
+           "overheads": "the traced overhead between operators: taken from a short trace now, or none"}
+
+
+def missing_tables(path) -> list[str]:
+    """One line per table of :data:`DB_TABLES` the database directory ``path`` lacks, naming it and what an answer
+    from it lacks (read as empty by :func:`read_db`)."""
+    return [f"database {path}: no {name}.parquet ({LACKING[name]})" for name in DB_TABLES
+            if not (Path(path) / f"{name}.parquet").exists()]
+
+
 def read_db(path) -> dict[str, pd.DataFrame]:
     """The tables of a database directory (missing tables are empty; a directory with none of them is refused)."""
     path = Path(path)

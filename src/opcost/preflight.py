@@ -2,9 +2,11 @@
 
 :func:`problems` lists, one line each (culprit first): models whose source does not resolve (a torchvision, timm or
 transformers name that does not exist, a ``module:callable`` that cannot be imported, a kwarg the transformers
-config or a torchvision or built-in constructor lacks), timm and transformers models whose parameters alone exceed
-the memory free, a batch whose inputs alone cannot be allocated, an ``input_range`` whose low end is not below its
-high end, model names too long to name a file on this file system, ``device: cuda`` on a host where torch finds no
+config or a torchvision or built-in constructor lacks, a transformers setting of the wrong type or below zero), timm
+and transformers models whose parameters alone exceed the memory free, a batch whose inputs alone cannot be
+allocated, an ``input_range`` whose low end is not below its high end, ``input_dtype`` or ``input_range`` where the
+source's own inputs ignore them, ``channels_last`` for inputs that hold no image, a transformers model's ``seq_len``
+past its learned positions, model names too long to name a file on this file system, ``device: cuda`` on a host where torch finds no
 such device, a model in mode ``decode`` or ``prefill`` that is no transformers decoder or a context it cannot take
 (past its learned positions, a key/value cache beyond the memory free, a prefill of minutes: arithmetic on its
 config, never a prefill), a batch at which one activation alone cannot fit (a forward pass at batches 1 and 2
@@ -102,29 +104,56 @@ def input_bytes(entry: dict, batch: int, dtype: str = "float32") -> int | None:
 
 def _entry_problems(name: str, entry: dict, config: dict) -> list[str]:
     """What is wrong with one model entry, cheapest checks first; the source is checked only when they pass."""
-    out = []
-    lo_hi = entry.get("input_range")
+    return (_input_problems(name, entry, config) or _source_problems(name, entry, config)
+            or _sequence_problems(name, entry, config) or _decode_problems(name, entry, config)
+            or _activation_problems(name, entry, config))
+
+
+def _input_problems(name: str, entry: dict, config: dict) -> list[str]:
+    """An ``input_range`` whose low end is not below its high end; ``input_dtype`` or ``input_range`` for a
+    library's own inputs (which ignore them); ``channels_last`` for inputs that hold no image; a batch whose inputs
+    alone exceed the memory free."""
+    lo_hi, shapes, target = entry.get("input_range"), entry.get("input_shapes"), entry.get("model") or name
     if lo_hi is not None and lo_hi[0] >= lo_hi[1]:
-        out.append(f"config: models.{name}.input_range: {lo_hi} draws integers from [low, high): low must be below "
-                   "high")
+        return [f"config: models.{name}.input_range: {lo_hi} draws integers from [low, high): low must be below "
+                "high"]
+    drawn = [k for k in ("input_dtype", "input_range") if entry.get(k) is not None]
+    if drawn and not shapes and target.startswith(("hf:", "timm:")):
+        return [f"config: models.{name}.{drawn[0]}: applies to inputs drawn at input_shapes, and {target} has no "
+                "input_shapes (its library's own inputs are used: token ids below its vocabulary, images of its "
+                f"size): add input_shapes, or remove {' and '.join(drawn)}"]
+    if entry.get("memory_format") == "channels_last" and shapes and not any(len(s) == 3 for s in shapes):
+        return [f"config: models.{name}.memory_format: channels_last orders images [channels, height, width] and "
+                f"4-D weights; its input_shapes {shapes} hold no image: remove memory_format"]
     from opcost.model.sources import available_memory
 
     free = available_memory("cpu")
     for batch in _batches(config, entry):
         need = input_bytes(entry, batch, config["dtype"])
         if free is not None and need is not None and need > free:
-            out.append(f"model {name}: batch {batch} needs {need / 1e9:.3g} GB for its inputs alone, more than the "
-                       f"{free / 1e9:.1f} GB free: use a smaller batch size")
-            break
-    if out:
-        return out
+            return [f"model {name}: batch {batch} needs {need / 1e9:.3g} GB for its inputs alone, more than the "
+                    f"{free / 1e9:.1f} GB free: use a smaller batch size"]
+    return []
+
+
+def _source_problems(name: str, entry: dict, config: dict) -> list[str]:
+    """A source that does not resolve or whose parameters exceed the memory free
+    (:func:`opcost.model.sources.check_source`)."""
     from opcost.model.sources import check_source
 
     try:
         check_source(name, entry, str(config["device"]))
     except OpcostError as e:
-        out.append(str(e))
-    return out or _decode_problems(name, entry, config) or _activation_problems(name, entry, config)
+        return [str(e)]
+    return []
+
+
+def workload_problems(name: str, entry: dict, mode: str, batch: int, config: dict) -> list[str]:
+    """What a config alone says is wrong with one workload of model ``name`` (``entry``: its config entry, ``{}``
+    for a name alone) at ``batch`` in ``mode`` on ``config``'s device and dtype, as a config's entries are checked
+    (for ``opcost predict``, which extracts a workload no config listed)."""
+    entry = {k: v for k, v in entry.items() if k not in ("modes", "batch_sizes")}
+    return _entry_problems(name, entry, {**config, "models": {name: entry}, "modes": [mode], "batch_sizes": [batch]})
 
 
 MAX_CHECK_PARAMS = 300_000_000  # a model built and run once at batches 1 and 2 to bound its activations, up to this
@@ -212,6 +241,22 @@ def _decode_problems(name: str, entry: dict, config: dict) -> list[str]:
     return _context_problems(name, entry, config, hf_models.sequence_limits(target.removeprefix("hf:"), entry))
 
 
+def _sequence_problems(name: str, entry: dict, config: dict) -> list[str]:
+    """A transformers model's ``seq_len`` (its inference and training workloads' tokens per sample) past its learned
+    positions, known from its config without building it."""
+    target = entry.get("model") or name
+    if not target.startswith("hf:") or not any(m in ("inference", "training") for m in _modes(config, entry)):
+        return []
+    from opcost.model.sources import hf_models
+
+    seq = int(entry.get("seq_len") or hf_models.DEFAULT_SEQ_LEN)
+    positions = hf_models.sequence_limits(target.removeprefix("hf:"), entry)["positions"]
+    if positions is not None and seq > positions:
+        return [f"model {name}: seq_len {seq}: {target} has {positions} learned positions, so a sequence takes at "
+                f"most {positions} tokens: use seq_len {positions} or less, or more positions in its kwargs"]
+    return []
+
+
 def _length(mode: str) -> int | None:
     """The context length of a decode<L> mode, the prompt length of a prefill<P> mode; None for any other."""
     from opcost.model.modes import decode_context, prefill_length
@@ -234,7 +279,8 @@ def _context_problems(name: str, entry: dict, config: dict, limits: dict) -> lis
     asked = [p + n - 1 for m, _, p, n in generate_questions(config) if m == name]  # generate()'s last step
     longest, batch = max(contexts + asked), max(_batches(config, entry))
     fix = ("use a shorter prompt or fewer new tokens (generate.prompts, generate.new_tokens)"
-           if asked and max(asked) == longest and longest > max(contexts) else "use a shorter context (context_lens)")
+           if asked and max(asked) == longest and longest > max(contexts)
+           else "use a shorter context (context_lens; --context)")
     if limits["positions"] is not None and longest + 1 > limits["positions"]:
         return [f"model {name}: context {longest}: the model has {limits['positions']} learned positions, and a step "
                 f"at context {longest} takes position {longest + 1}: {fix}, or more positions in its kwargs"]
@@ -407,7 +453,7 @@ class Pending:
             out, err = self._proc.communicate()
             if self._proc.returncode != 0:  # the check itself broke: say so rather than pass silently
                 lines = err.strip().splitlines()
-                self._found = [f"config: the check before the first job failed: {lines[-1] if lines else '?'}"]
+                self._found = [f"config: the check before the first job failed: {lines[-1].strip() if lines else '?'}"]
             else:
                 self._found = json.loads(out)
         return self._found

@@ -81,7 +81,8 @@ def damage(path) -> str | None:
         else:
             return _parquet_damage(path)
     except (OSError, ValueError, UnicodeDecodeError, EOFError) as e:  # pyarrow's ArrowInvalid is a ValueError
-        return str(e).splitlines()[0][:80] or type(e).__name__
+        said = (str(e).splitlines() or [""])[0]
+        return (said if len(said) <= 100 else said[:100].rsplit(" ", 1)[0] + " ...") or type(e).__name__
     return None
 
 

@@ -285,7 +285,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                       tier_measured_share=tier_share, run=run, runs_s={k: float(v) for k, v in by_run.items()},
                       runs_held=len(set(runs(pool)) | set(runs(e2e))),
                       plain_gap=gap, plain_gap_of=gap_of, widest=widest,
-                      interval_basis=band.basis if est_rows.any() else "")
+                      interval_basis="; ".join(b for b in (band.basis if est_rows.any() else "", band.untimed) if b))
 
 
 def model_spread(cm, db_dir, key: str, mode: str) -> ModelSpread | None:
@@ -438,10 +438,15 @@ def workload_layers(db: dict, model: str, batch: int, mode: str, spec: dict | No
     wl = of_workload(layers, model, batch, mode)
     if len(wl) and dtype is None:
         return wl.reset_index(drop=True)
+    from opcost import preflight
+    from opcost.errors import Problems
     from opcost.model.extract import extract
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
 
+    found = preflight.workload_problems(model, spec or {}, mode, batch, {"device": "cpu", "dtype": dtype or "float32"})
+    if found:  # a sequence past the model's positions, a context past the memory free: said before it is built
+        raise Problems(found)
     fresh = extract(make_workload(load_model(model, spec or {}, dtype=dtype or "float32"), batch, mode))
     held = wl if len(wl) else layers[layers["model"] == model]
     if len(held) and (diff := variant_difference(held, fresh)):

@@ -22,6 +22,10 @@ its overhead between operators and its timings leave uncertain.
   model's traces at other batch sizes) adds their 10-90% range per call over the workload's calls, and one from the
   workload's own trace (a profiled workload's, or a short trace taken at predict time) adds no other workload's
   range: that range, up to 80 µs a call on a default study, spanned several times a small model's whole overhead.
+* **A database with no end-to-end time** (its ``e2e`` table missing or empty on these conditions: neither the
+  method's error nor a timing spread can be taken from it): the method's error is taken as :data:`UNTIMED` either
+  way, at least the worst |error| the accuracy table gives for measured models against opcost's reference, and the
+  interval says so; never an interval of zero width for want of a timing.
 * **Never narrower than the timings it rests on**: the spread of the end-to-end times of its model's measured
   workloads of its kind (every model's where its own has none: :func:`~opcost.analysis.overhead_sources.
   timing_spread`).
@@ -49,8 +53,11 @@ class Interval:
     high: float
     widest: str | None
     basis: str  # what the estimated part's range rests on, in words
+    untimed: str = ""  # where the database times nothing end to end: what the method's error was taken as, in words
 
 
+UNTIMED = 0.35  # the method's relative error where the database times nothing end to end (README's accuracy table:
+# measured models' worst |error| against opcost's reference, 31.5%; tests/test_readme.py keeps it at least that)
 OWN_OVERHEAD = ("own trace", "trace now")  # overheads from the workload's own trace (OVERHEAD_FROM's keys)
 
 
@@ -96,8 +103,12 @@ def workload_interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead
         below = above = 0.0
     else:
         below, above = (per_call[0] - per_call[1]) * calls, (per_call[2] - per_call[0]) * calls
+    floor, untimed = timing_spread(times, model, mode), ""
+    if off is None and floor is None and not times:  # nothing timed end to end: the method's error is not known here
+        below = above = centre * UNTIMED
+        untimed = (f"no end-to-end time in the database: the method's error taken as ±{UNTIMED:.0%}, the accuracy "
+                   "table's worst for measured models")
     low, high = centre - float(np.hypot(ops_down, below)), centre + float(np.hypot(ops_up, above))
-    floor = timing_spread(times, model, mode)
     if floor is not None:
         low, high = min(low, centre * (1 + floor[0])), max(high, centre * (1 + floor[1]))
-    return Interval(centre, low, high, widest, basis)
+    return Interval(centre, low, high, widest, basis, untimed)

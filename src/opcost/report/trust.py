@@ -23,10 +23,12 @@ def figures() -> dict:
 
 
 def kind(device: str, mode: str, estimated_share: float, convolutional: bool, tier: str | None = None,
-         beyond: float | None = None) -> str:
+         beyond: float | None = None, attention: bool = False) -> str:
     """The row of the accuracy table that answers for a prediction of ``mode`` on ``device`` whose operator time is
-    ``estimated_share`` estimated (``convolutional``: the model has convolutions; ``tier``: on a slower memory tier;
-    ``beyond``: a decode step's context over the longest its model was measured at)."""
+    ``estimated_share`` estimated (``convolutional``: the model has convolutions; ``attention``: it has attention
+    and no convolution, a transformer; ``tier``: on a slower memory tier; ``beyond``: a decode step's context over
+    the longest its model was measured at). A measured model of neither (an MLP, a DLRM) is answered by the row of
+    the benchmark's four models, which holds one."""
     estimated = estimated_share > ESTIMATED
     if tier:
         return "tier"
@@ -40,7 +42,7 @@ def kind(device: str, mode: str, estimated_share: float, convolutional: bool, ti
         return "unseen_default"
     if mode == "training":
         return "cnn_training"
-    return "cnn_inference" if convolutional else "transformer_small"
+    return "transformer_small" if attention and not convolutional else "cnn_inference"
 
 
 def expect(which: str) -> str:

@@ -205,10 +205,21 @@ def configured(arch: str, entry: dict):
     for key in overrides:
         if key != "use_cache" and not hasattr(config, key):
             raise ValueError(f"{type(config).__name__} has no setting {key!r}")
+    for key, value in overrides.items():  # a count or size below zero builds, then fails far from its cause
+        default = getattr(config, key, None)
+        if (isinstance(default, int) and not isinstance(default, bool) and default > 0 and isinstance(value, int)
+                and not isinstance(value, bool) and value < 0):
+            raise ValueError(f"{type(config).__name__} setting {key!r} is {value}: it counts or sizes something "
+                             f"(default {default}), so it must be 0 or more")
     # built by its config class from the kwargs, as transformers builds LlamaConfig(hidden_size=256, ...): settings
     # derived from others follow them (Llama's and Mistral's head_dim, hidden_size / num_attention_heads, stayed at
     # the full-size model's 128 when the kwargs were set on a default config)
-    return cls, type(config)(**overrides)
+    try:
+        return cls, type(config)(**overrides)
+    except Exception as e:  # noqa: BLE001  transformers' own validation (a str for an int, an inconsistent set)
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        raise ValueError(f"{type(config).__name__}: {lines[-1] if lines else type(e).__name__}: check its "
+                         "kwargs") from None
 
 
 def _built_class(cls, config):
