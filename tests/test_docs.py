@@ -2,7 +2,8 @@
 import re
 from pathlib import Path
 
-from opcost.config import RERUN_TABLE, rerun_table, schema
+from opcost.config import schema
+from opcost.rerun import RERUN_TABLE, rerun_table
 from opcost.tables import markdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,4 +41,4 @@ def test_workflow_schema_is_the_library_schema():
 def test_the_rerun_table_is_generated_from_the_stages_params():
     doc = (ROOT / "config" / "README.md").read_text()
     start, end = doc.index(RERUN_TABLE[0]), doc.index(RERUN_TABLE[1]) + len(RERUN_TABLE[1])
-    assert doc[start:end] == "\n".join(rerun_table()), "paste opcost.config.rerun_table() into config/README.md"
+    assert doc[start:end] == "\n".join(rerun_table()), "paste opcost.rerun.rerun_table() into config/README.md"

@@ -78,7 +78,17 @@ def test_a_model_never_profiled_is_predicted_and_checked(tiny_run):
 
     cal = pd.read_parquet(tiny_run / "results" / "db" / "calibration.parquet")
     assert list(cal["model"]) == ["mlp_wide"]
-    assert cal["log_error"].iloc[0] == pytest.approx(np.log(r["predicted_s"] / r["measured_s"]))
+    # its time in the database's minutes: over the first profiled model's, the two timed in turn in its e2e job,
+    # times that model's end-to-end time in the database
+    from opcost.analysis.predict import references
+
+    mine = e2e("mlp_wide").iloc[0]
+    assert mine["in_turn_with"] == "tiny_dlrm/inference/b2" and 0 < mine["vs_in_turn"] < 10
+    ref = references(pd.read_parquet(tiny_run / "results" / "db" / "e2e.parquet").query("model == 'tiny_dlrm'"),
+                     "cpu", "isolated", r["statistic"])[("tiny_dlrm", 2, "inference")][0]
+    assert cal["in_turn_with"].iloc[0] == mine["in_turn_with"]
+    assert cal["measured_s"].iloc[0] == pytest.approx(mine["vs_in_turn"] * ref)
+    assert cal["log_error"].iloc[0] == pytest.approx(np.log(r["predicted_s"] / cal["measured_s"].iloc[0]))
     assert cal["database"].iloc[0] == calibration.fingerprint(tiny_run / "results" / "db")
     assert len(calibration.rows_for(tiny_run / "results" / "db", cal["conditions"].iloc[0], "inference")) == 1
 

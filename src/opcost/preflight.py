@@ -1,17 +1,17 @@
 """What can be known to be wrong with a validated config before the first job, all of it at once.
 
 :func:`problems` lists, one line each (culprit first): models whose source does not resolve (a torchvision, timm or
-transformers name that does not exist, a ``module:callable`` that cannot be imported, a kwarg the transformers
-config or a torchvision or built-in constructor lacks, a transformers setting of the wrong type or below zero), timm
-and transformers models whose parameters alone exceed the memory free, a batch whose inputs alone cannot be
-allocated, an ``input_range`` whose low end is not below its high end, ``input_dtype`` or ``input_range`` where the
-source's own inputs ignore them, ``channels_last`` for inputs that hold no image, a transformers model's ``seq_len``
-past its learned positions, model names too long to name a file on this file system, ``device: cuda`` on a host where torch finds no
-such device, a model in mode ``decode`` or ``prefill`` that is no transformers decoder or a context it cannot take
-(past its learned positions, a key/value cache beyond the memory free, a prefill of minutes: arithmetic on its
-config, never a prefill), a batch at which one activation alone cannot fit (a forward pass at batches 1 and 2
-bounds it), and an operator type of ``loop.initial_op_types`` misspelt. What only running a model shows (a
-constructor or forward pass that raises) is left to the run, which isolates and reports it.
+transformers name that does not exist, a ``module:callable`` that cannot be imported, a kwarg the transformers config
+or a torchvision or built-in constructor lacks, a transformers setting of the wrong type or below zero), timm and
+transformers models whose parameters alone exceed the memory free, a batch whose inputs alone cannot be allocated, an
+``input_range`` whose low end is not below its high end, ``input_dtype`` or ``input_range`` where the source's own
+inputs ignore them, ``channels_last`` for inputs that hold no image, a transformers model's ``seq_len`` past its
+learned positions, model names too long to name a file on this file system, ``device: cuda`` on a host where torch
+finds no such device, a model in mode ``decode`` or ``prefill`` that is no transformers decoder or a context it cannot
+take (past its learned positions, a key/value cache beyond the memory free, a prefill of minutes: arithmetic on its
+config, never a prefill), a batch at which one activation alone cannot fit (a forward pass at batches 1 and 2 bounds
+it), and an operator type of ``loop.initial_op_types`` misspelt. What only running a model shows (a constructor or
+forward pass that raises) is left to the run, which isolates and reports it.
 
 Checks that need torch cost seconds (the import); a model entry that passed is remembered under ``cache_dir``
 (keyed by the entry, device, dtype, batch sizes and library versions), so that a rerun of the same config does

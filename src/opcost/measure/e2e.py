@@ -34,6 +34,22 @@ def measure_e2e(wl: Workload, settings: TimingSettings, device: str, energy=None
     return e2e_frames((wl.model.name, wl.batch, wl.mode), m, "dedicated", device, energy(wl.step) if energy else None)
 
 
+IN_TURN_ROUNDS = 4  # rounds of a workload and its in-turn reference, the order alternated every round
+IN_TURN_SECONDS = 0.5  # each one's timing per round at most (the e2e timing's max_seconds where shorter)
+
+
+def in_turn(step, other, settings: TimingSettings, device: str, rounds: int = IN_TURN_ROUNDS) -> list[float]:
+    """Per round, ``step``'s time over ``other``'s, the two timed one after the other (the trimmed mean of a
+    :func:`~opcost.measure.timing.measure` each), which goes first alternating every round: a ratio the host's
+    state (its frequency, its parallel speed, a neighbour's load) cancels from."""
+    out = []
+    for r in range(rounds):
+        pair = (step, other) if r % 2 == 0 else (other, step)
+        a, b = (measure(f, settings, device).trimmed_mean for f in pair)
+        out.append(a / b if r % 2 == 0 else b / a)
+    return out
+
+
 def measure_on_tier(wl: Workload, settings: TimingSettings, device: str, placer, tier: str, fast: str,
                     params: str = "fixed"):
     """(`e2e` row frame, `samples` frame) of one workload whose process was bound to ``tier`` before torch started

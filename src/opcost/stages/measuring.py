@@ -8,6 +8,7 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from opcost import io, tables, trace_tables
@@ -230,6 +231,8 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
         energy.close()
         log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
                  row["n"].iloc[0])
+        if getattr(config, "in_turn", None):  # a model never profiled: its time in the database's minutes
+            row = _timed_in_turn(config, wl, row, settings)
         warned = []
         # as a user's own script runs it, in turn with this process (a `predict_only` model's time is only checked)
         if config["e2e"].get("plain", True) and not getattr(config, "never_profiled", False):
@@ -252,6 +255,28 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
 
     prepare_process(config)
     guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
+
+
+def _timed_in_turn(config, wl, row: pd.DataFrame, settings) -> pd.DataFrame:
+    """The `e2e` row of a `predict_only` workload with its time over the profiled workload ``config.in_turn``'s,
+    the two timed in turn (`in_turn_with`, `vs_in_turn`); the row as it was where that workload cannot be built."""
+    import dataclasses
+
+    from opcost.measure.e2e import IN_TURN_SECONDS, in_turn
+    from opcost.model.workload import workload_key
+
+    ref = config.in_turn
+    try:
+        other = _workload(config, ref["model"], "inference", int(ref["batch"]), ref["entry"])
+    except Exception as e:  # noqa: BLE001  the model's own time stands: a warning
+        log.warning("%s: not timed in turn with %s: %s", wl.model.name, ref["model"], e)
+        return row
+    short = dataclasses.replace(settings, max_seconds=min(settings.max_seconds, IN_TURN_SECONDS))
+    ratios = in_turn(wl.step, other.step, short, config["device"])
+    key = workload_key(ref["model"], "inference", int(ref["batch"]))
+    log.info("%s %s b%s: %.3f x %s, timed in turn (rounds %s)", wl.model.name, wl.mode, wl.batch,
+             float(np.median(ratios)), key, ", ".join(f"{r:.3f}" for r in ratios))
+    return row.assign(in_turn_with=key, vs_in_turn=float(np.median(ratios)))
 
 
 def e2e_tier(config: Mapping, model: str, mode: str, batch: int, tier: str, unbound: str | None, out, out_samples,
