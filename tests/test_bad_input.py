@@ -606,6 +606,17 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     cfg["models"]["mlp"]["kwargs"]["width"] = 32
     got = _scheduled(tiny_run, cfg)
     assert got["jobs"]["extract"] == 1 and got["models"] == {"mlp"}  # tiny_dlrm's and broken's jobs untouched
+
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["predict_only"]["mlp_wide"]["kwargs"]["width"] = 32  # a model never profiled: its own extract and e2e
+    got = _scheduled(tiny_run, cfg)
+    assert got["models"] == {"mlp_wide"} and got["jobs"]["extract"] == got["jobs"]["e2e"] == 1, got
+    assert not {"profile", "alone", "insitu", "trace"} & set(got["jobs"]), got
+
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["models"]["tiny_dlrm"]["kwargs"]["dim"] = 4  # the first model: also timed in turn with each predict_only one
+    got = _scheduled(tiny_run, cfg)
+    assert "mlp_wide" in got["models"] and "mlp" not in got["models"], got
     # an unchanged config reruns nothing: test_workflow.test_completed_run_has_nothing_left_to_do
 
 
