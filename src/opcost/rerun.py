@@ -106,14 +106,14 @@ def rerun_table() -> list[str]:
     """Markdown: for each top-level config key (and each single setting a stage declares), the rules whose jobs a
     change of it reruns, from :data:`opcost.config.STAGE_KEYS` (what is made from their outputs reruns after them):
     the table of config/README.md, kept identical by tests/test_docs.py."""
-    from opcost.config import _WORKLOAD_CHOICE, PER_WORKLOAD_STAGES, STAGE_KEYS, schema
+    from opcost.config import _WORKLOAD_CHOICE, IN_TURN_MAX, PER_WORKLOAD_STAGES, STAGE_KEYS, schema
 
     rows = []
     for top in schema()["properties"]:
         whole = [st for st, keys in STAGE_KEYS.items() if top in keys]
-        if top == "models":  # the first model's entry also shapes each predict_only model's e2e (timed in turn)
+        if top == "models":  # the first models' entries also shape each predict_only model's e2e (timed in turn)
             rows.append(("models.<name>", [f"{st} (that model's)" for st in PER_WORKLOAD_STAGES]
-                         + ["e2e (every predict_only model's, for the first model)"] + whole))
+                         + [f"e2e (every predict_only model's, for the first {IN_TURN_MAX} models)"] + whole))
             continue
         if top == "predict_only":  # a per-workload stage's params hold its own model's entry
             rows.append((top, [f"{st} (that model's)" for st in ("extract", "e2e")] + whole))

@@ -38,16 +38,16 @@ IN_TURN_ROUNDS = 4  # rounds of a workload and its in-turn reference, the order 
 IN_TURN_SECONDS = 0.5  # each one's timing per round at most (the e2e timing's max_seconds where shorter)
 
 
-def in_turn(step, other, settings: TimingSettings, device: str, rounds: int = IN_TURN_ROUNDS) -> list[float]:
-    """Per round, ``step``'s time over ``other``'s, the two timed one after the other (the trimmed mean of a
-    :func:`~opcost.measure.timing.measure` each), which goes first alternating every round: a ratio the host's
-    state (its frequency, its parallel speed, a neighbour's load) cancels from."""
-    out = []
+def in_turn(step, others: list, settings: TimingSettings, device: str, rounds: int = IN_TURN_ROUNDS) -> list[list]:
+    """Per callable of ``others``, per round: ``step``'s time over its own, all of them timed one after the other in
+    each round (the trimmed mean of a :func:`~opcost.measure.timing.measure` each), the order rotated every round:
+    ratios the host's state (its frequency, its parallel speed, a neighbour's load) cancels from."""
+    order = [step, *others]
+    times: list[list[float]] = [[] for _ in order]
     for r in range(rounds):
-        pair = (step, other) if r % 2 == 0 else (other, step)
-        a, b = (measure(f, settings, device).trimmed_mean for f in pair)
-        out.append(a / b if r % 2 == 0 else b / a)
-    return out
+        for i in [(r + k) % len(order) for k in range(len(order))]:
+            times[i].append(measure(order[i], settings, device).trimmed_mean)
+    return [[a / b for a, b in zip(times[0], mine)] for mine in times[1:]]
 
 
 def measure_on_tier(wl: Workload, settings: TimingSettings, device: str, placer, tier: str, fast: str,

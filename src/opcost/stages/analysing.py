@@ -187,21 +187,28 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
 
 
 def _in_database_minutes(db: dict, mine: pd.DataFrame, config: Mapping) -> tuple[float | None, str | None]:
-    """(seconds, the profiled workload that turned them) of a `predict_only` workload in the database's minutes:
-    its `dedicated` e2e row's `vs_in_turn` times the end-to-end time of its `in_turn_with` workload in the database
-    (:func:`opcost.analysis.predict.references`, as a prediction of that workload is checked); (None, None) where it
-    was not timed in turn or the database has no time of that workload."""
+    """(seconds, the profiled workloads that turned them) of a `predict_only` workload in the database's minutes:
+    the median over the workloads its `dedicated` e2e row was timed in turn with (`in_turn`) of its ratio to each
+    times that one's end-to-end time in the database (:func:`opcost.analysis.predict.references`, as a prediction
+    of it is checked); (None, None) where it was not timed in turn or the database has no time of those workloads."""
+    import json
+
+    import numpy as np
+
     from opcost.analysis.predict import references
     from opcost.model.workload import parse_workload_key
 
-    timed = mine[(mine["method"] == "dedicated") & mine["vs_in_turn"].notna()]
+    timed = mine[(mine["method"] == "dedicated") & mine["in_turn"].notna()]
     if timed.empty:
         return None, None
-    row = timed.iloc[-1]
-    model, mode, batch = parse_workload_key(str(row["in_turn_with"]))
-    ref = references(of_workload(db["e2e"], model, batch, mode), config["device"], "isolated", config["statistic"])
-    got = ref.get((model, batch, mode), (None,))[0]
-    return (float(row["vs_in_turn"]) * got, str(row["in_turn_with"])) if got else (None, None)
+    got = {}
+    for key, ratio in json.loads(str(timed["in_turn"].iloc[-1])).items():
+        model, mode, batch = parse_workload_key(key)
+        ref = references(of_workload(db["e2e"], model, batch, mode), config["device"], "isolated",
+                         config["statistic"]).get((model, batch, mode), (None,))[0]
+        if ref:
+            got[key] = float(ratio) * ref
+    return (float(np.median(list(got.values()))), ",".join(got)) if got else (None, None)
 
 
 def _kept_trace(traces, layers: pd.DataFrame):

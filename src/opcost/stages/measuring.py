@@ -258,25 +258,29 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
 
 
 def _timed_in_turn(config, wl, row: pd.DataFrame, settings) -> pd.DataFrame:
-    """The `e2e` row of a `predict_only` workload with its time over the profiled workload ``config.in_turn``'s,
-    the two timed in turn (`in_turn_with`, `vs_in_turn`); the row as it was where that workload cannot be built."""
+    """The `e2e` row of a `predict_only` workload with its time over each profiled workload of ``config.in_turn``'s,
+    all timed in turn (`in_turn`: their median ratio by workload key); one that cannot be built is left out."""
     import dataclasses
 
     from opcost.measure.e2e import IN_TURN_SECONDS, in_turn
     from opcost.model.workload import workload_key
 
-    ref = config.in_turn
-    try:
-        other = _workload(config, ref["model"], "inference", int(ref["batch"]), ref["entry"])
-    except Exception as e:  # noqa: BLE001  the model's own time stands: a warning
-        log.warning("%s: not timed in turn with %s: %s", wl.model.name, ref["model"], e)
+    others = {}
+    for ref in config.in_turn:
+        try:
+            others[workload_key(ref["model"], "inference", int(ref["batch"]))] = _workload(
+                config, ref["model"], "inference", int(ref["batch"]), ref["entry"])
+        except Exception as e:  # noqa: BLE001  the model's own time stands: a warning
+            log.warning("%s: not timed in turn with %s: %s", wl.model.name, ref["model"], e)
+    if not others:
         return row
     short = dataclasses.replace(settings, max_seconds=min(settings.max_seconds, IN_TURN_SECONDS))
-    ratios = in_turn(wl.step, other.step, short, config["device"])
-    key = workload_key(ref["model"], "inference", int(ref["batch"]))
-    log.info("%s %s b%s: %.3f x %s, timed in turn (rounds %s)", wl.model.name, wl.mode, wl.batch,
-             float(np.median(ratios)), key, ", ".join(f"{r:.3f}" for r in ratios))
-    return row.assign(in_turn_with=key, vs_in_turn=float(np.median(ratios)))
+    ratios = in_turn(wl.step, [o.step for o in others.values()], short, config["device"])
+    got = {key: float(np.median(r)) for key, r in zip(others, ratios)}
+    log.info("%s %s b%s timed in turn: %s", wl.model.name, wl.mode, wl.batch,
+             "; ".join(f"{v:.3f} x {k} (rounds {', '.join(f'{x:.3f}' for x in r)})"
+                       for (k, v), r in zip(got.items(), ratios)))
+    return row.assign(in_turn=json.dumps(got))
 
 
 def e2e_tier(config: Mapping, model: str, mode: str, batch: int, tier: str, unbound: str | None, out, out_samples,
