@@ -311,6 +311,7 @@ PREFLIGHT = [
     ({**GPT2, "modes": ["inference"], "input_range": [0, 10]}, "config: models.m.input_range: applies to inputs drawn "
                                                                "at input_shapes, and hf:gpt2 has no input_shapes"),
     ({**MLP, "memory_format": "channels_last"}, "config: models.m.memory_format: channels_last orders images"),
+    ({**MLP, "input_shapes": []}, "config: models.m.input_shapes: [] lists no input"),
     ({"model": "tests.tiny_models:explode"}, None),  # a factory that raises: only running it shows it
     ({"model": "resnet18"}, None),
     ({"model": "hf:bert", "kwargs": {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
@@ -419,6 +420,11 @@ def test_a_whole_number_written_as_a_float_is_the_integer_it_means():
 
 # config mistakes this round's probe found, each refused by validate in one line: (config, the line's start)
 REFUSED = [
+    ({"models": {"mlp": MLP}, "sweeps": [{"op": "attention", "grid": {"heads": [4], "heads_kv": [3]}}]},
+     "config: sweeps: attention grid {\"heads\": [4], \"heads_kv\": [3]}: no combination can be built (heads_kv 3 "
+     "must divide heads 4)"),
+    ({"models": {"mlp": MLP}, "device": "banana"}, "config: device: 'banana' is not of the expected form (expected: "
+                                                   "cpu, cuda or cuda:N)"),
     (yaml.safe_load("models: {2024: {input_shapes: [[8]]}}"), "config: models.2024: YAML reads this name as a number: "
                                                                "quote it"),
     ({"models": {"mlp": MLP}, "placement": {"tiers": {"dram": {"numa": 0}, "far.1": {"numa": 1}}}},
@@ -488,6 +494,10 @@ def test_a_meter_asked_for_by_name_that_the_host_lacks_is_named_before_the_first
     (["advise", "mlp", "--batch", "2", "--budget", "50%", "--db", "db", "--out", "db/plan.yaml"],
      "opcost: --out db/plan.yaml: lies inside the database db, which advise only reads"),
     (["check-models", str(TINY), "--models", "nosuch"], "opcost: --models nosuch: not a model of"),
+    (["extract", "tiny_dlrm", "--batch", "2", "--out", "l.parquet", "--device", "banana"],
+     "opcost: --device banana: 'banana' is not of the expected form (expected: cpu, cuda or cuda:N)"),
+    (["extract", "torchvision.models:squeezenet1_1", "--batch", "1", "--out", "l.parquet", "--device", "banana"],
+     "opcost: --device banana: 'banana' is not of the expected form"),  # a model given by its source alike
 ])
 def test_cli_mistakes_found_by_the_probe_are_named_in_one_line(argv, culprit, tmp_path):
     code, out, err = _cli(*argv, cwd=tmp_path)
@@ -505,6 +515,13 @@ def test_predict_checks_a_workload_no_config_listed_before_building_it(tiny_run)
         assert code == 1 and out == "" and len(err.strip().splitlines()) == 1, err
         assert err.startswith(culprit or "opcost: model resnet18: batch 100000 needs at least 321 GB for one "
                                          "activation"), err
+
+
+def test_a_decode_step_from_a_database_of_no_decode_step_cites_no_accuracy_figure(tiny_run):
+    code, out, err = _cli("predict", "hf:gpt2", "--batch", 1, "--mode", "decode", "--context", 64, "--db",
+                          tiny_run / "results" / "db", "--no-trace")
+    assert code == 0, err
+    assert "what to expect: the database holds no decode step of any model" in out and "median |error|" not in out
 
 
 def test_a_database_without_its_end_to_end_table_says_so_and_keeps_an_interval(tiny_run, tmp_path):
@@ -613,10 +630,6 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     assert got["models"] == {"mlp_wide"} and got["jobs"]["extract"] == got["jobs"]["e2e"] == 1, got
     assert not {"profile", "alone", "insitu", "trace"} & set(got["jobs"]), got
 
-    cfg = yaml.safe_load(TINY.read_text())
-    cfg["models"]["tiny_dlrm"]["kwargs"]["dim"] = 4  # the first model: also timed in turn with each predict_only one
-    got = _scheduled(tiny_run, cfg)
-    assert "mlp_wide" in got["models"] and "mlp" not in got["models"], got
     # an unchanged config reruns nothing: test_workflow.test_completed_run_has_nothing_left_to_do
 
 
@@ -717,7 +730,8 @@ def test_damage_is_found_in_every_kind_of_result_file(tiny_run, tmp_path):
 def test_a_repair_command_repeats_the_users_own_command(tmp_path, monkeypatch):
     argv = ["--cores", "2", "--configfile", "my study.yaml", "--directory", "/data/run", "results/figures"]
     assert rerun.from_argv(argv) == {"base": ["snakemake", "--cores", "2", "--directory", "/data/run", "--configfile",
-                                              "my study.yaml"], "targets": ["results/figures"], "dryrun": False,
+                                              "my study.yaml"], "targets": ["results/figures"], "own_targets": True,
+                                     "dryrun": False,
                                      "plain_dryrun": False, "forced": {"all": False, "targets": False, "run": []},
                                      "configfiles": ["my study.yaml"]}
     monkeypatch.setenv(rerun.ENV, "")  # none remembered; restored after the test
@@ -730,6 +744,11 @@ def test_a_repair_command_repeats_the_users_own_command(tmp_path, monkeypatch):
         io.read_parquet(bad, tables.MEASUREMENTS)
     assert str(e.value).endswith(f"snakemake --cores 2 --directory /data/run --configfile 'my study.yaml' -R {bad} "
                                  "-- results/figures)")
+    # its report: of the targets it made (the default target's report wants results/advise/advise.png too)
+    assert rerun.report_command() == ("snakemake --cores 2 --directory /data/run --configfile 'my study.yaml' "
+                                      "--report report.html -- results/figures")
+    rerun.remember(argv[:-1])  # no target named: the default target's report
+    assert rerun.report_command().endswith("--report report.html")
 
 
 def test_a_run_whose_every_workload_fails_ends_with_its_summary(tmp_path):

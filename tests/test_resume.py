@@ -280,6 +280,28 @@ def test_a_workload_added_after_a_completed_run_measures_only_its_new_configurat
     assert set(second["config_id"]) == old | new
 
 
+def test_a_changed_model_keeps_none_of_its_old_iterations_in_a_resumed_profiling_job(tmp_path, caplog):
+    """A model whose entry changed after its profiling job completed (another width: other configurations): the job
+    reruns at the same settings, and the model iterations its rotations timed of the old model are left out of its
+    end-to-end rows (the reference of the new model's costs), never kept beside the new ones."""
+    caplog.set_level(logging.INFO)
+    cfg = _catalog(tmp_path)
+    stages.profile(cfg, tmp_path / "configs.parquet", 0, 0, None, tmp_path / "m1.parquet", tmp_path / "s1.parquet",
+                   tmp_path / "e1.parquet", journal_dir=tmp_path / "j", forced=False)
+    e1 = pd.read_parquet(tmp_path / "e1.parquet")
+    assert len(e1) and set(e1["method"]) == {"rotation"}
+    cfg["models"]["mlp"]["kwargs"]["width"] = 20
+    stages.extract(cfg, "mlp", "inference", 2, tmp_path / "layers.parquet")
+    stages.make_catalog([tmp_path / "layers.parquet"], tmp_path / "configs.parquet")
+    time.sleep(1.1)  # timestamps are to the second
+    stages.profile(cfg, tmp_path / "configs.parquet", 0, 0, None, tmp_path / "m2.parquet", tmp_path / "s2.parquet",
+                   tmp_path / "e2.parquet", journal_dir=tmp_path / "j", forced=False)
+    e2, s2 = pd.read_parquet(tmp_path / "e2.parquet"), pd.read_parquet(tmp_path / "s2.parquet")
+    assert len(e2) and pd.to_datetime(e2["timestamp"]).min() > pd.to_datetime(e1["timestamp"]).max(), e2
+    assert len(s2[s2["source"] == "e2e"]) == int(e2["n"].sum())  # no sample of the old model's iterations
+    assert "the model iterations of mlp/inference/b2 left out: the workload changed" in caplog.text
+
+
 def test_an_alone_job_rerun_on_its_remade_layers_reuses_its_completed_run_unless_forced(tmp_path, caplog):
     """A layers file deleted and made again the same reruns the workload's alone job: its completed journal
     serves, nothing is timed again; a forced rerun times afresh."""

@@ -78,19 +78,7 @@ def test_a_model_never_profiled_is_predicted_and_checked(tiny_run):
 
     cal = pd.read_parquet(tiny_run / "results" / "db" / "calibration.parquet")
     assert list(cal["model"]) == ["mlp_wide"]
-    # its time in the database's minutes: over the profiled models' (the first three, each at its smallest batch), all
-    # timed in turn in its e2e job, times each one's end-to-end time in the database, the median over them (the
-    # broken model, which does not build, left out)
-    from opcost.analysis.predict import references
-
-    ratios = json.loads(e2e("mlp_wide").iloc[0]["in_turn"])
-    assert set(ratios) == {"tiny_dlrm/inference/b2", "mlp/inference/b2"} and all(0 < v < 100 for v in ratios.values())
-    db_e2e = pd.read_parquet(tiny_run / "results" / "db" / "e2e.parquet")
-    in_db = [v * references(db_e2e[db_e2e["model"] == k.split("/")[0]], "cpu", "isolated", r["statistic"])[
-        (k.split("/")[0], 2, "inference")][0] for k, v in ratios.items()]
-    assert cal["in_turn_with"].iloc[0] == ",".join(ratios)
-    assert cal["measured_s"].iloc[0] == pytest.approx(np.median(in_db))
-    assert cal["log_error"].iloc[0] == pytest.approx(np.log(r["predicted_s"] / cal["measured_s"].iloc[0]))
+    assert cal["log_error"].iloc[0] == pytest.approx(np.log(r["predicted_s"] / r["measured_s"]))
     assert cal["database"].iloc[0] == calibration.fingerprint(tiny_run / "results" / "db")
     assert len(calibration.rows_for(tiny_run / "results" / "db", cal["conditions"].iloc[0], "inference")) == 1
 

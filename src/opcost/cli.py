@@ -15,17 +15,28 @@ def _config(args) -> dict:
 
     from opcost import config
 
+    given = {k: v for k in ("threads", "device") if (v := getattr(args, k, None))}  # --threads, --device win
     if not args.config and getattr(args, "model", None) and not config.MODEL_NAME.fullmatch(args.model):
         source, args.model = args.model, re.sub(r"[^A-Za-z0-9_.+-]", "_", args.model).lstrip("_.+-") or "model"
-        return config.validate({"models": {args.model: {"model": source}}})
-    cfg = config.load(args.config) if args.config else config.validate({"models": {args.model: {}}})
+        return _with_options({"models": {args.model: {"model": source}}}, given)
+    cfg = config.load(args.config) if args.config else _with_options({"models": {args.model: {}}}, {})
     if getattr(args, "model", None) and args.model not in cfg["models"]:
         cfg["models"][args.model] = {}
-    if getattr(args, "threads", None):
-        cfg["threads"] = args.threads
-    if getattr(args, "device", None):
-        cfg["device"] = args.device
-    return cfg
+    return _with_options(cfg, given) if given else cfg
+
+
+def _with_options(cfg: dict, given: dict) -> dict:
+    """``cfg`` with the command's ``--threads`` and ``--device`` (``given``), validated: a bad value names its
+    option."""
+    from opcost import config
+
+    try:
+        return config.validate({**cfg, **given})
+    except OpcostError as e:
+        bad = next((k for k in given if str(e).startswith(f"config: {k}:")), None)
+        if bad is None:
+            raise
+        raise OpcostError(f"--{bad} {given[bad]}", str(e).split(": ", 2)[-1]) from None
 
 
 def _positive(text: str) -> int:
@@ -252,8 +263,10 @@ def _db_show(args) -> None:
                             params=params, shape=args.shape)
     db = database.read_db(args.db)
     table = database.show(db, where, statistic=args.statistic)
-    if args.csv:
+    if args.csv:  # the header alone where nothing matches, and why on stderr: a pipe reads a table either way
         sys.stdout.write(table.to_csv(index=False))
+        if not len(table):
+            print(f"opcost: {database.why_none(db, where)}", file=sys.stderr)
     else:
         print(table.to_string(index=False) if len(table) else database.why_none(db, where))
 
@@ -427,6 +440,10 @@ def _print_prediction(args) -> None:
                                      types.str.contains("Conv").any(), args.tier,
                                      _beyond_measured(db, args.model, mode),
                                      attention=types.str.contains("attention|softmax", case=False).any()))
+    if mode.startswith("decode") and not db["layers"]["mode"].astype(str).str.startswith("decode").any():
+        expect = ("what to expect: the database holds no decode step of any model, so this step is estimated from "
+                  "other workloads' operators alone and no figure of the accuracy table covers it: profile a decoder "
+                  "in mode decode first (modes: [decode], context_lens)")
     if args.mode == "decode":  # per token: opcost.analysis.decode
         from opcost.analysis.decode import summary
         from opcost.report.decode import describe

@@ -353,24 +353,6 @@ def model_entry(config: dict, model: str) -> dict:
 
 
 NEVER_PROFILED = "never_profiled"  # a per-workload stage's params: its model is a `predict_only` one
-IN_TURN = "in_turn"  # a `predict_only` model's e2e params: the profiled workloads timed in turn with it
-
-
-IN_TURN_MAX = 3  # profiled models a `predict_only` model is timed in turn with
-
-
-def in_turn_references(config: dict) -> list[dict]:
-    """The profiled workloads a `predict_only` model's end-to-end job times in turn with it, so that its time can be
-    turned into the database's minutes (:mod:`opcost.analysis.calibration`): the first :data:`IN_TURN_MAX` models of
-    ``models`` profiled in inference, each at its smallest batch (``{"model", "batch", "entry"}`` each)."""
-    smallest: dict[str, int] = {}
-    for m, mode, b in workloads(config, "models"):
-        if mode == "inference":
-            smallest[m] = min(b, smallest.get(m, b))
-    return [{"model": m, "batch": b, "entry": _canonical(model_entry(config, m))}
-            for m, b in list(smallest.items())[:IN_TURN_MAX]]
-
-
 def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
     """The slice of ``config`` that shapes ``stage``'s output (for a per-workload stage, also the model's entry),
     as JSON: a rule's ``params``, so that Snakemake reruns the job when, and only when, it changes. Keys keep the
@@ -392,8 +374,6 @@ def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
         part["model"] = _canonical(model_entry(config, model))
         if model in (config.get("predict_only") or {}):  # never profiled: no plain process to compare
             part[NEVER_PROFILED] = True
-            if stage == "e2e":
-                part[IN_TURN] = in_turn_references(config)
     return json.dumps(part, separators=(",", ":"), default=str)
 
 
@@ -420,7 +400,6 @@ class StageConfig(Mapping):
     def __init__(self, stage: str, part: dict, model: str | None = None):
         part = dict(part)
         self.never_profiled = bool(part.pop(NEVER_PROFILED, False))  # its model is a `predict_only` one
-        self.in_turn = part.pop(IN_TURN, None)  # a `predict_only` e2e job's: in_turn_references(config)
         own = part.pop("model", None)
         if own is not None and "models" not in part:
             part["models"] = {model: own}

@@ -117,6 +117,9 @@ def _input_problems(name: str, entry: dict, config: dict) -> list[str]:
     if lo_hi is not None and lo_hi[0] >= lo_hi[1]:
         return [f"config: models.{name}.input_range: {lo_hi} draws integers from [low, high): low must be below "
                 "high"]
+    if shapes == []:
+        return [f"config: models.{name}.input_shapes: [] lists no input: give each input's per-sample shape, or "
+                "remove the key for the source's own inputs"]
     drawn = [k for k in ("input_dtype", "input_range") if entry.get(k) is not None]
     if drawn and not shapes and target.startswith(("hf:", "timm:")):
         return [f"config: models.{name}.{drawn[0]}: applies to inputs drawn at input_shapes, and {target} has no "

@@ -227,12 +227,6 @@ E2E = Table(
                                    "of the ratios of blocks of iterations the two processes timed alternately in the "
                                    "same seconds (the host's drift cancels); missing otherwise",
            optional=True),
-        _c("in_turn", "string", "`dedicated` rows of a `predict_only` model: JSON object, per profiled workload "
-                                "(`model/mode/b{batch}`, `opcost.config.in_turn_references`) that its job timed in "
-                                "turn with it after its own timing, this workload's iteration time over that one's "
-                                "(the median over rounds, the order rotated every round: the host's state cancels); "
-                                "times that workload's end-to-end time in the database, its time in the database's "
-                                "minutes (`opcost.analysis.calibration`); missing otherwise", optional=True),
         _c("faults", "Float64", "`plain` rows: minor page faults per iteration the plain process takes beyond "
                                 "opcost's own (fresh pages of large activations that glibc's default allocator maps "
                                 "and returns at every iteration), counted over three iterations after the warm-up; "
@@ -426,12 +420,7 @@ CALIBRATION = Table(
     _MODEL_KEY + (
         _c("conditions", "string", "the measurement conditions predicted on (`host=.../device=.../threads=...`)"),
         _c("predicted_s", "Float64", "the prediction, seconds"),
-        _c("measured_s", "Float64", "the workload's end-to-end time, seconds: in the database's minutes where its e2e "
-                                    "row was timed in turn with profiled workloads (the median over them of its "
-                                    "`e2e.in_turn` ratio x that workload's end-to-end time in the database), else as "
-                                    "in `predictions`"),
-        _c("in_turn_with", "string", "the profiled workloads `measured_s` was turned into the database's minutes by, "
-                                     "comma-separated; missing: its own end-to-end time as timed", optional=True),
+        _c("measured_s", "Float64", "the workload's end-to-end time, seconds (as in `predictions`)"),
         _c("log_error", "Float64", "log(predicted_s / measured_s)"),
         _c("estimated_share", "Float64", "share of the predicted operator time estimated by the cost model"),
         _c("database", "string", "fingerprint of the database files predicted from (their size and SHA-1)"),

@@ -34,22 +34,6 @@ def measure_e2e(wl: Workload, settings: TimingSettings, device: str, energy=None
     return e2e_frames((wl.model.name, wl.batch, wl.mode), m, "dedicated", device, energy(wl.step) if energy else None)
 
 
-IN_TURN_ROUNDS = 4  # rounds of a workload and its in-turn reference, the order alternated every round
-IN_TURN_SECONDS = 0.5  # each one's timing per round at most (the e2e timing's max_seconds where shorter)
-
-
-def in_turn(step, others: list, settings: TimingSettings, device: str, rounds: int = IN_TURN_ROUNDS) -> list[list]:
-    """Per callable of ``others``, per round: ``step``'s time over its own, all of them timed one after the other in
-    each round (the trimmed mean of a :func:`~opcost.measure.timing.measure` each), the order rotated every round:
-    ratios the host's state (its frequency, its parallel speed, a neighbour's load) cancels from."""
-    order = [step, *others]
-    times: list[list[float]] = [[] for _ in order]
-    for r in range(rounds):
-        for i in [(r + k) % len(order) for k in range(len(order))]:
-            times[i].append(measure(order[i], settings, device).trimmed_mean)
-    return [[a / b for a, b in zip(times[0], mine)] for mine in times[1:]]
-
-
 def measure_on_tier(wl: Workload, settings: TimingSettings, device: str, placer, tier: str, fast: str,
                     params: str = "fixed"):
     """(`e2e` row frame, `samples` frame) of one workload whose process was bound to ``tier`` before torch started

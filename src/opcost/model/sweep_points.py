@@ -169,7 +169,11 @@ def points(sweep: dict) -> list[dict]:
     keys = sorted(grid)
     combos = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
     if sweep.get("op") in DEFAULTS:  # combinations no layer can take (groups that do not divide the channels...)
-        combos = [c for c in combos if impossible(sweep["op"], c) is None]
+        possible = [c for c in combos if impossible(sweep["op"], c) is None]
+        if combos and not possible:  # a grid of nothing: said, never a sweep that silently measures nothing
+            raise OpcostError(f"config: sweeps: {sweep['op']} grid {json.dumps(grid, sort_keys=True)}",
+                              f"no combination can be built ({impossible(sweep['op'], combos[0])}): change its values")
+        combos = possible
     n = sweep.get("samples")
     if n is not None and n < len(combos):
         combos = random.Random(0).sample(combos, n)

@@ -133,7 +133,7 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
         shutil.rmtree(traces, ignore_errors=True)
     db = _read_db(db_paths)
     e2e = io.read_many(unseen_e2e_paths, tables.E2E)
-    rows, keys, in_db = [], [], []
+    rows, keys = [], []
     for path in unseen_layer_paths:
         layers = io.read_parquet(path, tables.LAYERS)
         if layers.empty:  # extraction failed: recorded in results/failures.tsv
@@ -166,49 +166,17 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
                      "calls_covered": 1.0, "predicted_j": p.predicted_j, "measured_j": None,
                      "low_s": p.low_s, "high_s": p.high_s, "estimated_share": p.estimated_share})
         keys.append(condition_key(p.conditions))
-        in_db.append(_in_database_minutes(db, mine, config))
-        log.info("%s %s b%d: predicted %.3f ms [%.3f, %.3f], %.0f%% estimated; measured %s%s", model, mode, batch,
+        log.info("%s %s b%d: predicted %.3f ms [%.3f, %.3f], %.0f%% estimated; measured %s", model, mode, batch,
                  p.predicted_s * 1e3, p.low_s * 1e3, p.high_s * 1e3, 100 * p.estimated_share,
-                 f"{measured * 1e3:.3f} ms" if measured else "none",
-                 f"; {in_db[-1][0] * 1e3:.3f} ms in the database's minutes (by {in_db[-1][1]}), error "
-                 f"{p.predicted_s / in_db[-1][0] - 1:+.1%}" if in_db[-1][0] else "")
+                 f"{measured * 1e3:.3f} ms" if measured else "none")
     pred = tables.frame(tables.PREDICTIONS, rows)
     io.write_parquet(pred, out, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)
     if out_calibration is not None:
-        minutes = pd.DataFrame(in_db, columns=["in_db_s", "in_turn_with"], index=pred.index, dtype=object)
-        timed = minutes["in_db_s"].notna()
-        cal = pred.assign(measured_s=pred["measured_s"].where(~timed, minutes["in_db_s"]),
-                          in_turn_with=minutes["in_turn_with"])
-        cal = calibration.write(cal, pd.Series(keys, dtype="string"), Path(db_paths["measurements"]).parent,
+        cal = calibration.write(pred, pd.Series(keys, dtype="string"), Path(db_paths["measurements"]).parent,
                                 out_calibration)
         log.info("calibration: %d workloads of %d models never profiled", len(cal), cal["model"].nunique())
     return pred
-
-
-def _in_database_minutes(db: dict, mine: pd.DataFrame, config: Mapping) -> tuple[float | None, str | None]:
-    """(seconds, the profiled workloads that turned them) of a `predict_only` workload in the database's minutes:
-    the median over the workloads its `dedicated` e2e row was timed in turn with (`in_turn`) of its ratio to each
-    times that one's end-to-end time in the database (:func:`opcost.analysis.predict.references`, as a prediction
-    of it is checked); (None, None) where it was not timed in turn or the database has no time of those workloads."""
-    import json
-
-    import numpy as np
-
-    from opcost.analysis.predict import references
-    from opcost.model.workload import parse_workload_key
-
-    timed = mine[(mine["method"] == "dedicated") & mine["in_turn"].notna()]
-    if timed.empty:
-        return None, None
-    got = {}
-    for key, ratio in json.loads(str(timed["in_turn"].iloc[-1])).items():
-        model, mode, batch = parse_workload_key(key)
-        ref = references(of_workload(db["e2e"], model, batch, mode), config["device"], "isolated",
-                         config["statistic"]).get((model, batch, mode), (None,))[0]
-        if ref:
-            got[key] = float(ratio) * ref
-    return (float(np.median(list(got.values()))), ",".join(got)) if got else (None, None)
 
 
 def _kept_trace(traces, layers: pd.DataFrame):

@@ -8,7 +8,6 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from opcost import io, tables, trace_tables
@@ -130,7 +129,7 @@ def profile(config: Mapping, configs_path, iteration: int, chunk: int, previous_
     # an interrupted run's configurations still in this chunk (a catalogue that changed since keeps the rest), and
     # the model iterations of its rotations: the reference their configurations are checked against
     done_rows, done_samples = journal.load(keep_ids=set(mine["config_id"]))
-    done_e2e, done_e2e_samples = journal.load_e2e()
+    done_e2e, done_e2e_samples = _current_e2e(*journal.load_e2e(), mine, journal.config_ids())
     try:
         done_meas = tables.frame(tables.MEASUREMENTS, done_rows)
         done_samples = tables.frame(tables.SAMPLES, done_samples)
@@ -199,6 +198,29 @@ def _chunk_configs(config: Mapping, configs: pd.DataFrame, iteration: int, chunk
     return mine, context
 
 
+def _current_e2e(rows: list[dict], samples: list[dict], mine: pd.DataFrame, held: set) -> tuple[list, list]:
+    """The journal's model iterations (`rotation` rows and their samples) of workloads that are as they were. Where
+    the journal holds configurations no longer in this chunk (``held`` against ``mine``, `configs` rows: the
+    catalogue changed since), a workload with configurations here that the journal lacks changed too (its model's
+    entry, another size) and its iterations, timed as another model, are left out; else (an interrupted run, a
+    workload added) every one is kept."""
+    from opcost.model.workload import workload_key
+
+    if held <= set(mine["config_id"]):
+        return rows, samples
+    per: dict[str, set] = {}
+    for cid, calls in zip(mine["config_id"], mine["workloads"]):
+        for key in json.loads(calls or "{}"):
+            per.setdefault(key, set()).add(cid)
+    same = {key for key, ids in per.items() if ids <= held}
+    keep = [r for r in rows if workload_key(r["model"], r["mode"], r["batch"]) in same]
+    dropped = {workload_key(r["model"], r["mode"], r["batch"]) for r in rows} - same
+    if dropped:
+        log.info("journal: the model iterations of %s left out: the workload changed since they were timed",
+                 ", ".join(sorted(dropped)))
+    return keep, [s for s in samples if s.get("key") in same]
+
+
 def _reuse_or_discard(journal, mine: set, forced: bool) -> None:
     """A completed run's journal, unless the job is ``forced`` (then discarded: measured afresh): reused whole when
     it holds every configuration of ``mine``, else resumed (a workload added since: the configurations it holds
@@ -231,8 +253,6 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
         energy.close()
         log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
                  row["n"].iloc[0])
-        if getattr(config, "in_turn", None):  # a model never profiled: its time in the database's minutes
-            row = _timed_in_turn(config, wl, row, settings)
         warned = []
         # as a user's own script runs it, in turn with this process (a `predict_only` model's time is only checked)
         if config["e2e"].get("plain", True) and not getattr(config, "never_profiled", False):
@@ -255,32 +275,6 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
 
     prepare_process(config)
     guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
-
-
-def _timed_in_turn(config, wl, row: pd.DataFrame, settings) -> pd.DataFrame:
-    """The `e2e` row of a `predict_only` workload with its time over each profiled workload of ``config.in_turn``'s,
-    all timed in turn (`in_turn`: their median ratio by workload key); one that cannot be built is left out."""
-    import dataclasses
-
-    from opcost.measure.e2e import IN_TURN_SECONDS, in_turn
-    from opcost.model.workload import workload_key
-
-    others = {}
-    for ref in config.in_turn:
-        try:
-            others[workload_key(ref["model"], "inference", int(ref["batch"]))] = _workload(
-                config, ref["model"], "inference", int(ref["batch"]), ref["entry"])
-        except Exception as e:  # noqa: BLE001  the model's own time stands: a warning
-            log.warning("%s: not timed in turn with %s: %s", wl.model.name, ref["model"], e)
-    if not others:
-        return row
-    short = dataclasses.replace(settings, max_seconds=min(settings.max_seconds, IN_TURN_SECONDS))
-    ratios = in_turn(wl.step, [o.step for o in others.values()], short, config["device"])
-    got = {key: float(np.median(r)) for key, r in zip(others, ratios)}
-    log.info("%s %s b%s timed in turn: %s", wl.model.name, wl.mode, wl.batch,
-             "; ".join(f"{v:.3f} x {k} (rounds {', '.join(f'{x:.3f}' for x in r)})"
-                       for (k, v), r in zip(got.items(), ratios)))
-    return row.assign(in_turn=json.dumps(got))
 
 
 def e2e_tier(config: Mapping, model: str, mode: str, batch: int, tier: str, unbound: str | None, out, out_samples,
