@@ -347,12 +347,16 @@ _WORKLOAD_CHOICE = ("batch_sizes", "modes", "context_lens")
 
 # each gets its model's entry
 PER_WORKLOAD_STAGES = ("extract", "e2e", "e2e_tier", "alone", "insitu", "trace", "coplace")
+
+
 def model_entry(config: dict, model: str) -> dict:
     """What of ``models.<model>`` shapes the model's operators and inputs (its entry without batch sizes and modes)."""
     return {k: v for k, v in config["models"][model].items() if k not in _WORKLOAD_CHOICE}
 
 
 NEVER_PROFILED = "never_profiled"  # a per-workload stage's params: its model is a `predict_only` one
+
+
 def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
     """The slice of ``config`` that shapes ``stage``'s output (for a per-workload stage, also the model's entry),
     as JSON: a rule's ``params``, so that Snakemake reruns the job when, and only when, it changes. Keys keep the
