@@ -155,11 +155,11 @@ def test_cli_show_and_predict(tiny_run):
                           capture_output=True, text=True, check=True).stdout
     assert pred.startswith("mlp inference b2 (host ") and "isolated costs, trimmed_mean): predicted" in pred
     assert "Linear" in pred and "0% estimated" in pred
-    # what the answer rests on and the accuracy table's figure for that kind of answer (a measured model without
-    # convolutions: the measured transformers' row)
+    # what the answer rests on and the accuracy table's figure for that kind of answer (a measured model with neither
+    # convolutions nor attention, an MLP: the row of the benchmark's four measured models, one of them a DLRM)
     from opcost.report import trust
 
-    assert pred.strip().splitlines()[-1] == trust.expect("transformer_small")
+    assert pred.strip().splitlines()[-1] == trust.expect("cnn_inference")
     assert "in a plain process of yours (a script's own): " in pred and "timed in turn)" in pred
     med = subprocess.run([sys.executable, "-m", "opcost.cli", "predict", "mlp", "--batch", "2", "--db", db,
                           "--statistic", "median"], capture_output=True, text=True, check=True).stdout

@@ -393,13 +393,14 @@ def _suggest_sweeps(args) -> None:
 
 
 def _read_db(path) -> dict:
-    """The database a question is answered from, each table it lacks named on stderr first."""
+    """The database a prediction is answered from, each table it lacks that changes the answer (measured costs,
+    end-to-end times, traced overheads) named on stderr first."""
     import sys
 
     from opcost import database
 
     db = database.read_db(path)
-    for line in database.missing_tables(path):
+    for line in database.missing_tables(path, ("measurements", "e2e", "overheads")):
         print(f"opcost: {line}", file=sys.stderr)
     return db
 
@@ -477,6 +478,7 @@ def _advise(args) -> None:
     """`opcost advise`: the plans of one budget (opcost.analysis.advise), as text or one JSON object."""
     import json
 
+    from opcost import database
     from opcost.analysis import advise, placement_problem
     from opcost.report import trust
     from opcost.report.advice import describe, summary
@@ -496,7 +498,7 @@ def _advise(args) -> None:
     cfg = _config(args) if args.config else None
     conds = {k: getattr(args, k) for k in ("host", "device", "threads") if getattr(args, k) is not None}
     settings = placement_problem.AdviseSettings(tiers=tiers, statistic=args.statistic, conditions=conds, db_dir=args.db)
-    problem = advise.for_workload(_read_db(args.db), (args.model, args.batch, args.mode),
+    problem = advise.for_workload(database.read_db(args.db), (args.model, args.batch, args.mode),
                                   cfg["models"].get(args.model) if cfg else {}, cfg["dtype"] if cfg else None,
                                   settings, check=cfg is not None)
     made = placement_problem.plans(problem, placement_problem.budget_bytes(args.budget, problem), settings)

@@ -66,10 +66,10 @@ LACKING = {"configs": "the operator configurations' shapes", "layers": "the mode
            "overheads": "the traced overhead between operators: taken from a short trace now, or none"}
 
 
-def missing_tables(path) -> list[str]:
-    """One line per table of :data:`DB_TABLES` the database directory ``path`` lacks, naming it and what an answer
-    from it lacks (read as empty by :func:`read_db`)."""
-    return [f"database {path}: no {name}.parquet ({LACKING[name]})" for name in DB_TABLES
+def missing_tables(path, names=tuple(DB_TABLES)) -> list[str]:
+    """One line per table of ``names`` (default: :data:`DB_TABLES`) the database directory ``path`` lacks, naming
+    it and what an answer from it lacks (read as empty by :func:`read_db`)."""
+    return [f"database {path}: no {name}.parquet ({LACKING[name]})" for name in names
             if not (Path(path) / f"{name}.parquet").exists()]
 
 
