@@ -18,25 +18,11 @@ def _config(args) -> dict:
     given = {k: v for k in ("threads", "device") if (v := getattr(args, k, None))}  # --threads, --device win
     if not args.config and getattr(args, "model", None) and not config.MODEL_NAME.fullmatch(args.model):
         source, args.model = args.model, re.sub(r"[^A-Za-z0-9_.+-]", "_", args.model).lstrip("_.+-") or "model"
-        return _with_options({"models": {args.model: {"model": source}}}, given)
-    cfg = config.load(args.config) if args.config else _with_options({"models": {args.model: {}}}, {})
+        return config.with_options({"models": {args.model: {"model": source}}}, given)
+    cfg = config.load(args.config) if args.config else config.validate({"models": {args.model: {}}})
     if getattr(args, "model", None) and args.model not in cfg["models"]:
         cfg["models"][args.model] = {}
-    return _with_options(cfg, given) if given else cfg
-
-
-def _with_options(cfg: dict, given: dict) -> dict:
-    """``cfg`` with the command's ``--threads`` and ``--device`` (``given``), validated: a bad value names its
-    option."""
-    from opcost import config
-
-    try:
-        return config.validate({**cfg, **given})
-    except OpcostError as e:
-        bad = next((k for k in given if str(e).startswith(f"config: {k}:")), None)
-        if bad is None:
-            raise
-        raise OpcostError(f"--{bad} {given[bad]}", str(e).split(": ", 2)[-1]) from None
+    return config.with_options(cfg, given) if given else cfg
 
 
 def _positive(text: str) -> int:
@@ -395,8 +381,6 @@ def _suggest_sweeps(args) -> None:
 def _read_db(path) -> dict:
     """The database a prediction is answered from, each table it lacks that changes the answer (measured costs,
     end-to-end times, traced overheads) named on stderr first."""
-    import sys
-
     from opcost import database
 
     db = database.read_db(path)
@@ -437,14 +421,11 @@ def _print_prediction(args) -> None:
                                   on_tier=estimate.OnTier(args.tier, args.scenario) if args.tier else None,
                                   trace_now=None if args.no_trace else (args.model, spec))
     types = layers["op_type"].astype(str)
-    expect = trust.expect(trust.kind(p.conditions.get("device") or args.device or "cpu", mode, p.estimated_share,
-                                     types.str.contains("Conv").any(), args.tier,
-                                     _beyond_measured(db, args.model, mode),
-                                     attention=types.str.contains("attention|softmax", case=False).any()))
-    if mode.startswith("decode") and not db["layers"]["mode"].astype(str).str.startswith("decode").any():
-        expect = ("what to expect: the database holds no decode step of any model, so this step is estimated from "
-                  "other workloads' operators alone and no figure of the accuracy table covers it: profile a decoder "
-                  "in mode decode first (modes: [decode], context_lens)")
+    no_decode = mode.startswith("decode") and not db["layers"]["mode"].astype(str).str.startswith("decode").any()
+    expect = trust.expect("decode_unmeasured" if no_decode else trust.kind(
+        p.conditions.get("device") or args.device or "cpu", mode, p.estimated_share, types.str.contains("Conv").any(),
+        args.tier, _beyond_measured(db, args.model, mode),
+        attention=types.str.contains("attention|softmax", case=False).any()))
     if args.mode == "decode":  # per token: opcost.analysis.decode
         from opcost.analysis.decode import summary
         from opcost.report.decode import describe

@@ -179,6 +179,18 @@ def validate(config: dict) -> dict:
     return config
 
 
+def with_options(config: dict, options: dict) -> dict:
+    """``config`` with a command's options (top-level key -> value: ``--threads``, ``--device``) set, validated: a bad
+    value is named by its option (``--device banana: ...``)."""
+    try:
+        return validate({**config, **options})
+    except OpcostError as e:
+        bad = next((k for k in options if str(e).startswith(f"config: {k}:")), None)
+        if bad is None:
+            raise
+        raise OpcostError(f"--{bad} {options[bad]}", str(e).split(": ", 2)[-1]) from None
+
+
 def _cross_checks(config: dict) -> list[str]:
     """What the schema cannot say of keys together, one line each: a timing section whose least samples exceed its
     most, a ``generate`` section that asks nothing (one list of two) or of no model that generates."""

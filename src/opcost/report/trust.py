@@ -45,8 +45,17 @@ def kind(device: str, mode: str, estimated_share: float, convolutional: bool, ti
     return "transformer_small" if attention and not convolutional else "cnn_inference"
 
 
+# kinds of answer no row of the accuracy table covers, and what to expect of them
+UNCOVERED = {"decode_unmeasured": "the database holds no decode step of any model, so this step is estimated from "
+                                  "other workloads' operators alone and no figure of the accuracy table covers it: "
+                                  "profile a decoder in mode decode first (modes: [decode], context_lens)"}
+
+
 def expect(which: str) -> str:
-    """One line: what the accuracy table says of answers of kind ``which``."""
+    """One line: what the accuracy table says of answers of kind ``which`` (a key of :data:`UNCOVERED`: what it
+    says of those)."""
+    if which in UNCOVERED:
+        return f"what to expect: {UNCOVERED[which]}"
     row = figures().get(which)
     if row is None:
         return "what to expect: no figure of the accuracy table for this kind of answer"
