@@ -344,6 +344,13 @@ MISTAKES = [
         "kwargs": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
                    "vocab_size": 64}}}},
             ["context 1000000"]),
+    Mistake("threads: 10**11", {"models": {"mlp": MLP}, "threads": 10 ** 11}, ["threads"]),
+    Mistake("a sweep with both a grid and points", {"models": {"mlp": MLP}, "sweeps": [
+        {"op": "Linear", "grid": {"features": [8, 16]}, "points": [{"rows": 4}]}]}, ["sweeps: Linear"]),
+    Mistake("a 640 GB sweep point", {"models": {"mlp": MLP}, "sweeps": [
+        {"op": "Linear", "points": [{"features": 200000, "rows": 4}]}]}, ["sweep-Linear-f200000-r4"]),
+    Mistake("on_missing: strict with a tier this host lacks", {"models": {"mlp": MLP}, "placement": {
+        "tiers": {"dram": {"numa": 0}, "far": {"numa": 63}}, "on_missing": "strict"}}, ["placement.tiers.far"]),
 ]
 
 
@@ -751,6 +758,24 @@ def _merge_twice(work: Path) -> Verdict:
     if once != twice or any(once.get(t, 0) < n for t, n in source.items()):
         return SILENT, f"rows: source {source}, merged once {once}, twice {twice} (rc {second.rc})"
     return GOOD, f"rc 0 and {second.rc}; {sum(once.values())} rows once and twice"
+
+
+@case("run: db merge of one model name in two dtypes", runs=("tiny",))
+def _merge_two_variants(work: Path) -> Verdict:
+    import pandas as pd
+
+    db = RUNS.tiny() / "results" / "db"
+    other = work / "bf16"
+    other.mkdir()
+    for table in db.glob("*.parquet"):
+        df = pd.read_parquet(table)
+        if table.stem == "layers":
+            df["inputs"] = df["inputs"].str.replace('"float32"', '"bfloat16"')
+        df.to_parquet(other / table.name)
+    done = opcost(work, "db", "merge", db, other, "--out", "merged")
+    if (work / "merged").exists():
+        return SILENT, f"rc {done.rc}: merged, each model's variants mixed: {short(gist(done.text))}"
+    return refused(done, ["bfloat16"])
 
 
 @case("run: db merge into an existing database keeps its rows", runs=("tiny", "warnings"))

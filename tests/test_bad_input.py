@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from opcost import io, preflight, rerun, stages, tables
+from opcost import host_check, io, preflight, rerun, stages, tables
 from opcost.config import stage_settings, validate
 from opcost.errors import OpcostError, Problems, from_os_error
 from opcost.measure import numa
@@ -385,7 +385,7 @@ def test_a_value_of_either_kind_says_what_is_wrong_and_what_is_expected():
 def test_placement_tiers_that_will_not_do_as_written_are_said(tmp_path):
     cfg = validate({"models": {"mlp": MLP}, "placement": {"tiers": {"dram": {"numa": 0}, "dram_b": {"numa": 0},
                                                                       "gpu": {"cuda": "host"}}}})
-    assert preflight.tier_warnings(cfg) == [
+    assert host_check.tier_warnings(cfg) == [
         "placement.tiers.gpu: a GPU tier ({cuda: host}) places a CUDA device's tensors, but device is cpu: it is "
         "skipped (remove it, or set device: cuda)",
         "placement.tiers: dram, dram_b are all NUMA node 0: one placement, measured 2 times"]
@@ -394,6 +394,25 @@ def test_placement_tiers_that_will_not_do_as_written_are_said(tmp_path):
     assert preflight.problems(cfg) == [
         "config: placement.tiers.far: the fast tier (the first, which every slowdown is relative to) is NUMA node 63, "
         f"which this host lacks (nodes: {', '.join(map(str, numa.nodes()))}): put a tier it has first"]
+    # on_missing: strict promises an error before measuring: a tier this host lacks is one, before the first job
+    strict = {"tiers": {"dram": {"numa": 0}, "far": {"numa": 63}}, "on_missing": "strict"}
+    assert preflight.problems(validate({"models": {"mlp": MLP}, "placement": strict})) == [
+        "config: placement.tiers.far: NUMA node 63 not present on this host (nodes: "
+        f"{', '.join(map(str, numa.nodes()))}) (on_missing: strict; set skip to measure the other tiers)"]
+    assert preflight.problems(validate({"models": {"mlp": MLP}, "placement": {**strict, "on_missing": "skip"}})) == []
+
+
+def test_a_sweep_point_larger_than_the_memory_free_is_refused_before_the_first_job(tmp_path):
+    """A sweep point of 640 GB of weights used to fail in its own job, after the others ran; its chain is now built
+    on the meta device before the first job (nothing allocated) and named; a point that fits passes, remembered."""
+    cfg = validate({"models": {"mlp": MLP}, "batch_sizes": [1],
+                    "sweeps": [{"op": "Linear", "points": [{"features": 200000, "rows": 4}, {"features": 64}]}]})
+    found = preflight.problems(cfg, cache_dir=tmp_path)
+    assert len(found) == 1 and found[0].startswith("config: sweeps: point sweep-Linear-f200000-r4 needs at least "
+                                                   "640 GB (weights and inputs), more than the "), found
+    fits = validate({"models": {"mlp": MLP}, "batch_sizes": [1], "sweeps": [{"op": "Linear", "points": [{"rows": 4}]}]})
+    assert preflight.problems(fits, cache_dir=tmp_path) == [] and host_check.sweep_problems(fits) == []
+    assert not preflight._needs_import(fits, tmp_path)  # passed once: the next parse imports nothing for it
 
 
 def test_numbers_yaml_reads_as_strings_are_numbers():
@@ -449,6 +468,10 @@ REFUSED = [
      "expected form"),
     ({"models": {"mlp": MLP}, "sweeps": [{"op": "Conv2d", "points": [{"channels_last": 3}]}]},
      "config: sweeps[0].points[0].channels_last: 3 is not one of [0, 1, 2]"),
+    ({"models": {"mlp": MLP}, "sweeps": [{"op": "Linear", "grid": {"features": [8, 16]}, "points": [{"rows": 4}]}]},
+     "config: sweeps: Linear: gives both points and grid: points are measured in place of a grid"),
+    ({"models": {"mlp": MLP}, "threads": 10 ** 11},
+     "config: threads: 100000000000 is greater than the maximum of 4096"),
 ]
 
 
@@ -480,7 +503,7 @@ def test_a_meter_asked_for_by_name_that_the_host_lacks_is_named_before_the_first
     assert len(found) == 1 and found[0].startswith("config: energy.meter: rapl: ") and found[0].endswith(
         "(or energy.meter: auto, which goes on without a meter)"), found
     cfg = validate({"models": {"mlp": MLP}, "placement": {"tiers": {"dram": {"numa": 0}}, "simultaneous": True}})
-    assert preflight.tier_warnings(cfg) == [
+    assert host_check.tier_warnings(cfg) == [
         "placement.simultaneous: co-placement moves tensors between two tiers, but placement.tiers names 1: its jobs "
         "measure nothing (add a slower tier, or set simultaneous: false)"]
 

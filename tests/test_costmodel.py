@@ -615,6 +615,7 @@ def test_predict_an_unseen_workload_and_a_measured_one(tiny_run, tmp_path, capsy
     assert code == 0, err
     p = json.loads(out)
     assert {"predicted_s", "low_s", "high_s", "estimated_share"} <= set(p)
+    assert p["threads"] == 1 and p["batch"] == 5  # numbers, as the config gives them
     assert 0 < p["estimated_share"] <= 1 and math.isfinite(p["predicted_s"])
     assert p["low_s"] < p["predicted_s"] < p["high_s"]  # something is estimated: never an interval of zero width
     from opcost.analysis.training import cache_path

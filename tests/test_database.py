@@ -424,3 +424,26 @@ def test_references_never_pool_the_runs_of_a_merged_database():
     assert references(rows, "cpu", "isolated", run="a") == {("m", 1, "inference"): (9.0, "rotation")}
     unnamed = rows[rows["method"] == "rotation"].assign(run=pd.NA)  # a run's own database: one run
     assert references(unnamed, "cpu", "isolated")[("m", 1, "inference")][0] == pytest.approx(38 / 3)
+
+
+def test_a_merge_of_one_model_name_in_two_variants_is_refused_before_anything_is_written(tiny_run, tmp_path):
+    """Two runs whose same-named model was built in another dtype: merged, every prediction of that name used to be
+    refused; the merge refuses the pair in one line naming the model and both inputs, and writes nothing."""
+    db = tiny_run / "results" / "db"
+    other = tmp_path / "other"
+    held = database.read_db(db)
+    model = held["layers"]["model"].iloc[0]
+    for name, table in database.DB_TABLES.items():
+        df = held[name]
+        if name == "layers":
+            mine = df["model"] == model
+            df = df.assign(inputs=df["inputs"].where(~mine, df["inputs"].str.replace('"float32"', '"bfloat16"')))
+        io.write_parquet(df, other / f"{name}.parquet", table)
+    with pytest.raises(OpcostError) as err:
+        database.merge([db, other], tmp_path / "merged")
+    assert f"model {model}" in str(err.value) and str(other) in str(err.value) and "bfloat16" in str(err.value)
+    assert not (tmp_path / "merged").exists()
+    p = subprocess.run([sys.executable, "-m", "opcost.cli", "db", "merge", str(db), str(other), "--out",
+                        str(tmp_path / "cli")], capture_output=True, text=True, check=False)
+    assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1 and f"model {model}" in p.stderr, p.stderr
+    assert database.merge([db, db], tmp_path / "same")  # the same variant twice merges

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from opcost.errors import OpcostError, Problems, from_os_error
@@ -11,8 +12,6 @@ def _config(args) -> dict:
     """The config of a command: ``--config``'s, else one model named on the command line. A model given by its
     source (``timm:resnet50``, ``module:callable``), which a model name cannot hold, is named after it (letters,
     digits and ``_ . + -``; ``args.model`` then holds that name)."""
-    import re
-
     from opcost import config
 
     given = {k: v for k in ("threads", "device") if (v := getattr(args, k, None))}  # --threads, --device win
@@ -70,7 +69,7 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     for add in (_add_extract, _add_db, _add_predict, _add_advise, _add_sweep, _add_checks):
         add(sub)
-    args = p.parse_args(argv)
+    args = p.parse_args(_negative_budget(sys.argv[1:] if argv is None else list(argv)))
     try:
         return args.handler(args) or 0
     except OpcostError as e:
@@ -79,6 +78,12 @@ def main(argv=None) -> int:
     except OSError as e:
         print(f"opcost: {from_os_error(e)}", file=sys.stderr)
         return 1
+
+
+def _negative_budget(argv: list[str]) -> list[str]:
+    """``--budget -5%`` as ``--budget=-5%``: argparse takes -5% for an option; its own check names the value."""
+    at = [i + 1 for i, a in enumerate(argv[:-1]) if a == "--budget" and re.match(r"-[0-9.]", argv[i + 1])]
+    return [f"--budget={a}" if i in at else a for i, a in enumerate(argv) if i + 1 not in at]
 
 
 def _add_extract(sub) -> None:
@@ -273,12 +278,12 @@ def _check_config(args) -> int:
     any)."""
     import time
 
-    from opcost import config, preflight
+    from opcost import config, host_check, preflight
     from opcost.model.sources import load_model
     from opcost.model.workload import make_workload
 
     cfg = config.load(args.config)
-    for line in preflight.tier_warnings(cfg):
+    for line in host_check.tier_warnings(cfg):
         print(f"opcost: warning: {line}", file=sys.stderr)
     problems = preflight.problems(cfg)
     if any(line.startswith("config: device") for line in problems):  # no model can be built there

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,46 @@ def catalog(layers: pd.DataFrame) -> pd.DataFrame:
 def of_workload(table: pd.DataFrame, model: str, batch: int, mode: str) -> pd.DataFrame:
     """The rows of one workload (``model``, ``batch``, ``mode`` columns) of any table."""
     return table[(table["model"] == model) & (table["batch"] == batch) & (table["mode"] == mode)]
+
+
+def variant(rows: pd.DataFrame) -> tuple[set, set]:
+    """What of a workload does not change with its batch or mode: its modules' constructor parameters and the
+    dtypes its operators take."""
+
+    def built(params: str) -> str:  # the constructor's parameters, without what a call passed (tensors, kwargs)
+        try:
+            kept = {k: v for k, v in json.loads(params).items() if k != "kwargs" and '"T"' not in json.dumps(v)}
+        except (ValueError, AttributeError, TypeError):
+            return str(params)
+        return json.dumps(kept, sort_keys=True)
+
+    modules = rows[rows["scope"] == "module"]
+    dtypes = set()
+    for specs in rows["inputs"]:
+        dtypes |= set(re.findall(r'"dtype":\s*"((?:b?float|complex)[0-9]+)"', str(specs)))  # floating only
+    return set(zip(modules["op_type"], modules["params"].map(built))), dtypes
+
+
+def variant_difference(held: pd.DataFrame, fresh: pd.DataFrame) -> str | None:
+    """How the model the database ``held`` (its `layers` rows at any batch or mode) differs from the ``fresh``
+    extraction of the same name (None: the same variant): another module, other constructor parameters or
+    another dtype."""
+    (h_mod, h_dt), (f_mod, f_dt) = variant(held), variant(fresh)
+    if h_dt and f_dt and h_dt != f_dt:
+        return f"dtype {', '.join(sorted(h_dt))} there, {', '.join(sorted(f_dt))} now"
+    only_held, only_fresh = sorted(h_mod - f_mod), sorted(f_mod - h_mod)
+    if not (only_held or only_fresh):
+        return None
+    if only_held and only_fresh and only_held[0][0] == only_fresh[0][0]:  # one module type, other parameters
+        try:
+            a, b = json.loads(only_held[0][1]), json.loads(only_fresh[0][1])
+            keys = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)][:3]
+            return (f"{only_held[0][0]} with " + ", ".join(f"{k} {a.get(k)}" for k in keys) + " there, "
+                    + ", ".join(f"{k} {b.get(k)}" for k in keys) + " now")
+        except (ValueError, AttributeError):
+            pass
+    return "its modules differ: " + "; ".join([f"{only_held[0][0]} only there"] * bool(only_held)
+                                              + [f"{only_fresh[0][0]} only now"] * bool(only_fresh))
 
 
 MEASUREMENT_KEY = ("config_id", "source", "phase", "workload", "device", "placement")
@@ -143,12 +184,13 @@ def merge(paths, out) -> dict[str, pd.DataFrame]:
     read before anything is written; each table is written atomically."""
     out = Path(out)
     existing = _out_db(out)
-    dbs, seen = ([existing], {out.resolve()}) if existing is not None else ([], set())
+    dbs, seen = ([existing], [out]) if existing is not None else ([], [])
     for p in paths:  # each directory once, the one at ``out`` included
-        if Path(p).resolve() not in seen:
-            seen.add(Path(p).resolve())
+        if Path(p).resolve() not in {s.resolve() for s in seen}:
+            seen.append(Path(p))
             dbs.append(read_db(p))
     dbs = [name_runs(db) for db in dbs]
+    _same_variants(dbs, seen)
     merged = {}
     for name, table in DB_TABLES.items():
         parts = [db[name] for db in dbs if len(db[name])]
@@ -157,6 +199,21 @@ def merge(paths, out) -> dict[str, pd.DataFrame]:
     for name, table in DB_TABLES.items():
         io.write_parquet(merged[name], out / f"{name}.parquet", table)
     return merged
+
+
+def _same_variants(dbs: list[dict], names: list) -> None:
+    """Refuse a merge where one model name stands for two variants (another module, size or dtype) in two inputs:
+    every prediction of that name would then be refused, and its costs and references would mix two models."""
+    first: dict[str, tuple] = {}
+    for db, name in zip(dbs, names):
+        layers = db["layers"]
+        for model, rows in layers.groupby("model", sort=False):
+            if model not in first:
+                first[model] = (rows, name)
+            elif diff := variant_difference(first[model][0], rows):
+                raise OpcostError(f"model {model}", f"is another variant in {name} than in {first[model][1]} ({diff}): "
+                                                    "merge each variant into a database of its own, or profile one "
+                                                    "under another name")
 
 
 @dataclass(frozen=True)

@@ -24,17 +24,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 import os
 from importlib import metadata
 from pathlib import Path
 
+from opcost import host_check
+from opcost.host_check import ITEMSIZE, batches, input_bytes
 from opcost.config import generate_questions
 from opcost.errors import OpcostError, Problems
 
-# bytes per element of the input dtypes a model entry may name
-_ITEMSIZE = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
-             "int8": 1, "uint8": 1, "bool": 1}
 DEFAULT_SHAPES = [[3, 224, 224]]  # as opcost.model.sources.load_model
 
 
@@ -51,55 +49,6 @@ def _name_problems(config: dict, where) -> list[str]:
     return [f"config: models.{name[:40]}...: a model name of {len(name.encode())} bytes names directories of "
             f"results/, longer than this file system's {limit}-byte limit: shorten it"
             for name in config["models"] if len(name.encode()) > limit]
-
-
-def _device_problem(config: dict) -> list[str]:
-    device = str(config["device"])
-    if not device.startswith("cuda"):
-        return []
-    import torch
-
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    index = int(device.partition(":")[2] or 0)
-    if index >= count:
-        return [f"config: device: {device!r} requested but torch finds "
-                f"{'no CUDA device' if count == 0 else f'{count} CUDA device(s)'} on this host (torch "
-                f"{torch.__version__}, CUDA build {torch.version.cuda or 'none'})"]
-    return []
-
-
-def _meter_problem(config: dict) -> list[str]:
-    """An energy meter asked for by name (``energy.meter: rapl`` or ``nvml``) that this host cannot read: every
-    measuring job would fail on it (``auto`` goes on without one)."""
-    choice = (config.get("energy") or {}).get("meter", "auto")
-    if choice not in ("rapl", "nvml"):
-        return []
-    from opcost.measure.energy import detect
-
-    try:
-        detect(str(config["device"]), choice)
-    except OpcostError as e:
-        return [f"{e} (or energy.meter: auto, which goes on without a meter)"]
-    except Exception as e:  # the meter's own library failing
-        return [f"config: energy.meter: {choice}: {e} (or energy.meter: auto, which goes on without a meter)"]
-    return []
-
-
-def _batches(config: dict, entry: dict) -> list[int]:
-    return [int(b) for b in entry.get("batch_sizes") or config["batch_sizes"]]
-
-
-def input_bytes(entry: dict, batch: int, dtype: str = "float32") -> int | None:
-    """Bytes of one iteration's inputs at ``batch`` where the entry says their shapes (``input_shapes``; a
-    transformers text model's ``seq_len`` token ids and mask; a torchvision or built-in image model's default
-    image), else None (the source's own input size, known once the model is built)."""
-    target = entry.get("model") or ""
-    if entry.get("input_shapes"):
-        size = _ITEMSIZE.get(entry.get("input_dtype") or dtype, 4)
-        return sum(math.prod(s) for s in entry["input_shapes"]) * batch * size
-    if target.startswith("hf:"):
-        return None if "seq_len" not in entry else 2 * int(entry["seq_len"]) * batch * 8
-    return None
 
 
 def _entry_problems(name: str, entry: dict, config: dict) -> list[str]:
@@ -131,7 +80,7 @@ def _input_problems(name: str, entry: dict, config: dict) -> list[str]:
     from opcost.model.sources import available_memory
 
     free = available_memory("cpu")
-    for batch in _batches(config, entry):
+    for batch in batches(config, entry):
         need = input_bytes(entry, batch, config["dtype"])
         if free is not None and need is not None and need > free:
             return [f"model {name}: batch {batch} needs {need / 1e9:.3g} GB for its inputs alone, more than the "
@@ -204,12 +153,12 @@ def _activation_problems(name: str, entry: dict, config: dict) -> list[str]:
     """A batch at which one activation of the model alone cannot fit in the memory free (a bound from below)."""
     from opcost.model.sources import available_memory
 
-    batches = _batches(config, entry)
+    asked = batches(config, entry)
     free = available_memory(str(config["device"]))
-    if free is None or max(batches) < 2:
+    if free is None or max(asked) < 2:
         return []
     per_sample = per_sample_activation(name, entry, config["dtype"])
-    for batch in batches:
+    for batch in asked:
         if per_sample and per_sample * batch > free:
             return [f"model {name}: batch {batch} needs at least {per_sample * batch / 1e9:.3g} GB for one "
                     f"activation ({per_sample / 1e6:.3g} MB a sample), more than the {free / 1e9:.1f} GB free: use a "
@@ -280,7 +229,7 @@ def _context_problems(name: str, entry: dict, config: dict, limits: dict) -> lis
     contexts = [int(c) for c in entry.get("context_lens") or config.get("context_lens") or [128]]
     contexts += [n for n in map(_length, _modes(config, entry)) if n is not None]
     asked = [p + n - 1 for m, _, p, n in generate_questions(config) if m == name]  # generate()'s last step
-    longest, batch = max(contexts + asked), max(_batches(config, entry))
+    longest, batch = max(contexts + asked), max(batches(config, entry))
     fix = ("use a shorter prompt or fewer new tokens (generate.prompts, generate.new_tokens)"
            if asked and max(asked) == longest and longest > max(contexts)
            else "use a shorter context (context_lens; --context)")
@@ -290,7 +239,7 @@ def _context_problems(name: str, entry: dict, config: dict, limits: dict) -> lis
     device = str(config["device"])
     free = available_memory(device)
     if limits["kv_elements"] and free is not None:
-        need = limits["kv_elements"] * longest * batch * _ITEMSIZE.get(config["dtype"], 4)
+        need = limits["kv_elements"] * longest * batch * ITEMSIZE.get(config["dtype"], 4)
         if need > free:
             return [f"model {name}: context {longest} at batch {batch}: its key/value cache needs {need / 1e9:.3g} "
                     f"GB, more than the {free / 1e9:.1f} GB free: {fix} or a smaller batch"]
@@ -319,7 +268,7 @@ def _key(name: str | None, entry: dict, config: dict, questions_of: str | None =
     """What a model entry's checks depend on; without ``name``, for the entry under any name (its `generate`
     questions those of ``questions_of``)."""
     of = name if questions_of is None else questions_of
-    what = [name, entry, config["device"], config["dtype"], _batches(config, entry), _versions(), os.getcwd(),
+    what = [name, entry, config["device"], config["dtype"], batches(config, entry), _versions(), os.getcwd(),
             *(["decode"] if any(m.startswith(("decode", "prefill")) for m in _modes(config, entry)) else []),
             *[q[1:] for q in generate_questions(config) if q[0] == of]]
     return hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -345,43 +294,13 @@ def _op_type_problems(config: dict) -> list[str]:
     return out
 
 
-def _fast_tier_problems(config: dict, sysfs=None) -> list[str]:
-    """The fast tier (the first of ``placement.tiers``, which every slowdown is relative to) a CPU config names on a
-    NUMA node this host lacks: skipped, it would leave a slower tier as the baseline without a word."""
-    tiers = list(((config.get("placement") or {}).get("tiers") or {}).items())
-    if not tiers or "numa" not in tiers[0][1] or str(config["device"]) != "cpu":
-        return []
-    from opcost.measure import numa  # without torch
+def _sweeps_key(config: dict) -> str:
+    """The sweep points' memory check, remembered per points, dtype, device and batches (not per memory free)."""
+    from opcost.config import is_sweep
 
-    (name, spec), nodes = tiers[0], numa.nodes(sysfs or numa.NODE_SYSFS)
-    if not nodes or int(spec["numa"]) in nodes:
-        return []
-    return [f"config: placement.tiers.{name}: the fast tier (the first, which every slowdown is relative to) is "
-            f"NUMA node {spec['numa']}, which this host lacks (nodes: {', '.join(map(str, nodes))}): put a tier it "
-            "has first"]
-
-
-def tier_warnings(config: dict) -> list[str]:
-    """What a config's placement tiers will not do as written, one line each (the run goes on): a tier of the other
-    device's kind (skipped in every job), several names for one NUMA node (one placement measured again),
-    co-placement with fewer than two tiers."""
-    tiers = (config.get("placement") or {}).get("tiers") or {}
-    device, out, by_node = str(config["device"]), [], {}
-    for name, spec in tiers.items():
-        if "cuda" in spec and not device.startswith("cuda"):
-            out.append(f"placement.tiers.{name}: a GPU tier ({{cuda: {spec['cuda']}}}) places a CUDA device's "
-                       f"tensors, but device is {device}: it is skipped (remove it, or set device: cuda)")
-        elif "numa" in spec and device != "cpu":
-            out.append(f"placement.tiers.{name}: a NUMA tier places CPU tensors, but device is {device}: it is "
-                       "skipped (remove it, or use {cuda: host} for host memory)")
-        elif "numa" in spec:
-            by_node.setdefault(int(spec["numa"]), []).append(name)
-    out += [f"placement.tiers: {', '.join(names)} are all NUMA node {node}: one placement, measured {len(names)} "
-            "times" for node, names in by_node.items() if len(names) > 1]
-    if (config.get("placement") or {}).get("simultaneous") and len(tiers) < 2:
-        out.append("placement.simultaneous: co-placement moves tensors between two tiers, but placement.tiers names "
-                   f"{len(tiers)}: its jobs measure nothing (add a slower tier, or set simultaneous: false)")
-    return out
+    points = {n: [e, batches(config, e)] for n, e in config["models"].items() if is_sweep(e)}
+    what = [points, config["dtype"], str(config["device"]), _versions()]
+    return "sweeps-" + hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _op_types_key(config: dict) -> str:
@@ -395,9 +314,10 @@ def problems(config: dict, cache_dir=None, where=".") -> list[str]:
     results are written to."""
     from opcost.config import is_sweep
 
-    out = _name_problems(config, where) + _device_problem(config) + _fast_tier_problems(config) + _meter_problem(config)
+    out = _name_problems(config, where) + host_check.problems(config)
     cache = Path(cache_dir) if cache_dir is not None else None
     out += _remembered(cache, lambda: _op_types_key(config), lambda: _op_type_problems(config))
+    out += _remembered(cache, lambda: _sweeps_key(config), lambda: host_check.sweep_problems(config))
     passed: set[str] = set()  # entries that passed, but for their names: another name for one is not built again
     for name, entry in config["models"].items():
         if is_sweep(entry):  # a sweep point is generated by opcost: nothing of the user's to check
@@ -438,7 +358,9 @@ def _needs_import(config: dict, cache_dir) -> bool:
 
     if str(config["device"]).startswith("cuda") or cache_dir is None:
         return True
-    if not (Path(cache_dir) / _op_types_key(config)).exists():
+    if (config.get("placement") or {}).get("on_missing") == "strict":  # every tier checked, GPU ones by torch
+        return True
+    if not all((Path(cache_dir) / key(config)).exists() for key in (_op_types_key, _sweeps_key)):
         return True
     return any(not (Path(cache_dir) / _key(n, e, config)).exists() for n, e in config["models"].items()
                if not is_sweep(e))

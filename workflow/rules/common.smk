@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from opcost import preflight, repair, rerun
+from opcost import host_check, preflight, repair, rerun
 from opcost.config import duplicate_keys, generate_questions, stage_settings, validate as validate_config, workloads
 from opcost.errors import OpcostError
 from opcost.journal import FOLDER, RunMark, job_of, run_marked, unfinished
@@ -36,7 +36,7 @@ try:
     validate_config(config)  # JSON schema, defaults filled in; one line naming each bad key
     if workflow.is_main_process:
         PREFLIGHT = preflight.start(config, cache_dir=".snakemake/opcost-preflight")
-        for line in preflight.tier_warnings(config):  # the run goes on: each said once, before it starts
+        for line in host_check.tier_warnings(config):  # the run goes on: each said once, before it starts
             print(f"opcost: warning: {line}", file=sys.stderr)
 except OpcostError as e:
     raise _problems_error(str(e).splitlines()) from None

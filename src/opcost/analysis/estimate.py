@@ -13,8 +13,6 @@ against end-to-end times), never narrower than the timings the prediction rests 
 """
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,7 +43,7 @@ from opcost.analysis.predict import (
     rotation_first,
 )
 from opcost.analysis.training import context_bytes, load_or_fit
-from opcost.database import of_workload, runs
+from opcost.database import of_workload, runs, variant_difference
 from opcost.errors import OpcostError
 from opcost.measure.engine import ENGINE_ID, ENGINE_OP_TYPE, engine_cost
 from opcost.measure.plain import PROCESS, workload_gap  # the process the costs hold in; a plain one's gap
@@ -153,7 +151,8 @@ class Prediction:
         return {k: float(v) for k, v in self.layers.groupby("method")["total_s"].sum().items()}
 
     def as_dict(self) -> dict:
-        return {"model": self.model, "batch": self.batch, "mode": self.mode, **self.conditions,
+        held = {k: int(v) if k == "threads" and str(v).isdigit() else v for k, v in self.conditions.items()}
+        return {"model": self.model, "batch": self.batch, "mode": self.mode, **held,
                 "predicted_s": self.predicted_s, "low_s": self.low_s, "high_s": self.high_s,
                 "estimated_share": self.estimated_share, "overhead_s": self.overhead_s,
                 "overhead_from": self.overhead_from,
@@ -456,45 +455,3 @@ def workload_layers(db: dict, model: str, batch: int, mode: str, spec: dict | No
                                             "--config with the config file of the run that profiled it, so that "
                                             "it is built as profiled, or another name for another variant")
     return wl.reset_index(drop=True) if len(wl) else fresh.reset_index(drop=True)
-
-
-def _variant(rows: pd.DataFrame) -> tuple[set, set]:
-    """What of a workload does not change with its batch or mode: its modules' constructor parameters and the
-    dtypes its operators take."""
-
-    def built(params: str) -> str:  # the constructor's parameters, without what a call passed (tensors, kwargs)
-        try:
-            kept = {k: v for k, v in json.loads(params).items() if k != "kwargs" and '"T"' not in json.dumps(v)}
-        except (ValueError, AttributeError, TypeError):
-            return str(params)
-        return json.dumps(kept, sort_keys=True)
-
-    modules = rows[rows["scope"] == "module"]
-    dtypes = set()
-    for specs in rows["inputs"]:
-        dtypes |= set(re.findall(r'"dtype":\s*"((?:b?float|complex)[0-9]+)"', str(specs)))  # floating only
-    return set(zip(modules["op_type"], modules["params"].map(built))), dtypes
-
-
-def variant_difference(held: pd.DataFrame, fresh: pd.DataFrame) -> str | None:
-    """How the model the database ``held`` (its `layers` rows at any batch or mode) differs from the ``fresh``
-    extraction of the same name (None: the same variant): another module, other constructor parameters or
-    another dtype."""
-    (h_mod, h_dt), (f_mod, f_dt) = _variant(held), _variant(fresh)
-    if h_dt and f_dt and h_dt != f_dt:
-        return f"dtype {', '.join(sorted(h_dt))} there, {', '.join(sorted(f_dt))} now"
-    only_held, only_fresh = sorted(h_mod - f_mod), sorted(f_mod - h_mod)
-    if not (only_held or only_fresh):
-        return None
-    if only_held and only_fresh and only_held[0][0] == only_fresh[0][0]:  # one module type, other parameters
-        try:
-            a, b = json.loads(only_held[0][1]), json.loads(only_fresh[0][1])
-            keys = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)][:3]
-            return (f"{only_held[0][0]} with " + ", ".join(f"{k} {a.get(k)}" for k in keys) + " there, "
-                    + ", ".join(f"{k} {b.get(k)}" for k in keys) + " now")
-        except (ValueError, AttributeError):
-            pass
-    return "its modules differ: " + "; ".join([f"{only_held[0][0]} only there"] * bool(only_held)
-                                              + [f"{only_fresh[0][0]} only now"] * bool(only_fresh))
-
-

@@ -163,6 +163,10 @@ def input_shape(op: str, p: dict) -> list[int]:
 def points(sweep: dict) -> list[dict]:
     """The parameter sets of one sweep entry (``batch`` included where the grid has it): its ``points`` as listed,
     or its ``grid`` (whole, or ``samples`` of it)."""
+    if sweep.get("points") and (sweep.get("grid") or sweep.get("samples")):
+        both = "grid" if sweep.get("grid") else "samples"
+        raise OpcostError(f"config: sweeps: {sweep['op']}", f"gives both points and {both}: points are measured in "
+                                                            "place of a grid, so give one (two entries for both)")
     if sweep.get("points"):
         return [dict(p) for p in sweep["points"]]
     grid = sweep.get("grid") or {}
