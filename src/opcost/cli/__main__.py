@@ -1,0 +1,6 @@
+"""``python -m opcost.cli``."""
+import sys
+
+from opcost.cli import main
+
+sys.exit(main())
