@@ -212,10 +212,7 @@ def extrapolate(db: dict, cfg: dict, plan: dict, without: dict | None = None, ro
     return pd.DataFrame(rows)
 
 
-def main() -> None:
-    from opcost.config import workloads
-    from opcost.model.modes import decode_context
-
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=[], help="default: every model of the config")
     ap.add_argument("--config", default=str(CONFIG))
@@ -230,22 +227,23 @@ def main() -> None:
                     help="rounds of a never-measured step timed alternately with a measured one")
     ap.add_argument("--dump", metavar="PATH", help="pickle the database the never-measured steps are predicted from "
                                                    "(its tables, with the sweep points) to PATH, to examine")
-    args = ap.parse_args()
-    args.cache, args.order = "fresh", "model"
-    t0 = time.perf_counter()
-    prepare(args.threads)
-    cfg, sweeps = configs(args.models or (list(SMOKE_MODELS) if args.smoke else []), args.config, args.smoke)
-    if args.smoke:
-        args.contexts, args.batches = args.contexts or [16], args.batches or [1, 3]
-    for key, given in (("context_lens", args.contexts), ("batch_sizes", args.batches)):
-        if given:  # --contexts, --batches: for every model
-            cfg[key] = given
-            for entry in cfg["models"].values():
-                entry.pop(key, None)
-    plan = {}  # model -> its decode workloads' context lengths and batch sizes
+    return ap
+
+
+def _plan(cfg: dict) -> dict:
+    """model -> {context length: [batch sizes]} of its decode workloads in ``cfg``."""
+    from opcost.config import workloads
+    from opcost.model.modes import decode_context
+
+    plan = {}
     for model, mode, batch in workloads(cfg, "models"):
         if decode_context(mode) is not None:
             plan.setdefault(model, {}).setdefault(decode_context(mode), []).append(batch)
+    return plan
+
+
+def _measured(plan: dict, cfg: dict, args) -> tuple[list, list, list]:
+    """(rows, kept, traces): each measured decode step profiled as the workflow does, its row printed as it ends."""
     rows, kept, traces = [], [], []
     for model, by in plan.items():
         for context, batches in sorted(by.items()):
@@ -263,25 +261,11 @@ def main() -> None:
                              **glue_columns(row, trace)})
                 print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
                                                          float_format="{:.3f}".format), flush=True)
-    swept = []
-    if not args.no_sweeps:
-        sweeps["profile"]["timing"] = cfg["profile"]["timing"]
-        swept = profile_sweeps(sweeps, args)
-    table = pd.DataFrame(rows)
-    print("\nmeasured context lengths and batches: isolated+overhead against the rotation (err_rot) and the "
-          "dedicated steps (err_ded)")
-    print(table.to_string(index=False, float_format="{:.3f}".format))
-    print("\nnever measured: predicted from the measured workloads, against their time in the database's minutes "
-          "(timed beside a measured step: err) and their dedicated timing now (err_ded)", flush=True)
-    db = database(kept + swept, traces)
-    if args.dump:
-        Path(args.dump).write_bytes(pickle.dumps(db))
-    # --smoke: the first model's never-measured steps only (each takes a short trace in a process of its own)
-    extra = extrapolate(db, cfg, dict(list(plan.items())[:1]) if args.smoke else plan,
-                        without=database(kept, traces) if swept else None,
-                        rounds=min(args.rounds, 2) if args.smoke else args.rounds)
-    print()
-    print(extra.to_string(index=False, float_format="{:.3f}".format))
+    return rows, kept, traces
+
+
+def _summary(table: pd.DataFrame, extra: pd.DataFrame, wall_s: float) -> None:
+    """The medians printed and the SUMMARY line."""
     rot, ded = table["err_rot"].abs(), table["err_ded"].abs()
     groups = {kind: extra.loc[extra["kind"] == kind, "err"].abs()
               for kind in ("context", "context16", "batch", "both")}
@@ -307,7 +291,44 @@ def main() -> None:
             median_abs_err_context_no_sweeps=med(extra.loc[extra["kind"] == "context", "err_no_sweeps"].abs()),
             median_abs_err_extrap_no_sweeps=med(extra["err_no_sweeps"].abs()),
             in_interval=int(extra["in_interval"].sum()),
-            wall_s=time.perf_counter() - t0)
+            wall_s=wall_s)
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    args.cache, args.order = "fresh", "model"
+    t0 = time.perf_counter()
+    prepare(args.threads)
+    cfg, sweeps = configs(args.models or (list(SMOKE_MODELS) if args.smoke else []), args.config, args.smoke)
+    if args.smoke:
+        args.contexts, args.batches = args.contexts or [16], args.batches or [1, 3]
+    for key, given in (("context_lens", args.contexts), ("batch_sizes", args.batches)):
+        if given:  # --contexts, --batches: for every model
+            cfg[key] = given
+            for entry in cfg["models"].values():
+                entry.pop(key, None)
+    plan = _plan(cfg)
+    rows, kept, traces = _measured(plan, cfg, args)
+    swept = []
+    if not args.no_sweeps:
+        sweeps["profile"]["timing"] = cfg["profile"]["timing"]
+        swept = profile_sweeps(sweeps, args)
+    table = pd.DataFrame(rows)
+    print("\nmeasured context lengths and batches: isolated+overhead against the rotation (err_rot) and the "
+          "dedicated steps (err_ded)")
+    print(table.to_string(index=False, float_format="{:.3f}".format))
+    print("\nnever measured: predicted from the measured workloads, against their time in the database's minutes "
+          "(timed beside a measured step: err) and their dedicated timing now (err_ded)", flush=True)
+    db = database(kept + swept, traces)
+    if args.dump:
+        Path(args.dump).write_bytes(pickle.dumps(db))
+    # --smoke: the first model's never-measured steps only (each takes a short trace in a process of its own)
+    extra = extrapolate(db, cfg, dict(list(plan.items())[:1]) if args.smoke else plan,
+                        without=database(kept, traces) if swept else None,
+                        rounds=min(args.rounds, 2) if args.smoke else args.rounds)
+    print()
+    print(extra.to_string(index=False, float_format="{:.3f}".format))
+    _summary(table, extra, time.perf_counter() - t0)
 
 
 if __name__ == "__main__":

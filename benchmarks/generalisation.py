@@ -70,27 +70,24 @@ def _predict(estimate, db: dict, wl: pd.DataFrame, variant: str):
     return estimate.predict_workload(db, wl, method=variant if variant in METHODS else None)
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", default="results/db")
     ap.add_argument("--mode", default="inference")
     ap.add_argument("--unseen", help="the run's predict_only predictions (default: validation/unseen.parquet beside "
                                      "the database's folder)")
     ap.add_argument("--smoke", action="store_true", help="the rule alone, without the variants (a functional check)")
-    args = ap.parse_args()
-    variants = VARIANTS[:1] if args.smoke else VARIANTS
+    return ap
 
-    from opcost import database
+
+def _held_out(db: dict, used: pd.DataFrame, mode: str, variants) -> pd.DataFrame:
+    """One row per profiled workload of ``mode``, study (its model held out, its batch held out) and variant: the
+    prediction from the database without it against its end-to-end time and the whole database's prediction."""
     from opcost.analysis import estimate
-    from opcost.analysis.costmodel import CostModel
-    from opcost.analysis.training import training_data
-    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, reference_spread
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
     from opcost.model.sweep_points import PREFIX
 
-    t0 = time.perf_counter()
-    db = database.read_db(args.db)
-    used, _ = estimate.conditions(db["measurements"])
-    layers = db["layers"][db["layers"]["mode"] == args.mode]
+    layers = db["layers"][db["layers"]["mode"] == mode]
     col = STATISTICS[DEFAULT_STATISTIC]
     rows = []
     for (model, batch), wl in layers.groupby(["model", "batch"]):
@@ -101,7 +98,7 @@ def main() -> None:
             continue  # no end-to-end time
         for study, drop in (("model", db["layers"]["model"] == model),
                             ("batch", (db["layers"]["model"] == model) & (db["layers"]["batch"] == batch)
-                             & (db["layers"]["mode"] == args.mode))):
+                             & (db["layers"]["mode"] == mode))):
             held_db = _without(db, drop)
             timed = used[used["config_id"].isin(wl["config_id"])]
             timed_s = float((timed["n"].astype(float) * timed["calls_per_sample"].astype(float).fillna(1)
@@ -121,7 +118,15 @@ def main() -> None:
                 print(f"{study:5s} {variant:28s} {model} b{batch}: predicted {p.predicted_s * 1e3:.3f} ms, measured "
                       f"{full.measured_s * 1e3:.3f} ms ({rows[-1]['error']:+.1%}), {p.estimated_share:.0%} estimated",
                       flush=True)
-    table = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def _side_by_side(table: pd.DataFrame, db: dict, used: pd.DataFrame, mode: str) -> tuple[pd.Series, pd.Series]:
+    """Prints each study and variant's rows and their figures side by side; (the whole database's error per
+    workload, the end-to-end reference's own spread per workload)."""
+    from opcost.analysis.predict import reference_spread
+    from opcost.model.sweep_points import PREFIX
+
     pd.set_option("display.width", 220)
     for (study, variant), g in table.groupby(["study", "variant"], sort=False):
         print(f"\nheld out: {study}, {variant}")
@@ -136,16 +141,34 @@ def main() -> None:
     print(f"  the whole database's prediction against the end-to-end time: median |error| {np.median(floor):.1%}, "
           f"{(floor <= 0.15).mean():.1%} within ±15%")
     spread = pd.Series({(m, b): v for (m, b, mo), v in reference_spread(db["e2e"], str(used["device"].iloc[0])).items()
-                        if mo == args.mode and not m.startswith(PREFIX)}, dtype=float)
+                        if mo == mode and not m.startswith(PREFIX)}, dtype=float)
     if len(spread):
         print(f"  the end-to-end time itself between the rotations that timed it (largest / smallest - 1): median "
               f"{spread.median():.1%}, {(spread > 0.15).mean():.1%} of the workloads above 15% "
               f"({', '.join(f'{m} b{b} {v:+.0%}' for (m, b), v in spread[spread > 0.15].items())})")
+    return floor, spread
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    variants = VARIANTS[:1] if args.smoke else VARIANTS
+
+    from opcost import database
+    from opcost.analysis import estimate
+    from opcost.analysis.costmodel import CostModel
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
+    from opcost.analysis.training import training_data
+
+    t0 = time.perf_counter()
+    db = database.read_db(args.db)
+    used, _ = estimate.conditions(db["measurements"])
+    table = _held_out(db, used, args.mode, variants)
+    floor, spread = _side_by_side(table, db, used, args.mode)
     full = table.drop_duplicates(["model", "batch"]).set_index(["model", "batch"])["measured_db_ms"] / 1e3
     unseen = _unseen(args.unseen or Path(args.db).resolve().parent / "validation" / "unseen.parquet", args.mode,
                      _versus_dedicated(full, db["e2e"], str(used["device"].iloc[0]), args.mode))
     alone = estimate.alone_rows(db["measurements"], used)
-    cm = CostModel.fit(training_data(db["layers"], used, col, db["configs"], alone))
+    cm = CostModel.fit(training_data(db["layers"], used, STATISTICS[DEFAULT_STATISTIC], db["configs"], alone))
     held = cm.heldout_summary()
     chosen = ",".join(cm.chosen_by_mode.get(args.mode, ("law",)))  # the methods averaged, one SUMMARY token
     print("\ncost model, held-out configurations (5 folds grouped by profiling workload):", held)

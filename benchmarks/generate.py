@@ -46,16 +46,7 @@ def question(text: str) -> tuple[int, int]:
     return prompt, new
 
 
-def main() -> None:
-    from opcost.analysis import generate
-    from opcost.analysis.estimate import predict_workload
-    from opcost.database import of_workload
-    from opcost.measure.generation import time_generate
-    from opcost.measure.timing import TimingSettings
-    from opcost.model.modes import decode_mode, prefill_mode
-    from opcost.model.sources import load_model
-    from opcost.model.workload import make_workload
-
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["gpt2", "llama", "qwen2"])
     ap.add_argument("--config", default=str(CONFIG))
@@ -67,27 +58,21 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--smoke", action="store_true", help="a one-layer llama measured at context 16, two questions, "
                                                          "tiny timing settings: a functional check")
-    args = ap.parse_args()
-    args.cache, args.order = "fresh", "model"
-    t0 = time.perf_counter()
-    prepare(args.threads)
-    models = ["llama"] if args.smoke else args.models
-    cfg, sweeps = configs(models, args.config, args.smoke)
-    contexts = args.contexts or ([16] if args.smoke else list(cfg["context_lens"]))
-    questions = args.questions or [question(q) for q in (SMOKE_QUESTIONS if args.smoke else QUESTIONS)]
-    kept, traces = [], []
-    for model in models:
-        for context in contexts:
-            for mode in (decode_mode(context), prefill_mode(context)):
-                args.mode = mode
-                keep = {}
-                row, trace = measure_workload(model, 1, cfg, args, keep=keep, plain=False)
-                kept.append(keep)
-                traces.append(trace)
-                print(f"measured {model}/{mode}/b1: isolated+overhead {row['err_isolated_ov']:+.3f} against the "
-                      "rotation", flush=True)
-    sweeps["profile"]["timing"] = cfg["profile"]["timing"]
-    db = database(kept + profile_sweeps(sweeps, args), traces)
+    return ap
+
+
+def _questions(db: dict, cfg: dict, models: list, contexts: list, questions: list, args) -> pd.DataFrame:
+    """One row per model and question: generate() predicted from ``db`` against generate() timed in turn with the
+    model's measured step at the longest context (in the database's minutes); a question that fails is skipped."""
+    from opcost.analysis import generate
+    from opcost.analysis.estimate import predict_workload
+    from opcost.database import of_workload
+    from opcost.measure.generation import time_generate
+    from opcost.measure.timing import TimingSettings
+    from opcost.model.modes import decode_mode
+    from opcost.model.sources import load_model
+    from opcost.model.workload import make_workload
+
     settings = TimingSettings.from_config(cfg["e2e"]["timing"]).in_turn()
     rows = []
     for model in models:
@@ -116,7 +101,34 @@ def main() -> None:
                          "in_interval": g["total_low_s"] <= timed["total_s"] <= g["total_high_s"]})
             print(pd.DataFrame([rows[-1]]).to_string(index=False, header=len(rows) == 1,
                                                      float_format="{:.3f}".format), flush=True)
-    table = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    from opcost.model.modes import decode_mode, prefill_mode
+
+    args = _parser().parse_args()
+    args.cache, args.order = "fresh", "model"
+    t0 = time.perf_counter()
+    prepare(args.threads)
+    models = ["llama"] if args.smoke else args.models
+    cfg, sweeps = configs(models, args.config, args.smoke)
+    contexts = args.contexts or ([16] if args.smoke else list(cfg["context_lens"]))
+    questions = args.questions or [question(q) for q in (SMOKE_QUESTIONS if args.smoke else QUESTIONS)]
+    kept, traces = [], []
+    for model in models:
+        for context in contexts:
+            for mode in (decode_mode(context), prefill_mode(context)):
+                args.mode = mode
+                keep = {}
+                row, trace = measure_workload(model, 1, cfg, args, keep=keep, plain=False)
+                kept.append(keep)
+                traces.append(trace)
+                print(f"measured {model}/{mode}/b1: isolated+overhead {row['err_isolated_ov']:+.3f} against the "
+                      "rotation", flush=True)
+    sweeps["profile"]["timing"] = cfg["profile"]["timing"]
+    db = database(kept + profile_sweeps(sweeps, args), traces)
+    table = _questions(db, cfg, models, contexts, questions, args)
     print()
     print(table.to_string(index=False, float_format="{:.3f}".format))
     med = lambda s: float(np.median(np.abs(s.dropna()))) if s.notna().any() else float("nan")  # noqa: E731

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 import time
 from pathlib import Path
 
@@ -76,6 +76,71 @@ def main() -> None:
     summary(workloads=len(table), **stats, median_e2e_drift=float(np.median(drift)), wall_s=time.perf_counter() - t0)
 
 
+@dataclass
+class Timed:
+    """What one workload's measurements hold, for its errors (:func:`_error_row`)."""
+    layers: pd.DataFrame
+    measurements: pd.DataFrame  # isolated and in situ
+    e_before: pd.DataFrame  # the dedicated end-to-end runs before and after profiling
+    e_after: pd.DataFrame
+    e2e_interleaved: pd.DataFrame
+    rotation_e2e: list  # the rotation's end-to-end rows
+    overhead: object  # the trace's overhead between operators
+    engine_s: float | None  # training: the autograd engine's cost per backward call, measured in the rotation
+    alone: float | None  # the same, measured alone (the former rule)
+    vs_opcost: float  # the plain process's time over opcost's (NaN: not timed)
+    faults: float
+    fault_extra: float  # seconds of the plain process's extra page faults
+
+
+def _error_row(model: str, batch: int, t: Timed) -> dict:
+    """The workload's row of errors, per statistic (the default's without a suffix)."""
+    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, predict
+
+    row = {"model": model, "batch": batch}
+    for stat, col in STATISTICS.items():
+        e2e = t.e_before.assign(**{col: (t.e_before[col] + t.e_after[col]) / 2})
+        measured = pd.concat([e2e, t.e2e_interleaved, *t.rotation_e2e], ignore_index=True)
+        by = predict(t.layers, t.measurements, measured, "cpu", overhead=t.overhead,
+                     statistic=stat).set_index("source")
+        dedicated = float(e2e[col].iloc[0])
+        sfx = "" if stat == DEFAULT_STATISTIC else f"_{stat}"
+        if not sfx:
+            row.update({"e2e_before_ms": float(t.e_before[col].iloc[0]) * 1e3,
+                        "e2e_after_ms": float(t.e_after[col].iloc[0]) * 1e3,
+                        "e2e_interleaved_ms": float(t.e2e_interleaved[col].iloc[0]) * 1e3,
+                        "plain_vs_opcost": t.vs_opcost, "plain_faults": t.faults,
+                        "fault_extra_ms": t.fault_extra * 1e3,
+                        "e2e_rotation_ms": float(by.loc["isolated", "measured_s"]) * 1e3,
+                        "reference": by.loc["isolated", "reference"],
+                        "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
+                        "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
+                        "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
+                        "engine_us": t.engine_s * 1e6 if t.engine_s is not None else None})
+        if t.alone is not None:  # the same rows with the engine measured alone (rows floored at 0 stay 0)
+            again = predict(t.layers, engine_alone(t.measurements, t.alone), measured, "cpu", overhead=t.overhead,
+                            statistic=stat).set_index("source")
+            row[f"err_isolated_engine_alone{sfx}"] = float(again.loc["isolated", "error"])
+            if not sfx:
+                row["engine_alone_us"] = t.alone * 1e6
+        row.update({
+            f"err_isolated{sfx}": float(by.loc["isolated", "error"]),
+            f"err_isolated_vs_interleaved{sfx}": float(by.loc["isolated", "predicted_s"]
+                                                       / t.e2e_interleaved[col].iloc[0] - 1),
+            f"err_isolated_vs_dedicated{sfx}": float(by.loc["isolated", "predicted_s"] / dedicated - 1),
+            f"err_isolated_ov_vs_dedicated{sfx}": float(by.loc["isolated+overhead", "predicted_s"]
+                                                        / dedicated - 1),
+            f"err_isolated_ov{sfx}": float(by.loc["isolated+overhead", "error"]),
+            f"err_isolated_ov_vs_plain{sfx}": float((1 + by.loc["isolated+overhead", "error"]) / t.vs_opcost - 1),
+            # a diagnostic: the prediction plus the plain process's page faults x the host's cost of one
+            f"err_isolated_ov_vs_plain_faults{sfx}": float((1 + by.loc["isolated+overhead", "error"] + t.fault_extra
+                                                            / by.loc["isolated+overhead", "measured_s"])
+                                                           / t.vs_opcost - 1),
+            f"err_insitu{sfx}": float(by.loc["insitu", "error"]),
+            f"err_insitu_ov{sfx}": float(by.loc["insitu+overhead", "error"])})
+    return row
+
+
 def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None = None,
                      plain: bool = True) -> tuple[dict, dict]:
     """One workload measured as the module docstring says: (its row of errors, its trace tables: `trace_<part>` of
@@ -83,7 +148,7 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
     receives the workload's database rows: `layers`, `measurements` (isolated and in situ) and `e2e` (dedicated,
     interleaved and rotation rows); ``plain``: also time a plain process in turn (the `_vs_plain` errors)."""
     from opcost.analysis.overhead import summarize, trace_workload
-    from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS, predict, trace_overhead
+    from opcost.analysis.predict import trace_overhead
     from opcost.measure.e2e import measure_e2e
     from opcost.measure.engine import engine_call_s, engine_cost
     from opcost.measure.insitu import profile_insitu
@@ -123,46 +188,8 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
     if keep is not None:
         keep.update(layers=layers, measurements=measurements,
                     e2e=pd.concat([e_before, e_after, e2e_interleaved, *rotation_e2e], ignore_index=True))
-    row = {"model": model, "batch": batch}
-    for stat, col in STATISTICS.items():
-        e2e = e_before.assign(**{col: (e_before[col] + e_after[col]) / 2})
-        measured = pd.concat([e2e, e2e_interleaved, *rotation_e2e], ignore_index=True)
-        by = predict(layers, measurements, measured, "cpu", overhead=overhead,
-                     statistic=stat).set_index("source")
-        dedicated = float(e2e[col].iloc[0])
-        sfx = "" if stat == DEFAULT_STATISTIC else f"_{stat}"
-        if not sfx:
-            row.update({"e2e_before_ms": float(e_before[col].iloc[0]) * 1e3,
-                        "e2e_after_ms": float(e_after[col].iloc[0]) * 1e3,
-                        "e2e_interleaved_ms": float(e2e_interleaved[col].iloc[0]) * 1e3,
-                        "plain_vs_opcost": vs_opcost, "plain_faults": faults, "fault_extra_ms": fault_extra * 1e3,
-                        "e2e_rotation_ms": float(by.loc["isolated", "measured_s"]) * 1e3,
-                        "reference": by.loc["isolated", "reference"],
-                        "isolated_ms": float(by.loc["isolated", "predicted_s"]) * 1e3,
-                        "insitu_ms": float(by.loc["insitu", "predicted_s"]) * 1e3,
-                        "overhead_ms": float(by.loc["isolated+overhead", "overhead_s"]) * 1e3,
-                        "engine_us": engine_s * 1e6 if engine_s is not None else None})
-        if alone is not None:  # the same rows with the engine measured alone (rows floored at 0 stay 0)
-            again = predict(layers, engine_alone(measurements, alone), measured, "cpu", overhead=overhead,
-                            statistic=stat).set_index("source")
-            row[f"err_isolated_engine_alone{sfx}"] = float(again.loc["isolated", "error"])
-            if not sfx:
-                row["engine_alone_us"] = alone * 1e6
-        row.update({
-            f"err_isolated{sfx}": float(by.loc["isolated", "error"]),
-            f"err_isolated_vs_interleaved{sfx}": float(by.loc["isolated", "predicted_s"]
-                                                       / e2e_interleaved[col].iloc[0] - 1),
-            f"err_isolated_vs_dedicated{sfx}": float(by.loc["isolated", "predicted_s"] / dedicated - 1),
-            f"err_isolated_ov_vs_dedicated{sfx}": float(by.loc["isolated+overhead", "predicted_s"]
-                                                        / dedicated - 1),
-            f"err_isolated_ov{sfx}": float(by.loc["isolated+overhead", "error"]),
-            f"err_isolated_ov_vs_plain{sfx}": float((1 + by.loc["isolated+overhead", "error"]) / vs_opcost - 1),
-            # a diagnostic: the prediction plus the plain process's page faults x the host's cost of one
-            f"err_isolated_ov_vs_plain_faults{sfx}": float((1 + by.loc["isolated+overhead", "error"] + fault_extra
-                                                            / by.loc["isolated+overhead", "measured_s"])
-                                                           / vs_opcost - 1),
-            f"err_insitu{sfx}": float(by.loc["insitu", "error"]),
-            f"err_insitu_ov{sfx}": float(by.loc["insitu+overhead", "error"])})
+    row = _error_row(model, batch, Timed(layers, measurements, e_before, e_after, e2e_interleaved, rotation_e2e,
+                                         overhead, engine_s, alone, vs_opcost, faults, fault_extra))
     replay = summarize(traced.replay, model, args.mode, batch, "cpu")
     return row, {**parts, **{k.replace("trace_", "replay_"): v for k, v in replay.items()}}
 

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass, field
 
 import _smoke
 import pandas as pd
 from _common import p90, prepare, summary, workload_configs
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["resnet18", "mobilenet_v3_small"])
     ap.add_argument("--batch", type=int, default=1)
@@ -53,27 +54,13 @@ def main() -> None:
     ap.add_argument("--save", help="write every tool's per-configuration medians of both runs to this Parquet file")
     ap.add_argument("--smoke", action="store_true", help="a tiny model, three configurations, caps of milliseconds "
                                                          "(a functional check, in seconds)")
-    args = ap.parse_args()
-    if args.smoke:
-        args.models, args.limit = [_smoke.MODEL], args.limit or 3
-    prepare(args.threads)
+    return ap
 
+
+def _baselines(run_s: float) -> dict:
+    """torch.utils.benchmark's two autoranges, each at most ``run_s`` per configuration: name -> median of fn."""
     import torch
     from torch.utils.benchmark import Timer
-
-    from opcost.config import validate
-    from opcost.measure.e2e import measure_e2e
-    from opcost.measure.profile import ProfileSettings, profile_configs
-    from opcost.measure.profiling import measurement_order
-    from opcost.measure.rotation import Member, model_order, with_iterations
-    from opcost.measure.timing import TimingSettings
-    from opcost.model.replay import ModelCache, build, refresher
-
-    cfg = _smoke.config() if args.smoke else validate({"models": {m: {} for m in args.models}})
-    run_s = 0.02 if args.smoke else 1.0  # the baselines' time per configuration
-    settings = TimingSettings.from_config(cfg["profile"]["timing"])
-    e2e_settings = TimingSettings.from_config(cfg["e2e"]["timing"])
-    cache = ModelCache(cfg["models"], "cpu", "float32")
 
     def adaptive(fn):
         t = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
@@ -83,51 +70,79 @@ def main() -> None:
         t = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
         return t.blocked_autorange(min_run_time=run_s).median
 
-    tools = {"torch_adaptive": adaptive, "torch_blocked": blocked}
-    rows, e2e, rotation_e2e, op_type_all = [], {}, {}, {}
+    return {"torch_adaptive": adaptive, "torch_blocked": blocked}
+
+
+@dataclass
+class Runs:
+    """What the two runs over every model measured: per-configuration rows, end-to-end times per (model, run)."""
+    rows: list = field(default_factory=list)
+    e2e: dict = field(default_factory=dict)  # (model, run) -> its end-to-end median
+    rotation_e2e: dict = field(default_factory=dict)  # (model, run) -> its iteration in opcost's rotation
+    op_type: dict = field(default_factory=dict)  # config_id -> op type
+
+
+def _measure_model(model: str, args, cfg: dict, tools: dict, runs: Runs) -> None:
+    """Two runs of ``model``'s configurations: opcost's rotation (fresh, as the pipeline), its warm back-to-back
+    profile and each baseline, interleaved, and the model's end-to-end time before each run."""
+    import torch
+
+    from opcost.measure.e2e import measure_e2e
+    from opcost.measure.profile import ProfileSettings, profile_configs
+    from opcost.measure.profiling import measurement_order
+    from opcost.measure.rotation import Member, model_order, with_iterations
+    from opcost.measure.timing import TimingSettings
+    from opcost.model.replay import ModelCache, build, refresher
+
+    settings = TimingSettings.from_config(cfg["profile"]["timing"])
+    e2e_settings = TimingSettings.from_config(cfg["e2e"]["timing"])
+    cache = ModelCache(cfg["models"], "cpu", "float32")
     every = int(cfg["profile"]["e2e_every"])
-    for model in args.models:
-        wl, _, configs = workload_configs(model, args.batch, spec=cfg["models"][model])
-        configs = measurement_order(configs)
-        if args.limit:
-            configs = configs.head(args.limit)
-        configs = configs.sort_values("order")  # the rotation's rounds follow the model's call order (default)
-        records = configs.to_dict("records")
-        op_type_all.update({r["config_id"]: r["op_type"] for r in records})
-        reps = [(row["config_id"], build(row, cache, "cpu")) for row in records]
-        with torch.inference_mode():
-            calls = [Member(cid, phase, fn, refresher(rep.inputs)) for cid, rep in reps
-                     for phase, fn in rep.callables()]
-            rotation = model_order(calls, records, dict(reps), feed=True)  # as the pipeline: cache fresh
-            for rnd in (1, 2):
-                e2e[(model, rnd)] = float(measure_e2e(wl, e2e_settings, "cpu")[0]["median_s"].iloc[0])
-                print(f"{model} run {rnd}: e2e {e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
-                t0 = time.perf_counter()
-                n = len(calls)  # two model iterations close every e2e_every-th round, as in the pipeline
-                ms = with_iterations(rotation, [wl.step], every).measure(settings, targets=range(n))  # operators
-                wall = (time.perf_counter() - t0) / n
-                rotation_e2e[(model, rnd)] = ms[-1].median
-                rows += [{"model": model, "config_id": cid, "tool": "opcost_fresh", "round": rnd, "median_s": m.median,
-                          "wall_s": wall} for (cid, _, _, _), m in zip(calls, ms)]
-                t0 = time.perf_counter()
-                warm, _ = profile_configs(configs, cfg["models"], "cpu", "float32",
-                                          ProfileSettings(settings, cache="warm",
-                                                          remeasure=int(cfg["profile"]["remeasure"]),
-                                                          visits=int(cfg["profile"]["visits"])))
-                wall = (time.perf_counter() - t0) / len(warm)
-                rows += [{"model": model, "config_id": r.config_id, "tool": "opcost_warm", "round": rnd,
-                          "median_s": r.median_s, "wall_s": wall} for r in warm.itertuples()]
-                for cid, _, fn, _ in calls:
-                    for name, tool in tools.items():  # per-configuration tools interleaved: drift hits all alike
-                        t0 = time.perf_counter()
-                        med = tool(fn)
-                        rows.append({"model": model, "config_id": cid, "tool": name, "round": rnd,
-                                     "median_s": med, "wall_s": time.perf_counter() - t0})
-    df = pd.DataFrame(rows)
-    df["op_type"] = df["config_id"].map(op_type_all)
-    df["vs_e2e"] = df["median_s"] / [e2e[(m, r)] for m, r in zip(df["model"], df["round"])]
+    wl, _, configs = workload_configs(model, args.batch, spec=cfg["models"][model])
+    configs = measurement_order(configs)
+    if args.limit:
+        configs = configs.head(args.limit)
+    configs = configs.sort_values("order")  # the rotation's rounds follow the model's call order (default)
+    records = configs.to_dict("records")
+    runs.op_type.update({r["config_id"]: r["op_type"] for r in records})
+    reps = [(row["config_id"], build(row, cache, "cpu")) for row in records]
+    with torch.inference_mode():
+        calls = [Member(cid, phase, fn, refresher(rep.inputs)) for cid, rep in reps for phase, fn in rep.callables()]
+        rotation = model_order(calls, records, dict(reps), feed=True)  # as the pipeline: cache fresh
+        for rnd in (1, 2):
+            runs.e2e[(model, rnd)] = float(measure_e2e(wl, e2e_settings, "cpu")[0]["median_s"].iloc[0])
+            print(f"{model} run {rnd}: e2e {runs.e2e[(model, rnd)] * 1e3:.3f} ms", flush=True)
+            t0 = time.perf_counter()
+            n = len(calls)  # two model iterations close every e2e_every-th round, as in the pipeline
+            ms = with_iterations(rotation, [wl.step], every).measure(settings, targets=range(n))  # operators
+            wall = (time.perf_counter() - t0) / n
+            runs.rotation_e2e[(model, rnd)] = ms[-1].median
+            runs.rows += [{"model": model, "config_id": cid, "tool": "opcost_fresh", "round": rnd,
+                           "median_s": m.median, "wall_s": wall} for (cid, _, _, _), m in zip(calls, ms)]
+            t0 = time.perf_counter()
+            warm, _ = profile_configs(configs, cfg["models"], "cpu", "float32",
+                                      ProfileSettings(settings, cache="warm",
+                                                      remeasure=int(cfg["profile"]["remeasure"]),
+                                                      visits=int(cfg["profile"]["visits"])))
+            wall = (time.perf_counter() - t0) / len(warm)
+            runs.rows += [{"model": model, "config_id": r.config_id, "tool": "opcost_warm", "round": rnd,
+                           "median_s": r.median_s, "wall_s": wall} for r in warm.itertuples()]
+            for cid, _, fn, _ in calls:
+                for name, tool in tools.items():  # per-configuration tools interleaved: drift hits all alike
+                    t0 = time.perf_counter()
+                    med = tool(fn)
+                    runs.rows.append({"model": model, "config_id": cid, "tool": name, "round": rnd,
+                                      "median_s": med, "wall_s": time.perf_counter() - t0})
+
+
+def _per_tool(runs: Runs) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(every row, with its op type and its ratio to the end-to-end time; per tool: wall time per configuration and
+    the reproducibility between the two runs)."""
+    df = pd.DataFrame(runs.rows)
+    df["op_type"] = df["config_id"].map(runs.op_type)
+    df["vs_e2e"] = df["median_s"] / [runs.e2e[(m, r)] for m, r in zip(df["model"], df["round"])]
     df["vs_own_e2e"] = df["vs_e2e"].where(df["tool"] != "opcost_fresh", df["median_s"] / [
-        rotation_e2e[(m, r)] for m, r in zip(df["model"], df["round"])])
+        runs.rotation_e2e[(m, r)] for m, r in zip(df["model"], df["round"])])
 
     def rel_diff(col: str) -> pd.Series:
         wide = df.pivot_table(index=["config_id", "tool"], columns="round", values=col)
@@ -141,14 +156,18 @@ def main() -> None:
         "p90_rel_diff_vs_e2e": rel_diff("vs_e2e").apply(p90),
         "p90_rel_diff_vs_own_e2e": rel_diff("vs_own_e2e").apply(p90),
     })
-    if args.save:
-        df.to_parquet(args.save, index=False)
-    drift = {m: abs(e2e[(m, 2)] - e2e[(m, 1)]) / ((e2e[(m, 1)] + e2e[(m, 2)]) / 2) for m in args.models}
+    return df, out
+
+
+def _report(df: pd.DataFrame, out: pd.DataFrame, runs: Runs, args) -> None:
+    """The per-tool table, the end-to-end drift between the runs, and the SUMMARY line."""
+    drift = {m: abs(runs.e2e[(m, 2)] - runs.e2e[(m, 1)]) / ((runs.e2e[(m, 1)] + runs.e2e[(m, 2)]) / 2)
+             for m in args.models}
     print(f"{df['config_id'].nunique()} configurations, {args.threads} threads, batch {args.batch}")
     print(out.to_string(float_format="%.4f"))
     print("e2e |Δ|/mean between the runs: " + ", ".join(f"{m} {d:.1%}" for m, d in drift.items()))
     print("e2e in opcost's rotation, run 1 / run 2: " + ", ".join(
-        f"{m} {rotation_e2e[(m, 1)] * 1e3:.3f} / {rotation_e2e[(m, 2)] * 1e3:.3f} ms" for m in args.models))
+        f"{m} {runs.rotation_e2e[(m, 1)] * 1e3:.3f} / {runs.rotation_e2e[(m, 2)] * 1e3:.3f} ms" for m in args.models))
     per_model = df.groupby(["model", "tool"])["wall_s"].sum().unstack() / (
         2 * df.groupby("model")["config_id"].nunique().to_numpy()[:, None])
     print("wall s per configuration, per model:\n" + per_model.to_string(float_format="%.3f"))
@@ -166,6 +185,25 @@ def main() -> None:
             fresh_p90_vs_own_e2e=float(out.loc["opcost_fresh", "p90_rel_diff_vs_own_e2e"]),
             baseline_p90_vs_e2e=float(out.loc[best, "p90_rel_diff_vs_e2e"]),
             blocked_p90=float(out.loc["torch_blocked", "p90_rel_diff"]), max_e2e_drift=float(max(drift.values())))
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    if args.smoke:
+        args.models, args.limit = [_smoke.MODEL], args.limit or 3
+    prepare(args.threads)
+    from opcost.config import validate
+
+    cfg = _smoke.config() if args.smoke else validate({"models": {m: {} for m in args.models}})
+    tools = _baselines(0.02 if args.smoke else 1.0)  # the baselines' time per configuration
+    runs = Runs()
+    for model in args.models:
+        _measure_model(model, args, cfg, tools, runs)
+    df, out = _per_tool(runs)
+    if args.save:
+        df.to_parquet(args.save, index=False)
+    _report(df, out, runs, args)
+
 
 if __name__ == "__main__":
     main()

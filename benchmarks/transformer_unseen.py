@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import copy
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -125,7 +126,7 @@ def run_times(db_dir) -> dict[tuple, float]:
     return {(m, int(b)): float(v) for m, b, v in zip(u["model"], u["batch"], u["measured_s"])}
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", help=f"config whose predict_only models are predicted (default {CONFIG.name}; with "
                                      "--smoke: a tiny decoder, and tests/data/tiny.yaml for the reference)")
@@ -143,18 +144,37 @@ def main() -> None:
     ap.add_argument("--no-measure", action="store_true", help="skip profiling each workload's configurations now "
                                                               "(est_vs_all, err_all)")
     ap.add_argument("--smoke", action="store_true", help="a tiny decoder on a tiny run's database, in seconds")
-    args = ap.parse_args()
+    return ap
 
+
+@dataclass
+class Study:
+    """What every workload of the study is predicted from and timed against."""
+    args: argparse.Namespace
+    db: dict
+    unseen: dict  # model -> its config entry
+    workloads: list  # (model, batch)
+    layers: dict  # (model, batch) -> its layer rows
+    ref_names: list
+    ref_batch: int
+    ref_specs: dict  # reference -> its config entry
+    ref_preds: dict  # reference -> its prediction from the database (its measured costs and end-to-end time)
+    ref_wls: list  # the references' workloads, timed in turn with each model
+    ref_db: list  # the references' end-to-end times in the database
+    alone_db: dict  # the database without the never-profiled workloads' configurations
+    ran: dict  # (model, batch) -> the run's own end-to-end time
+    settings: object  # the timing settings of the interleaved rounds
+
+
+def _study(args, cfg) -> Study:
+    """The study's database, workloads and references, the process set up as the measuring jobs' was."""
     from opcost import database
-    from opcost.analysis import estimate, overhead_sources
-    from opcost.analysis.optypes import label
-    from opcost.config import load, validate
+    from opcost.analysis import estimate
+    from opcost.config import validate
     from opcost.errors import OpcostError
     from opcost.measure.hostinfo import pin_threads
     from opcost.measure.timing import TimingSettings
 
-    t0 = time.perf_counter()
-    cfg = load(args.config or (SMOKE_CONFIG if args.smoke else CONFIG))
     if args.smoke:  # the tiny run's batch size; two short rounds
         valid = validate({"models": copy.deepcopy(SMOKE_MODELS)})["models"]  # validation fills in the defaults
         unseen = {m: valid[m] for m in SMOKE_MODELS}
@@ -167,7 +187,6 @@ def main() -> None:
     db = database.read_db(args.db)
     workloads = [(m, b) for m, spec in unseen.items()
                  for b in (args.batches or spec.get("batch_sizes") or cfg["batch_sizes"])]
-
     layers = {(m, b): estimate.workload_layers(db, m, b, MODE, unseen[m]) for m, b in workloads}
     profiled = set(zip(db["layers"]["model"], db["layers"]["batch"]))
     shared = [(m, b) for m, b in workloads if (m, b) in profiled and db["measurements"]["config_id"].isin(
@@ -194,130 +213,180 @@ def main() -> None:
     pin_threads(threads)
     settings = TimingSettings(target_rel_ci=0.01, max_seconds=args.seconds, warmup_s=min(0.3, args.seconds / 3),
                               min_samples=5, min_sample_s=0.0002 if args.smoke else 0.001)
-    ref_wls = [_workload(r, ref_specs[r], ref_batch) for r in ref_names]
-    ref_db = [ref_preds[r].measured_s for r in ref_names]
     unseen_ids = set().union(*(set(wl["config_id"]) for wl in layers.values()))
-    alone_db = without_configs(db, unseen_ids)
+    return Study(args, db, unseen, workloads, layers, ref_names, ref_batch, ref_specs, ref_preds,
+                 [_workload(r, ref_specs[r], ref_batch) for r in ref_names],
+                 [ref_preds[r].measured_s for r in ref_names], without_configs(db, unseen_ids), run_times(args.db),
+                 settings)
 
-    ran = run_times(args.db)
-    measuring = not args.no_measure
-    if measuring:  # the first reference's configurations, measured now between workloads: the drift since the run
+
+class Drift:
+    """The first reference's configurations, measured now between workloads: their cost now over the database's is
+    the drift between the run and now (:meth:`now`); ``before``, the drift measured last."""
+
+    def __init__(self, study: Study, cfg: dict):
         import dataclasses
 
         from opcost.analysis.predict import DEFAULT_STATISTIC, STATISTICS
         from opcost.measure.profile import ProfileSettings
 
-        profiling = dataclasses.replace(ProfileSettings.from_config(cfg), e2e_every=0)
-        stat = STATISTICS[DEFAULT_STATISTIC]
-        ref0 = ref_preds[ref_names[0]].layers
-        ref0 = ref0[(ref0["method"] == "measured") & (ref0["phase"] == "forward")]
-        ref_cost_db = ref0.groupby("config_id")["cost_s"].first().astype(float)
+        self.profiling = dataclasses.replace(ProfileSettings.from_config(cfg), e2e_every=0)
+        self.stat = STATISTICS[DEFAULT_STATISTIC]
+        first = study.ref_names[0]
+        ref0 = study.ref_preds[first].layers
+        self.ref0 = ref0[(ref0["method"] == "measured") & (ref0["phase"] == "forward")]
+        self.ref_cost_db = self.ref0.groupby("config_id")["cost_s"].first().astype(float)
+        self.spec = {first: study.ref_specs[first]}
+        self.before = self.now()
+        print(f"drift: {first}'s configurations now at {self.before:.3f} x their cost in the database", flush=True)
 
-        def drift_now() -> float:
-            now = measure_now(ref0, {ref_names[0]: ref_specs[ref_names[0]]}, profiling, stat)
-            return weighted(ref0, now) / weighted(ref0, ref_cost_db.reindex(now.index).dropna())
+    def now(self) -> float:
+        now = measure_now(self.ref0, self.spec, self.profiling, self.stat)
+        return weighted(self.ref0, now) / weighted(self.ref0, self.ref_cost_db.reindex(now.index).dropna())
 
-        drift_before = drift_now()
-        print(f"drift: {ref_names[0]}'s configurations now at {drift_before:.3f} x their cost in the database",
-              flush=True)
+
+NOT_NOW = {"est_vs_all": float("nan"), "err_all": float("nan"), "drift": float("nan"), "drift_step": float("nan"),
+           "covered": float("nan"), "misses": None}  # a workload's figures of its configurations measured now, absent
+
+
+def _measured_now(study: Study, drift: Drift, workload: tuple, p, alone, scaled: float) -> dict:
+    """The workload's configurations profiled now (``est_vs_all``, ``err_all``, ``drift``, ``drift_step``,
+    ``covered``, and ``misses`` per op type); NaN figures where they could not be measured."""
+    from opcost.analysis.optypes import label
+    from opcost.errors import OpcostError
+
+    (model, batch), wl = workload, study.layers[workload]
+    out = dict(NOT_NOW)
+    try:
+        now = measure_now(wl, {model: study.unseen[model]}, drift.profiling, drift.stat)
+        drift_after = drift.now()
+    except (OpcostError, RuntimeError, ValueError) as e:  # this workload's figures missing, the rest go on
+        print(f"{model} b{batch}: its configurations not measured now: {e}", flush=True)
+        return out
+    d = float(np.sqrt(drift.before * drift_after))
+    out["drift"], out["drift_step"] = d, drift_after / drift.before - 1  # how far the drift moved meanwhile
+    drift.before = drift_after
+    fwd = alone.layers[alone.layers["phase"] == "forward"]
+    est = fwd.groupby("config_id")["cost_s"].first().astype(float).reindex(now.index).dropna()
+    on_both = wl[wl["config_id"].isin(est.index)]
+    calls = on_both.groupby("config_id")["count"].sum().astype(float)
+    misses = pd.DataFrame({"estimated_ms": calls * est[calls.index] * 1e3,
+                           "measured_ms": calls * (now / d)[calls.index] * 1e3})
+    out["est_vs_all"] = misses["estimated_ms"].sum() / misses["measured_ms"].sum() - 1
+    misses = misses.groupby(on_both.groupby("config_id")["op_type"].first()).sum()
+    misses.index = [label(t) for t in misses.index]
+    out["misses"] = misses
+    calls_of = wl["count"].astype(float)
+    out["covered"] = float(calls_of[wl["config_id"].isin(now.index)].sum() / calls_of.sum())  # calls measured
+    out["err_all"] = (weighted(wl, now / d) + p.overhead_s) / scaled - 1
+    return out
+
+
+def _row(study: Study, drift: Drift | None, model: str, batch: int) -> tuple[dict, object, pd.DataFrame | None]:
+    """One workload's prediction, its time in the database's minutes and its figures (the table's row), the
+    prediction, and its misses per op type (None unless measured now)."""
+    from opcost.analysis import estimate
+
+    args, wl = study.args, study.layers[(model, batch)]
+    t = time.perf_counter()
+    p = estimate.predict_workload(study.db, wl, args.db,
+                                  trace_now=None if args.no_trace else (model, study.unseen[model]))
+    predict_s = time.perf_counter() - t
+    alone = estimate.predict_workload(study.alone_db, wl)
+    est_err, measured_share = estimate_vs_measured(p, alone)
+    ratio, tx, tr, ratios = interleaved_ratios(_workload(model, study.unseen[model], batch), study.ref_wls,
+                                               args.rounds, study.settings)
+    by_ref = [q * t for q, t in zip(ratio, study.ref_db)]  # the model's time in the database's minutes, per reference
+    scaled = float(np.median(by_ref))
+    nan = float("nan")
+    now = _measured_now(study, drift, (model, batch), p, alone, scaled) if drift is not None else NOT_NOW
+    ran = study.ran.get((model, batch))
+    row = {"model": model, "batch": batch, "predicted_ms": p.predicted_s * 1e3, "low_ms": p.low_s * 1e3,
+           "high_ms": p.high_s * 1e3, "now_ms": tx * 1e3, "ref_now_ms": tr[0] * 1e3, "scaled_ms": scaled * 1e3,
+           "error": p.predicted_s / scaled - 1, "err_ref0": p.predicted_s / by_ref[0] - 1,
+           "err_run": p.predicted_s / ran - 1 if ran else nan,
+           "ratio_spread": max(max(q) / min(q) for q in ratios) - 1,
+           "ref_spread": max(by_ref) / min(by_ref) - 1, "estimated_share": p.estimated_share,
+           "overhead_ms": p.overhead_s * 1e3, "overhead_from": p.overhead_from,
+           "est_vs_measured": est_err, "measured_share": measured_share,
+           **{k: now[k] for k in ("est_vs_all", "err_all", "drift", "drift_step", "covered")},
+           "in_interval": bool(p.low_s <= scaled <= p.high_s),
+           "in_interval_run": bool(p.low_s <= ran <= p.high_s) if ran else None,
+           "width": (p.high_s - p.low_s) / p.predicted_s, "predict_s": predict_s}
+    return row, p, now["misses"]
+
+
+def _print_row(row: dict, p, misses: pd.DataFrame | None) -> None:
+    """A workload's line, its misses per op type where measured now, and its top operator types."""
+    from opcost.analysis import overhead_sources
+    from opcost.analysis.optypes import label
+
+    print(f"\n{row['model']} b{row['batch']}: predicted {row['predicted_ms']:.3f} ms [{row['low_ms']:.3f}, "
+          f"{row['high_ms']:.3f}], timed {row['scaled_ms']:.3f} ms in the database's minutes (now {row['now_ms']:.3f} "
+          f"ms, reference {row['ref_now_ms']:.3f} ms; rounds' ratios within {row['ratio_spread']:.1%}, references' "
+          f"times within {row['ref_spread']:.1%}): {row['error']:+.1%}; {p.estimated_share:.0%} estimated, overhead "
+          f"{row['overhead_ms']:.3f} ms ({overhead_sources.OVERHEAD_FROM.get(p.overhead_from, p.overhead_from)})",
+          flush=True)
+    if np.isfinite(row["est_vs_all"]):
+        print(f"every configuration measured now ({row['covered']:.0%} of the calls; drift {row['drift']:.3f}): the "
+              f"estimate alone {row['est_vs_all']:+.1%}, the prediction with them measured {row['err_all']:+.1%}; per "
+              "op type, the largest misses:", flush=True)
+        miss = (misses["estimated_ms"] - misses["measured_ms"]).abs().sort_values(ascending=False).index[:6]
+        print(misses.loc[miss].to_string(float_format=lambda v: f"{v:.3f}"), flush=True)
+    by = p.layers.groupby("op_type").agg(ms=("total_s", "sum"), method=("method", lambda s: ",".join(
+        sorted(set(s)))))
+    by["ms"] *= 1e3
+    by.index = [label(t) for t in by.index]
+    print(by.sort_values("ms", ascending=False).head(8).to_string(float_format=lambda v: f"{v:.3f}"))
+
+
+def _summary(table: pd.DataFrame, study: Study, failed: list, wall_s: float) -> None:
+    """The SUMMARY line of the study's table."""
+    nan = float("nan")
+
+    def agg(column: str, how: str = "median", absolute: bool = True) -> float:
+        if not len(table) or column not in table or table[column].dropna().empty:
+            return nan
+        values = table[column].dropna().astype(float)
+        return float(getattr(values.abs() if absolute else values, how)())
+
+    e = table["error"].abs() if len(table) else pd.Series(dtype=float)
+    summary(workloads=len(table), failed=len(failed), ref="+".join(f"{r}_b{study.ref_batch}" for r in study.ref_names),
+            median_abs_err=agg("error"), max_abs_err=agg("error", "max"),
+            within_15pct=float((e <= 0.15).mean()) if len(e) else nan,
+            median_abs_err_run=agg("err_run"), median_ref_spread=agg("ref_spread", absolute=False),
+            median_abs_err_ref0=agg("err_ref0"), in_interval=agg("in_interval", "mean", False),
+            in_interval_run=agg("in_interval_run", "mean", False), median_width=agg("width", absolute=False),
+            median_abs_est_vs_measured=agg("est_vs_measured"), median_abs_est_vs_all=agg("est_vs_all"),
+            max_abs_est_vs_all=agg("est_vs_all", "max"), median_abs_err_all=agg("err_all"),
+            median_abs_drift_step=agg("drift_step"), estimated_share=agg("estimated_share", absolute=False),
+            wall_s=wall_s)
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    from opcost.config import load
+    from opcost.errors import OpcostError
+
+    t0 = time.perf_counter()
+    cfg = load(args.config or (SMOKE_CONFIG if args.smoke else CONFIG))
+    study = _study(args, cfg)
+    drift = None if args.no_measure else Drift(study, cfg)
     rows, failed = [], []
-    for model, batch in workloads:
+    for model, batch in study.workloads:
         try:
-            wl = layers[(model, batch)]
-            t = time.perf_counter()
-            p = estimate.predict_workload(db, wl, args.db, trace_now=None if args.no_trace else (model, unseen[model]))
-            predict_s = time.perf_counter() - t
-            alone = estimate.predict_workload(alone_db, wl)
-            est_err, measured_share = estimate_vs_measured(p, alone)
-            ratio, tx, tr, ratios = interleaved_ratios(_workload(model, unseen[model], batch), ref_wls, args.rounds,
-                                                       settings)
+            row, p, misses = _row(study, drift, model, batch)
         except (OpcostError, RuntimeError, ValueError) as e:
             failed.append(model)
             print(f"{model} b{batch}: FAILED {e}", flush=True)
             continue
-        by_ref = [q * t for q, t in zip(ratio, ref_db)]  # the model's time in the database's minutes, per reference
-        scaled = float(np.median(by_ref))
-        est_all = err_all = drift = drift_step = covered = float("nan")
-        misses = None
-        now = None
-        if measuring:
-            try:
-                now = measure_now(wl, {model: unseen[model]}, profiling, stat)
-                drift_after = drift_now()
-            except (OpcostError, RuntimeError, ValueError) as e:  # this workload's figures missing, the rest go on
-                print(f"{model} b{batch}: its configurations not measured now: {e}", flush=True)
-                now = None
-        if now is not None:
-            drift = float(np.sqrt(drift_before * drift_after))
-            drift_step = drift_after / drift_before - 1  # how far the drift moved while the workload was measured
-            drift_before = drift_after
-            fwd = alone.layers[alone.layers["phase"] == "forward"]
-            est = fwd.groupby("config_id")["cost_s"].first().astype(float).reindex(now.index).dropna()
-            on_both = wl[wl["config_id"].isin(est.index)]
-            calls = on_both.groupby("config_id")["count"].sum().astype(float)
-            misses = pd.DataFrame({"estimated_ms": calls * est[calls.index] * 1e3,
-                                   "measured_ms": calls * (now / drift)[calls.index] * 1e3})
-            est_all = misses["estimated_ms"].sum() / misses["measured_ms"].sum() - 1
-            misses = misses.groupby(on_both.groupby("config_id")["op_type"].first()).sum()
-            misses.index = [label(t) for t in misses.index]
-            calls_of = wl["count"].astype(float)
-            covered = float(calls_of[wl["config_id"].isin(now.index)].sum() / calls_of.sum())  # calls measured
-            err_all = (weighted(wl, now / drift) + p.overhead_s) / scaled - 1
-        row = {"model": model, "batch": batch, "predicted_ms": p.predicted_s * 1e3, "low_ms": p.low_s * 1e3,
-               "high_ms": p.high_s * 1e3, "now_ms": tx * 1e3, "ref_now_ms": tr[0] * 1e3, "scaled_ms": scaled * 1e3,
-               "error": p.predicted_s / scaled - 1, "err_ref0": p.predicted_s / by_ref[0] - 1,
-               "err_run": p.predicted_s / ran[(model, batch)] - 1 if (model, batch) in ran else float("nan"),
-               "ratio_spread": max(max(q) / min(q) for q in ratios) - 1,
-               "ref_spread": max(by_ref) / min(by_ref) - 1, "estimated_share": p.estimated_share,
-               "overhead_ms": p.overhead_s * 1e3, "overhead_from": p.overhead_from,
-               "est_vs_measured": est_err, "measured_share": measured_share,
-               "est_vs_all": est_all, "err_all": err_all, "drift": drift, "drift_step": drift_step,
-               "covered": covered,
-               "in_interval": bool(p.low_s <= scaled <= p.high_s),
-               "in_interval_run": bool(p.low_s <= ran[(model, batch)] <= p.high_s) if (model, batch) in ran else None,
-               "width": (p.high_s - p.low_s) / p.predicted_s, "predict_s": predict_s}
         rows.append(row)
-        print(f"\n{model} b{batch}: predicted {row['predicted_ms']:.3f} ms [{row['low_ms']:.3f}, {row['high_ms']:.3f}]"
-              f", timed {row['scaled_ms']:.3f} ms in the database's minutes (now {row['now_ms']:.3f} ms, reference "
-              f"{row['ref_now_ms']:.3f} ms; rounds' ratios within {row['ratio_spread']:.1%}, references' times within "
-              f"{row['ref_spread']:.1%}): {row['error']:+.1%}; "
-              f"{p.estimated_share:.0%} estimated, overhead {row['overhead_ms']:.3f} ms "
-              f"({overhead_sources.OVERHEAD_FROM.get(p.overhead_from, p.overhead_from)})", flush=True)
-        if np.isfinite(est_all):
-            print(f"every configuration measured now ({covered:.0%} of the calls; drift {drift:.3f}): the estimate "
-                  f"alone {est_all:+.1%}, the prediction with them measured {err_all:+.1%}; per op type, the largest "
-                  "misses:", flush=True)
-            miss = (misses["estimated_ms"] - misses["measured_ms"]).abs().sort_values(ascending=False).index[:6]
-            print(misses.loc[miss].to_string(float_format=lambda v: f"{v:.3f}"), flush=True)
-        by = p.layers.groupby("op_type").agg(ms=("total_s", "sum"), method=("method", lambda s: ",".join(
-            sorted(set(s)))))
-        by["ms"] *= 1e3
-        by.index = [label(t) for t in by.index]
-        print(by.sort_values("ms", ascending=False).head(8).to_string(float_format=lambda v: f"{v:.3f}"))
+        _print_row(row, p, misses)
     table = pd.DataFrame(rows)
     if len(table):
         pd.set_option("display.width", 250)
         print("\n" + table.drop(columns=["overhead_from"]).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    e = table["error"].abs() if len(table) else pd.Series(dtype=float)
-    est = table["est_vs_measured"].abs().dropna() if len(table) else pd.Series(dtype=float)
-    nan = float("nan")
-    summary(workloads=len(table), failed=len(failed), ref="+".join(f"{r}_b{ref_batch}" for r in ref_names),
-            median_abs_err=float(e.median()) if len(e) else nan, max_abs_err=float(e.max()) if len(e) else nan,
-            within_15pct=float((e <= 0.15).mean()) if len(e) else nan,
-            median_abs_err_run=float(table["err_run"].abs().median()) if len(table) else nan,
-            median_ref_spread=float(table["ref_spread"].median()) if len(table) else nan,
-            median_abs_err_ref0=float(table["err_ref0"].abs().median()) if len(table) else nan,
-            in_interval=float(table["in_interval"].mean()) if len(table) else nan,
-            in_interval_run=float(table["in_interval_run"].dropna().astype(float).mean())
-            if len(table) and table["in_interval_run"].notna().any() else nan,
-            median_width=float(table["width"].median()) if len(table) else nan,
-            median_abs_est_vs_measured=float(est.median()) if len(est) else nan,
-            median_abs_est_vs_all=float(table["est_vs_all"].abs().median()) if len(table) else nan,
-            max_abs_est_vs_all=float(table["est_vs_all"].abs().max()) if len(table) else nan,
-            median_abs_err_all=float(table["err_all"].abs().median()) if len(table) else nan,
-            median_abs_drift_step=float(table["drift_step"].abs().median()) if len(table) else nan,
-            estimated_share=float(table["estimated_share"].median()) if len(table) else nan,
-            wall_s=time.perf_counter() - t0)
+    _summary(table, study, failed, time.perf_counter() - t0)
 
 
 if __name__ == "__main__":
