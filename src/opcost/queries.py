@@ -90,4 +90,8 @@ MARKDOWN = [
     "On a database that merges several runs of one host, `opcost predict` also prefers the rows of one run",
     "(`--run`; by default the run of the workload's newest end-to-end reference): to do the same, keep only that",
     "`run` (a column of `measurements`, set by `opcost db merge`) or rank it first in the ordering.",
+    "",
+    "A model name stands for one model in a database: `opcost db merge` refuses two inputs whose same-named model was",
+    "built otherwise (another module, size or dtype), naming the model and both inputs, and writes nothing; merge each",
+    "variant into a database of its own, or profile one under another name.",
 ]
