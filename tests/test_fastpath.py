@@ -71,3 +71,18 @@ def test_a_path_the_observers_would_change_is_named():
     assert len(found) == 1 and found[0].startswith("the iteration opcost records runs other operators than a plain "
                                                    "one (a fast path its observers switch off?): "), found
     assert "aten::_transformer_encoder_layer_fwd" in found[0]
+
+
+def test_kinetos_own_lines_are_left_out_of_standard_error_and_every_other_line_kept(tmp_path):
+    """Kineto writes `USDT: ... profiler_start` to standard error on every profile, whatever its log level; opcost
+    extract printed two such lines per profiled step. They are dropped; a line of the block's own stays, in order."""
+    import subprocess
+    import sys
+
+    code = ("import os, torch\nfrom opcost.model.fastpath import cpu_profiler\n"
+            "with cpu_profiler():\n"
+            "    os.write(2, b'mine, before\\n'); torch.ones(3) + 1; os.write(2, b'mine, after\\n')\n"
+            "os.write(2, b'after the block\\n')\n")
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
+    assert "USDT:" not in quiet and "gpuGetDeviceCount" not in quiet
+    assert quiet.splitlines() == ["mine, before", "mine, after", "after the block"]

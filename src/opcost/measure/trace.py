@@ -48,6 +48,8 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+    from opcost.model.fastpath import kineto_quiet
+
     if iterations < 1 or warmup < 0:
         raise OpcostError(str(path), f"need iterations >= 1 and warmup >= 0, got {iterations} and {warmup}")
     if hasattr(runner, "step"):
@@ -68,7 +70,7 @@ def record(runner, path, iterations: int = 5, warmup: int = 2, device: str | Non
             fn()
             sync()
 
-    with profile(activities=activities, record_shapes=record_shapes, schedule=sched) as prof:
+    with kineto_quiet(), profile(activities=activities, record_shapes=record_shapes, schedule=sched) as prof:
         for _ in range(-warmup, iterations):  # recorded from the first non-warm-up step
             if paired is not None:  # the model's own iteration first, so the recorded one follows an iteration
                 marked(WARM_MARKER, step)

@@ -16,9 +16,13 @@ Training never takes a fast path (it needs no gradients), so training workloads 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import re
+import sys
+import tempfile
 import weakref
 
 import torch
@@ -37,11 +41,38 @@ log = logging.getLogger(__name__)
 _FUSED: "weakref.WeakSet[nn.Module]" = weakref.WeakSet()
 
 
+KINETO_NOISE = re.compile(r"^(USDT|STAGE):\S+ \S+ \d+:\d+ \S+\.cpp:\d+\]|^ERROR:.*gpuGetDeviceCount failed")
+
+
+@contextlib.contextmanager
+def kineto_quiet():
+    """Kineto's own lines (``USDT: ... profiler_start``, a CPU-only host's failed GPU count) left out of standard
+    error while the block runs, which no setting silences; every other line written there is kept, in order, once
+    the block ends (a crash inside loses nothing: they are written back on the way out)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [ln for ln in held.read().decode(errors="replace").splitlines(keepends=True)
+                    if not KINETO_NOISE.match(ln)]
+            sys.stderr.write("".join(kept))
+            sys.stderr.flush()
+
+
+@contextlib.contextmanager
 def cpu_profiler():
-    """``torch.profiler.profile`` of CPU activity, without Kineto's GPU probing noise on CPU-only hosts (the
-    profiler switches no fast path off: what a plain iteration runs is what it sees)."""
+    """``torch.profiler.profile`` of CPU activity, without Kineto's noise on standard error (:func:`kineto_quiet`)
+    (the profiler switches no fast path off: what a plain iteration runs is what it sees)."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")
-    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    with kineto_quiet(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        yield prof
 
 
 def candidates(module: nn.Module) -> dict[str, nn.Module]:
