@@ -147,7 +147,8 @@ def measure_workload(model: str, batch: int, cfg: dict, args, keep: dict | None 
     the model's iterations, and `replay_<part>` of its operators replayed in model order). ``keep``, where given,
     receives the workload's database rows: `layers`, `measurements` (isolated and in situ) and `e2e` (dedicated,
     interleaved and rotation rows); ``plain``: also time a plain process in turn (the `_vs_plain` errors)."""
-    from opcost.analysis.overhead import summarize, trace_workload
+    from opcost.analysis.overhead import summarize
+    from opcost.analysis.tracing import trace_workload
     from opcost.analysis.predict import trace_overhead
     from opcost.measure.e2e import measure_e2e
     from opcost.measure.engine import engine_call_s, engine_cost

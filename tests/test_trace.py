@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from opcost import io, trace_tables
-from opcost.analysis import overhead, trace_parse
+from opcost.analysis import overhead, trace_parse, tracing
 from opcost.analysis import trace_analysis as ta
 from opcost.errors import OpcostError
 from opcost.measure import trace as rec
@@ -377,7 +377,7 @@ def test_summaries_fit_their_tables_and_draw(gpu_trace, cpu_trace, tmp_path):
 
 
 def test_profiler_dilation_is_measured_and_subtracted_from_gaps(tmp_path):
-    d = overhead.profiler_dilation(tmp_path / "cal.json.gz", calls=1000, repeats=5)
+    d = tracing.profiler_dilation(tmp_path / "cal.json.gz", calls=1000, repeats=5)
     assert 0 < d < 1e-3  # the profiler costs something per call, far less than a millisecond
     stats = pd.DataFrame({"op_type": ["aten::add", ta.ALL_TYPES, ta.END, overhead.PROFILER],
                           "kind": "T1", "mean_s": [5e-6, 5e-6, 9e-6, 2e-6]})
@@ -549,7 +549,7 @@ def test_traced_workload_has_its_glue_row_outside_training(tmp_path):
     kinds = {}
     for mode in ("inference", "training"):
         wl = make_workload(load_model("mlp", models["mlp"]), 2, mode)
-        parts = overhead.trace_workload(wl, models, tmp_path / f"{mode}.json", iterations=2, warmup=1).parts
+        parts = tracing.trace_workload(wl, models, tmp_path / f"{mode}.json", iterations=2, warmup=1).parts
         kinds[mode] = set(parts["trace_overheads"]["kind"])
     assert overhead.GLUE_KIND in kinds["inference"] and overhead.GLUE_KIND not in kinds["training"]
 
@@ -564,18 +564,18 @@ def test_a_trace_taken_now_runs_in_a_process_of_its_own():
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        parts = overhead.trace_now(("mlp", models["mlp"]), 2, "inference", {"device": "cpu", "threads": 2})
+        parts = tracing.trace_now(("mlp", models["mlp"]), 2, "inference", {"device": "cpu", "threads": 2})
         assert torch.get_num_threads() == 1  # the caller's process as it was
     finally:
         torch.set_num_threads(before)
     assert set(parts) == {"trace_op_types", "trace_iterations", "trace_op_kernels", "trace_overheads",
                           "trace_overhead_samples"}
-    assert len(parts["trace_iterations"]) == overhead.TRACE_NOW["iterations"]
+    assert len(parts["trace_iterations"]) == tracing.TRACE_NOW["iterations"]
     stats = parts["trace_overheads"]
     assert {"T1", overhead.REPLAY_KIND} <= set(stats["kind"]) and (stats["model"] == "mlp").all()
     assert "aten::linear" in set(parts["trace_op_types"]["op_type"])
     with pytest.raises(OpcostError, match="nowhere"):
-        overhead.trace_now(("nowhere", {"model": "tests.tiny_models:no_such_factory"}), 2, "inference", {})
+        tracing.trace_now(("nowhere", {"model": "tests.tiny_models:no_such_factory"}), 2, "inference", {})
 
 
 @pytest.mark.parametrize("paired", [True, False])

@@ -122,14 +122,7 @@ def predict(db: dict, q: Question, spec: dict | None = None, db_dir=None, statis
                       "kv_cache_bytes": decode.cache_bytes(layers, context), "widest": p.widest})
     cond = prefill.conditions
     if loop is None:
-        import torch
-
-        before = torch.get_num_threads()
-        torch.set_num_threads(int(cond.get("threads") or before))
-        try:
-            loop = loop_overhead(small, q.batch, q.prompt, q.new)
-        finally:
-            torch.set_num_threads(before)
+        loop = loop_overhead(small, q.batch, q.prompt, q.new, threads=cond.get("threads"))
     curve = bandwidth or decode.bandwidth_curve(cond)
     return assemble(q, prefill, steps, loop, curve)
 

@@ -276,9 +276,9 @@ def overhead_now(model: tuple, batch: int, mode: str, conditions: dict, dtype: s
     at ``batch`` in ``mode``, modelled from a short trace of its own taken now, as the trace stage models a
     profiled workload's (:func:`opcost.analysis.predict.trace_overhead`: each gap before a call, less the gap its
     isolated replay already includes), in a process of its own set up as the measuring ones were (``conditions``:
-    the database's device and threads; glibc keeping freed memory): :func:`opcost.analysis.overhead.trace_now`
+    the database's device and threads; glibc keeping freed memory): :func:`opcost.analysis.tracing.trace_now`
     (``keep``: its folder of traces kept for a later call asking the same)."""
-    from opcost.analysis.overhead import trace_now
+    from opcost.analysis.tracing import trace_now
     from opcost.analysis.predict import trace_overhead
 
     parts = trace_now(model, batch, mode, conditions, dtype, keep=keep)

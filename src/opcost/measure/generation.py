@@ -115,12 +115,23 @@ def _timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def loop_overhead(small, batch: int, prompt: int, new: int, rounds: int = 7, seed: int = 0) -> LoopOverhead:
+def loop_overhead(small, batch: int, prompt: int, new: int, rounds: int = 7, seed: int = 0,
+                  threads: int | None = None) -> LoopOverhead:
     """generate()'s loop measured with ``small`` (a :func:`stand_in` of the model) at ``batch``, ``prompt`` and up
     to :data:`LOOP_STEPS` + 1 new tokens: per round, ``generate()`` of one token (the prefill alone) and of n tokens,
     each timed alternately with the same :func:`forwards`; the setup is the first difference, the per-step
     overhead (difference of n tokens − the setup) / (n − 1); medians over ``rounds`` rounds after a warm-up, and
-    their 10–90% ranges."""
+    their 10–90% ranges. ``threads``: torch's threads while it is measured (those of the costs it goes with; the
+    caller's are restored after; None: the caller's)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(threads or before))
+    try:
+        return _loop_overhead(small, batch, prompt, new, rounds, seed)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _loop_overhead(small, batch: int, prompt: int, new: int, rounds: int, seed: int) -> LoopOverhead:
     device = next(small.parameters()).device
     ids = torch.randint(0, _vocab(small), (batch, prompt), generator=torch.Generator().manual_seed(seed)).to(device)
     n = max(2, min(int(new), LOOP_STEPS + 1))

@@ -166,7 +166,7 @@ def record_workload(wl, models: dict, path, device: str = "cpu", dtype: str = "f
     operators as isolated profiling times them (:func:`opcost.measure.glue.time_glue` with
     :func:`opcost.measure.operator_round.operator_round`: the model's reference iteration closing every
     ``e2e_every``-th round, the config's ``profile.e2e_every``). In the calling process, as it is: the caller sets
-    it up as a measuring process. Reading the trace is :func:`opcost.analysis.overhead.trace_workload`'s."""
+    it up as a measuring process. Reading the trace is :func:`opcost.analysis.tracing.trace_workload`'s."""
     from opcost.database import catalog
     from opcost.measure.glue import time_glue
     from opcost.measure.operator_round import operator_round

@@ -181,7 +181,7 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
 
 def _kept_trace(traces, layers: pd.DataFrame):
     """Where the short trace of the workload ``layers`` is kept (None: nowhere), for its operator calls as they are."""
-    from opcost.analysis.overhead import KeptTrace
+    from opcost.analysis.tracing import KeptTrace
     from opcost.journal import settings_key
 
     if traces is None:

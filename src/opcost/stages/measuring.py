@@ -385,7 +385,8 @@ def trace(config: Mapping, model: str, mode: str, batch: int, out_trace, out_tab
     """Kineto trace of the workload's end-to-end iterations (Perfetto-readable JSON) and its analysis tables
     (``out_tables``: part name in :data:`TRACE_PARTS` -> path). A configuration that cannot be replayed is left
     out of the replayed iterations (a failure row); see :func:`opcost.rule.guarded` for ``out_failures``."""
-    from opcost.analysis.overhead import trace_prediction, trace_workload
+    from opcost.analysis.overhead import trace_prediction
+    from opcost.analysis.tracing import trace_workload
     from opcost.measure.trace import write_empty
 
     def body():
