@@ -156,7 +156,7 @@ ANSWERS = [
            ("median_abs_err_model", None), n="workloads"),
     Answer("gpu_measured", "a GPU (H200), measured", "gpu_check", per_line="err_isolated_ov_vs_dedicated"),
     Answer("gpu_unseen", "a GPU (H200), a model never profiled", "gpu_check", per_line="err_predicted_vs_measured"),
-    Answer("tier", "a slower memory tier's slowdown (`opcost advise`)", None),
+    Answer("tier", "a slower memory tier's slowdown (`tiers.tsv`, `opcost predict --tier`, `opcost advise`)", None),
     Answer("energy", "energy", None),
 ]
 LABELS = ("model", "workload")  # a SUMMARY line's key that names what the line is about (one line per model)
@@ -310,8 +310,8 @@ REFERENCES_TEXT = (
     "time then, so that the host's drift cancels). *A dedicated run*: the model alone, timed by opcost's end-to-end "
     "job in other minutes. *Your own script*: the model in a plain PyTorch process (glibc's default allocator, "
     "threads not pinned), its iterations timed in blocks alternating with opcost's process, and opcost's reference "
-    "scaled by the ratio. *Not measured*: no record holds the figure (records from before the benchmarks timed a "
-    "plain process lack that column; rerun the benchmark with `--record`). *Stale*: measured on code that has "
+    "scaled by the ratio. *Not measured*: no record holds the figure (a record without a plain process's timing "
+    "leaves that column blank; rerun its benchmark with `--record`). *Stale*: measured on code that has "
     "changed where it matters since (the GPU path for a GPU record, or a file its command names). Hosts: 2-core "
     "cloud VMs whose CPU model differed between runs; \"the shared 2-core VM\" is a record that did not name it.")
 

@@ -186,7 +186,7 @@ MEASUREMENTS = Table(
 )
 
 SAMPLES = Table(
-    "samples", "results/profile/samples_{chunk}.parquet",
+    "samples", "results/profile/iter{n}_samples_{chunk}.parquet",
     "Raw timing samples behind `measurements` and `e2e` rows.",
     (
         _c("key", "string", "config_id, or `model/mode/b{batch}` for end-to-end rows"),

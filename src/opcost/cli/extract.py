@@ -1,7 +1,7 @@
 """`opcost extract`: a model workload's operator configurations to Parquet."""
 from __future__ import annotations
 
-from opcost.cli.args import CONTEXT_HELP, PROMPT_HELP, config_of, positive, workload_mode
+from opcost.cli.args import CONTEXT_HELP, config_of, positive, workload_mode
 from opcost.errors import OpcostError
 
 
@@ -12,7 +12,7 @@ def add(sub) -> None:
     ex.add_argument("--batch", type=positive, default=1)
     ex.add_argument("--mode", choices=["inference", "training", "decode", "prefill"], default="inference")
     ex.add_argument("--context", type=positive, help=CONTEXT_HELP)
-    ex.add_argument("--prompt", type=positive, help=PROMPT_HELP)
+    ex.add_argument("--prompt", type=positive, help="with --mode prefill: the prompt's length in tokens (per sequence)")
     ex.add_argument("--out", required=True, help="output .parquet (columns: docs/data.md, table `layers`)")
     ex.add_argument("--config", help="config file whose `models` entry describes MODEL (inputs, kwargs)")
     ex.add_argument("--device")
