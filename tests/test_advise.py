@@ -144,6 +144,11 @@ def test_budgets_are_sizes_or_shares(chain, text, expected):
     assert placement_problem.budget_bytes("50%", problem) == placement_problem.budget_bytes(0.5, problem) == half
     with pytest.raises(OpcostError, match=r"^--budget 2 apples: expected a size"):
         placement_problem.budget_bytes("2 apples", problem)
+    # a config's 0.5 is half the footprint; on the command line it was half a byte, rounded to an all-slow plan
+    for text, share in (("0.5", "50%"), ("1", "100%")):
+        with pytest.raises(OpcostError, match=rf"^--budget {text}: a number without a unit is bytes here.*{share}"):
+            placement_problem.budget_bytes(text, problem)
+    assert placement_problem.budget_bytes("1B", problem) == 1
 
 
 def test_the_plan_file_round_trips_and_reapplies(chain, tmp_path):

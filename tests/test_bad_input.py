@@ -415,6 +415,16 @@ def test_a_sweep_point_larger_than_the_memory_free_is_refused_before_the_first_j
     assert not preflight._needs_import(fits, tmp_path)  # passed once: the next parse imports nothing for it
 
 
+@pytest.mark.parametrize("entry, line", [
+    ({**MLP, "memory_format": "token_major"}, "config: models.mlp.memory_format: token_major orders images [channels, "
+                                              "height, width]; its input_shapes [[8]] hold no image"),
+    ({**MLP, "seq_len": 64}, "config: models.mlp.seq_len: sets the token ids of a transformers (hf:) model")])
+def test_an_entry_key_its_model_ignores_is_named_before_the_first_job(entry, line, tmp_path):
+    """token_major on flat inputs and seq_len on a model that is no transformers one were accepted and ignored."""
+    found = preflight.problems(validate({"models": {"mlp": entry}}), cache_dir=tmp_path)
+    assert len(found) == 1 and found[0].startswith(line), found
+
+
 def test_numbers_yaml_reads_as_strings_are_numbers():
     raw = yaml.safe_load("models: {mlp: {input_shapes: [[8]]}}\nprofile: {timing: {abs_ci_s: 2e-7, max_seconds: 1e-1}}")
     assert raw["profile"]["timing"]["abs_ci_s"] == "2e-7"  # YAML 1.1 wants a dot: PyYAML reads a string
@@ -470,6 +480,8 @@ REFUSED = [
      "config: sweeps[0].points[0].channels_last: 3 is not one of [0, 1, 2]"),
     ({"models": {"mlp": MLP}, "sweeps": [{"op": "Linear", "grid": {"features": [8, 16]}, "points": [{"rows": 4}]}]},
      "config: sweeps: Linear: gives both points and grid: points are measured in place of a grid"),
+    ({"models": {"sweep-Linear-f16-r4": MLP}, "sweeps": [{"op": "Linear", "grid": {"features": [16], "rows": [4]}}]},
+     "config: models.sweep-Linear-f16-r4: names starting 'sweep-' are the sweep points': rename it"),
     ({"models": {"mlp": MLP}, "threads": 10 ** 11},
      "config: threads: 100000000000 is greater than the maximum of 4096"),
 ]
@@ -555,6 +567,10 @@ def test_a_database_without_its_end_to_end_table_says_so_and_keeps_an_interval(t
     assert code == 0 and f"opcost: database {db}: no e2e.parquet (the end-to-end times" in err, err
     low, high = (float(x) for x in re.search(r"\[([0-9.]+), ([0-9.]+)\]", out).groups())
     assert high > 1.2 * low and "interval: no end-to-end time in the database: the method's error taken as" in out
+    # a table of no row (a merge of a database without it used to write one) is named as a missing one is
+    io.write_parquet(pd.read_parquet(db / "overheads.parquet").iloc[0:0], db / "overheads.parquet", tables.OVERHEADS)
+    code, out, err = _cli("predict", "tiny_dlrm", "--batch", 2, "--db", db, "--no-trace")
+    assert code == 0 and f"opcost: database {db}: overheads.parquet holds no row (" in err, err
 
 
 def test_extract_takes_a_model_given_by_its_source(tmp_path):
@@ -815,3 +831,17 @@ def test_the_check_before_the_first_job_builds_an_entry_given_under_several_name
     broken = {"model": "nowhere:make"}
     found = preflight.problems(validate({"models": {"x": broken, "y": broken}, "batch_sizes": [2]}))
     assert [line.split(":")[0] for line in found] == ["model x", "model y"]
+
+
+def test_an_answer_far_past_what_the_database_measured_cites_no_accuracy_figure(tiny_run):
+    """An MLP profiled at batch 2, asked at batch 4096: predicted 60x its time, outside its interval, and the answer
+    quoted the accuracy table's 7.7% for models never profiled. An answer mostly estimated more than 10x past any
+    measured configuration of its op types now says that no figure covers it, and names the farthest."""
+    db = tiny_run / "results" / "db"
+    code, out, err = _cli("predict", "mlp", "--batch", 4096, "--db", db, "--config", TINY, "--no-trace")
+    assert code == 0, err
+    said = out.strip().splitlines()[-1]
+    assert said.startswith("what to expect: 100% of its operator time is estimated more than 10x past") and \
+        "median |error|" not in said and "farthest: " in said, said
+    code, out, err = _cli("predict", "mlp", "--batch", 3, "--db", db, "--config", TINY, "--no-trace")
+    assert code == 0 and "more than 10x past" not in out and "median |error|" in out.strip().splitlines()[-1], out

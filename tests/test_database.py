@@ -447,3 +447,17 @@ def test_a_merge_of_one_model_name_in_two_variants_is_refused_before_anything_is
                         str(tmp_path / "cli")], capture_output=True, text=True, check=False)
     assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1 and f"model {model}" in p.stderr, p.stderr
     assert database.merge([db, db], tmp_path / "same")  # the same variant twice merges
+
+
+def test_a_merge_into_a_runs_own_database_is_refused(tiny_run, tmp_path):
+    """Merged into a run's results/db, another host's rows were validated by the run's next pass as its own (the
+    summary mixed two hosts, reference spread 107%); refused, nothing written."""
+    import shutil
+
+    run = tmp_path / "run" / "results"
+    shutil.copytree(tiny_run / "results" / "db", run / "db")
+    (run / "journal").mkdir()
+    before = {p.name: p.read_bytes() for p in (run / "db").iterdir()}
+    with pytest.raises(OpcostError, match=r"is a workflow run's own database"):
+        database.merge([tiny_run / "results" / "db"], run / "db")
+    assert {p.name: p.read_bytes() for p in (run / "db").iterdir()} == before

@@ -124,3 +124,25 @@ def test_every_stage_runs_on_its_rules_params_alone(cfg, tiny_run, tmp_path):
                  .drop_duplicates().itertuples(index=False) if m in ("mlp", "tiny_dlrm")}
     stages.advise(of("advise"), db, workloads, out / "advise.png")
     assert ran == set(STAGE_KEYS)  # every stage of the workflow was run
+
+
+def test_an_edit_of_a_models_own_code_changes_its_jobs_params(tmp_path, monkeypatch):
+    """A `module:callable` model whose module file was edited after a run: the run said "Nothing to be done" and
+    kept the old model's results as current. The file's fingerprint is in the params of every job of that model."""
+    from opcost.config import StageConfig, stage_settings, validate
+
+    code = "from tests.tiny_models import make_mlp\n\ndef make():\n    return make_mlp({})\n"
+    (tmp_path / "my_nets.py").write_text(code.format(16))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = validate({"models": {"net": {"model": "my_nets:make", "input_shapes": [[8]]}, "resnet18": {}}})
+    before = {stage: stage_settings(cfg, stage, "net") for stage in ("extract", "e2e")}
+    other = stage_settings(cfg, "extract", "resnet18")
+    profile = stage_settings(cfg, "profile")
+    (tmp_path / "my_nets.py").write_text(code.format(256))
+    assert all(stage_settings(cfg, stage, "net") != p for stage, p in before.items())
+    assert stage_settings(cfg, "profile") != profile  # the profiling jobs hold every model's entry
+    assert stage_settings(cfg, "extract", "resnet18") == other  # a model of another source: unchanged
+    import json
+
+    assert "code" in json.loads(before["extract"])
+    assert StageConfig("extract", json.loads(before["extract"]), "net")["models"]["net"]["model"] == "my_nets:make"

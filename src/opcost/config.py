@@ -158,6 +158,11 @@ def validate(config: dict) -> dict:
         raise Problems(lines)
     if problems := _cross_checks(config):
         raise Problems(problems) if len(problems) > 1 else OpcostError(*problems[0].split(": ", 1))
+    from opcost.model.sweep_points import PREFIX
+
+    for name, entry in config["models"].items():  # a user's model in a sweep point's place: the point never measured
+        if str(name).startswith(PREFIX) and not is_sweep(entry or {}):
+            raise OpcostError(f"config: models.{name}", f"names starting {PREFIX!r} are the sweep points': rename it")
     for name, entry in sweep_entries(config).items():
         config["models"].setdefault(name, entry)  # idempotent: a validated config validates again unchanged
     merged = _MERGED.setdefault(id(config["models"]), (config["models"], set()))[1]  # held: its id stays its own
@@ -367,6 +372,22 @@ def model_entry(config: dict, model: str) -> dict:
 
 
 NEVER_PROFILED = "never_profiled"  # a per-workload stage's params: its model is a `predict_only` one
+CODE = "code"  # a stage's params: model -> a fingerprint of the module file its `module:callable` entry names
+
+
+def code_fingerprint(entry: dict) -> str | None:
+    """The SHA-1 (12 digits) of the file of the module a ``module:callable`` entry names, found without importing it,
+    so that an edit of the model's code reruns its jobs (the modules it imports not followed); else None."""
+    import hashlib
+    import importlib.util
+
+    if ":" not in (target := str(entry.get("model") or "")) or target.split(":")[0] in ("hf", "timm", "torchvision"):
+        return None
+    try:
+        origin = importlib.util.find_spec(target.split(":")[0]).origin
+        return hashlib.sha1(Path(origin).read_bytes()).hexdigest()[:12]
+    except (ImportError, AttributeError, ValueError, TypeError, OSError):
+        return None
 
 
 def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
@@ -390,6 +411,9 @@ def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
         part["model"] = _canonical(model_entry(config, model))
         if model in (config.get("predict_only") or {}):  # never profiled: no plain process to compare
             part[NEVER_PROFILED] = True
+    named = [model] if model is not None else list(part.get("models") or {})
+    if code := {m: f for m in named if (f := code_fingerprint(config["models"][m]))}:
+        part[CODE] = code
     return json.dumps(part, separators=(",", ":"), default=str)
 
 
@@ -416,6 +440,7 @@ class StageConfig(Mapping):
     def __init__(self, stage: str, part: dict, model: str | None = None):
         part = dict(part)
         self.never_profiled = bool(part.pop(NEVER_PROFILED, False))  # its model is a `predict_only` one
+        part.pop(CODE, None)  # what reruns the job when the model's code changes: nothing a stage reads
         own = part.pop("model", None)
         if own is not None and "models" not in part:
             part["models"] = {model: own}

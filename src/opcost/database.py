@@ -107,11 +107,12 @@ LACKING = {"configs": "the operator configurations' shapes", "layers": "the mode
            "overheads": "the traced overhead between operators: taken from a short trace now, or none"}
 
 
-def missing_tables(path, names=tuple(DB_TABLES)) -> list[str]:
-    """One line per table of ``names`` (default: :data:`DB_TABLES`) the database directory ``path`` lacks, naming
-    it and what an answer from it lacks (read as empty by :func:`read_db`)."""
-    return [f"database {path}: no {name}.parquet ({LACKING[name]})" for name in names
-            if not (Path(path) / f"{name}.parquet").exists()]
+def missing_tables(path, names=tuple(DB_TABLES), db: dict | None = None) -> list[str]:
+    """One line per table of ``names`` (default: :data:`DB_TABLES`) the database directory ``path`` lacks, or that
+    holds no row (``db``: its tables, read), naming it and what an answer from it lacks."""
+    return [f"database {path}: " + (f"{name}.parquet holds no row" if (Path(path) / f"{name}.parquet").exists()
+                                    else f"no {name}.parquet") + f" ({LACKING[name]})" for name in names
+            if not (Path(path) / f"{name}.parquet").exists() or (db is not None and db[name].empty)]
 
 
 def read_db(path) -> dict[str, pd.DataFrame]:
@@ -160,6 +161,9 @@ def _out_db(out: Path) -> dict | None:
         raise OpcostError(f"--out {out}", "is a file, not a database directory: name a new or empty directory, or "
                                           "an existing database to merge into")
     if is_db(out):
+        if (out.resolve().parent / "journal").is_dir():  # results/db beside results/journal: a run's own database
+            raise OpcostError(f"--out {out}", "is a workflow run's own database, which its next run validates as "
+                                              "that run's alone: merge into another directory")
         return read_db(out)
     if any(out.iterdir()):
         raise OpcostError(f"--out {out}", "holds other files and no opcost table: name a new or empty directory, or "

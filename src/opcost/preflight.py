@@ -60,8 +60,8 @@ def _entry_problems(name: str, entry: dict, config: dict) -> list[str]:
 
 def _input_problems(name: str, entry: dict, config: dict) -> list[str]:
     """An ``input_range`` whose low end is not below its high end; ``input_dtype`` or ``input_range`` for a
-    library's own inputs (which ignore them); ``channels_last`` for inputs that hold no image; a batch whose inputs
-    alone exceed the memory free."""
+    library's own inputs (which ignore them); ``channels_last`` or ``token_major`` for inputs that hold no image;
+    ``seq_len`` for a model that is no transformers one; a batch whose inputs alone exceed the memory free."""
     lo_hi, shapes, target = entry.get("input_range"), entry.get("input_shapes"), entry.get("model") or name
     if lo_hi is not None and lo_hi[0] >= lo_hi[1]:
         return [f"config: models.{name}.input_range: {lo_hi} draws integers from [low, high): low must be below "
@@ -74,9 +74,14 @@ def _input_problems(name: str, entry: dict, config: dict) -> list[str]:
         return [f"config: models.{name}.{drawn[0]}: applies to inputs drawn at input_shapes, and {target} has no "
                 "input_shapes (its library's own inputs are used: token ids below its vocabulary, images of its "
                 f"size): add input_shapes, or remove {' and '.join(drawn)}"]
-    if entry.get("memory_format") == "channels_last" and shapes and not any(len(s) == 3 for s in shapes):
-        return [f"config: models.{name}.memory_format: channels_last orders images [channels, height, width] and "
-                f"4-D weights; its input_shapes {shapes} hold no image: remove memory_format"]
+    layout = entry.get("memory_format")
+    if layout in ("channels_last", "token_major") and shapes and not any(len(s) == 3 for s in shapes):
+        return [f"config: models.{name}.memory_format: {layout} orders images [channels, height, width]"
+                f"{' and 4-D weights' if layout == 'channels_last' else ''}; its input_shapes {shapes} hold no "
+                "image: remove memory_format"]
+    if entry.get("seq_len") is not None and not target.startswith("hf:"):
+        return [f"config: models.{name}.seq_len: sets the token ids of a transformers (hf:) model, and {target} is "
+                "none: remove seq_len, or give input_shapes"]
     from opcost.model.sources import available_memory
 
     free = available_memory("cpu")

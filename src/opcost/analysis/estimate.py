@@ -128,6 +128,8 @@ class Prediction:
     widest: str | None = None  # the op type whose estimates contribute most to the interval's width (None: none)
     interval_basis: str = ""  # what the estimated part's range rests on (opcost.analysis.interval); "": none estimated
     level_s: float = 0.0  # a decode step's operators' loss to a slower memory level (memory_level_shift), seconds
+    beyond_share: float = 0.0  # share of the operator time estimated past BEYOND of anything measured of its type
+    farthest: str | None = None  # of that part, the op type farthest from a measured configuration of its type
 
     @property
     def estimated_share(self) -> float:
@@ -166,6 +168,7 @@ class Prediction:
                 "plain_s": None if self.plain_gap is None else self.predicted_s * (1 + self.plain_gap),
                 "by_method_s": self.methods(), "widest": self.widest,
                 "interval_basis": self.interval_basis, "level_s": self.level_s,
+                "beyond_share": self.beyond_share, "farthest": self.farthest,
                 "top_op_types_s": {k: float(v) for k, v in self.by_op_type().head(10).items()}}
 
 
@@ -259,6 +262,7 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
         scenario, tier_share, tier_measured = _on_tier({**db, "e2e": one_run(e2e, run)}, rows, used, tier, scenario,
                                                        statistic)
     rows["total_s"] = rows["count"].astype(float) * rows["cost_s"]
+    beyond_share, farthest = _beyond(cm, rows)
     per_call = overhead_per_call(db, used, mode, statistic)
     overhead_s, overhead_from = _overhead(db, used, layers, per_call[0], run, picked, trace_now, trace_keep)
     level = memory_level_shift(db, e2e, rows, layers, picked)
@@ -283,8 +287,28 @@ def predict_workload(db: dict, layers: pd.DataFrame, db_dir=None, statistic: str
                       tier_slowdown=(centre - level) / (fast_ops + overhead_s) if tier is not None else None,
                       tier_measured_share=tier_share, run=run, runs_s={k: float(v) for k, v in by_run.items()},
                       runs_held=len(set(runs(pool)) | set(runs(e2e))),
-                      plain_gap=gap, plain_gap_of=gap_of, widest=widest,
+                      plain_gap=gap, plain_gap_of=gap_of, widest=widest, beyond_share=beyond_share, farthest=farthest,
                       interval_basis="; ".join(b for b in (band.basis if est_rows.any() else "", band.untimed) if b))
+
+
+BEYOND = 1.0  # decades (10x the FLOPs or bytes) past the nearest measured configuration of its type: extrapolated
+
+
+def _beyond(cm, rows: pd.DataFrame) -> tuple[float, str | None]:
+    """(the share of ``rows``' operator time that the cost model ``cm`` estimated more than :data:`BEYOND` decades
+    from any configuration of its op type, mode and phase the database measured, or for a type it never measured;
+    the farthest of those op types, with its decades): what no held-out error, and no accuracy figure, covers."""
+    est = rows[~rows["method"].isin(["measured", "composed"])]
+    total = float(rows["total_s"].sum())
+    if cm is None or est.empty or total <= 0:
+        return 0.0, None
+    d = np.asarray(cm.distance(cm.features_of(est)), float)
+    far = ~(d <= BEYOND)  # a type never measured has no distance: beyond
+    if not far.any():
+        return 0.0, None
+    at = np.where(far, np.nan_to_num(d, nan=np.inf), -1.0).argmax()
+    say = "a type never measured" if not np.isfinite(d[at]) else f"{10 ** d[at]:.3g}x past its nearest measured"
+    return float(est.loc[far, "total_s"].sum()) / total, f"{est['op_type'].iloc[at]} ({say})"
 
 
 def model_spread(cm, db_dir, key: str, mode: str) -> ModelSpread | None:
@@ -450,8 +474,10 @@ def workload_layers(db: dict, model: str, batch: int, mode: str, spec: dict | No
     held = wl if len(wl) else layers[layers["model"] == model]
     if len(held) and (diff := variant_difference(held, fresh)):
         got = held.iloc[0]
+        fix = ("the config file of the run that profiled it is the one to give, unless the model's code or entry "
+               "changed since: then run the workflow again (it reruns that model's jobs)" if dtype is not None else
+               "give --config with the config file of the run that profiled it, so that it is built as profiled, "
+               "or another name for another variant")
         raise OpcostError(f"model {model}", f"the database holds another variant of it than the one built now "
-                                            f"(profiled at batch {got['batch']}, {got['mode']}; {diff}): give "
-                                            "--config with the config file of the run that profiled it, so that "
-                                            "it is built as profiled, or another name for another variant")
+                                            f"(profiled at batch {got['batch']}, {got['mode']}; {diff}): {fix}")
     return wl.reset_index(drop=True) if len(wl) else fresh.reset_index(drop=True)

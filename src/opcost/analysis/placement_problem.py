@@ -149,13 +149,10 @@ def slow_mask(problem: Problem, plan: dict) -> np.ndarray:
 
 # --- budgets ------------------------------------------------------------------------------------------------------
 
-def budget_bytes(spec, problem: Problem) -> int:
-    """A budget in bytes of the fast tier: a size (``2GiB``, ``512MB``, ``1048576``) or a share of the placeable
-    footprint (``25%``, or a number in [0, 1] from a config): what must stay fast plus that share of the rest. A size
-    below what must stay fast is one line naming it."""
+def parse_budget(spec) -> tuple[str, float]:
+    """("share", 0..1) or ("size", bytes) of a budget (:func:`budget_bytes`); a malformed one is one line, said
+    before anything is built."""
     text = str(spec).strip()
-    movable = problem.footprint - problem.must_stay_fast
-    share = None
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):  # a config's number: a share
         share = float(spec)
     elif text.endswith("%"):
@@ -163,16 +160,29 @@ def budget_bytes(spec, problem: Problem) -> int:
             share = float(text[:-1]) / 100
         except ValueError:
             raise OpcostError(f"--budget {text}", "expected a share such as 25%") from None
-    if share is not None:
-        if not 0 <= share <= 1:
-            raise OpcostError(f"--budget {text}", "a share of the footprint lies between 0% and 100%")
-        return problem.must_stay_fast + int(round(share * movable))
-    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)", text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise OpcostError(f"--budget {text}", "expected a size (2GiB, 512MB, bytes) or a share of the footprint (25%)")
-    size = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    _check(problem, size, f"--budget {text}")
-    return size
+    else:
+        m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)", text)
+        if not m or m.group(2).lower() not in _UNITS:
+            raise OpcostError(f"--budget {text}", "expected a size (2GiB, 512MB, bytes) or a share of the footprint "
+                                                  "(25%)")
+        if not m.group(2) and 0 < float(m.group(1)) <= 1:  # a config's 0.5 is a share; here, half a byte
+            raise OpcostError(f"--budget {text}", f"a number without a unit is bytes here (in a config, a share): "
+                                                  f"give {float(m.group(1)):.0%} for a share, or {text}B for bytes")
+        return "size", float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not 0 <= share <= 1:
+        raise OpcostError(f"--budget {text}", "a share of the footprint lies between 0% and 100%")
+    return "share", share
+
+
+def budget_bytes(spec, problem: Problem) -> int:
+    """A budget in bytes of the fast tier: a size (``2GiB``, ``512MB``, ``1048576``) or a share of the placeable
+    footprint (``25%``, or a number in [0, 1] from a config): what must stay fast plus that share of the rest. A size
+    below what must stay fast is one line naming it."""
+    kind, value = parse_budget(spec)
+    if kind == "share":
+        return problem.must_stay_fast + int(round(value * (problem.footprint - problem.must_stay_fast)))
+    _check(problem, int(value), f"--budget {str(spec).strip()}")
+    return int(value)
 
 
 def nonneg(values) -> np.ndarray:

@@ -35,6 +35,7 @@ def run(args) -> None:
     from opcost.report import trust
     from opcost.report.advice import describe, summary
 
+    placement_problem.parse_budget(args.budget)  # a malformed budget said before the model is built
     tiers = tuple(t.strip() for t in args.tiers.split(",")) if args.tiers else None
     if tiers is not None and (len(tiers) != 2 or not all(tiers)):
         raise OpcostError(f"--tiers {args.tiers}", "expected two tier names, FAST,SLOW (e.g. dram,cxl)")

@@ -71,6 +71,6 @@ def read_db(path) -> dict:
     from opcost import database
 
     db = database.read_db(path)
-    for line in database.missing_tables(path, ("measurements", "e2e", "overheads")):
+    for line in database.missing_tables(path, ("measurements", "e2e", "overheads"), db):
         print(f"opcost: {line}", file=sys.stderr)
     return db

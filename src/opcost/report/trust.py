@@ -51,6 +51,20 @@ UNCOVERED = {"decode_unmeasured": "the database holds no decode step of any mode
                                   "profile a decoder in mode decode first (modes: [decode], context_lens)"}
 
 
+EXTRAPOLATED = 0.5  # above this share of operator time estimated far past what was measured, no figure covers it
+
+
+def beyond(share: float, farthest: str | None) -> str | None:
+    """One line for an answer of which ``share`` of the operator time is estimated far past anything the database
+    measured of its op type (:attr:`opcost.analysis.estimate.Prediction.beyond_share`; ``farthest``: the op type
+    farthest off), which no figure of the accuracy table covers; None at or below :data:`EXTRAPOLATED`."""
+    if share <= EXTRAPOLATED:
+        return None
+    return (f"what to expect: {share:.0%} of its operator time is estimated more than 10x past anything this database "
+            f"measured of its op type (farthest: {farthest}), which no figure of the accuracy table covers and the "
+            "interval may not hold: profile the model, or sweep those shapes (opcost sweep suggest)")
+
+
 def expect(which: str) -> str:
     """One line: what the accuracy table says of answers of kind ``which`` (a key of :data:`UNCOVERED`: what it
     says of those)."""
