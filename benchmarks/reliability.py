@@ -351,6 +351,12 @@ MISTAKES = [
         {"op": "Linear", "points": [{"features": 200000, "rows": 4}]}]}, ["sweep-Linear-f200000-r4"]),
     Mistake("on_missing: strict with a tier this host lacks", {"models": {"mlp": MLP}, "placement": {
         "tiers": {"dram": {"numa": 0}, "far": {"numa": 63}}, "on_missing": "strict"}}, ["placement.tiers.far"]),
+    Mistake("a model named like a sweep point", {"models": {"sweep-Linear-f16-r4": MLP}, "sweeps": [
+        {"op": "Linear", "grid": {"features": [16], "rows": [4]}}]}, ["sweep-Linear-f16-r4"]),
+    Mistake("token_major for flat inputs", {"models": {"mlp": {**MLP, "memory_format": "token_major"}}},
+            ["models.mlp.memory_format"]),
+    Mistake("seq_len for a model that is no transformers one", {"models": {"mlp": {**MLP, "seq_len": 64}}},
+            ["models.mlp.seq_len"]),
 ]
 
 
