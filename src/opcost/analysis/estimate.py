@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from opcost.analysis import calibration
+from opcost.analysis import calibration, optypes
 from opcost.analysis.calibration import ModelSpread
 from opcost.analysis.composed import compose
 from opcost.analysis.costmodel import CONTEXT
@@ -296,14 +296,24 @@ BEYOND = 1.0  # decades (10x the FLOPs or bytes) past the nearest measured confi
 
 def _beyond(cm, rows: pd.DataFrame) -> tuple[float, str | None]:
     """(the share of ``rows``' operator time that the cost model ``cm`` estimated more than :data:`BEYOND` decades
-    from any configuration of its op type, mode and phase the database measured, or for a type it never measured;
-    the farthest of those op types, with its decades): what no held-out error, and no accuracy figure, covers."""
+    from any configuration of its op type, mode and phase the database measured (or of its twins or family, whose
+    laws answer for a type never measured), or for a type none of which was measured; the farthest of those op
+    types, with its decades): what no held-out error, and no accuracy figure, covers."""
     est = rows[~rows["method"].isin(["measured", "composed"])]
     total = float(rows["total_s"].sum())
     if cm is None or est.empty or total <= 0:
         return 0.0, None
-    d = np.asarray(cm.distance(cm.features_of(est)), float)
-    far = ~(d <= BEYOND)  # a type never measured has no distance: beyond
+    data = cm.features_of(est)
+    d = np.asarray(cm.distance(data), float)
+    measured = set(cm.points["op_type"])
+    for i in np.flatnonzero(~(d <= BEYOND)):  # a type estimated from its twins' or family's laws: from theirs
+        t, base = data["op_type"].iloc[i], data["base"].iloc[i]
+        fam = optypes.family(t, base)
+        kin = [*optypes.twins(t, base), *(m for m in measured if fam is not None and optypes.family(m) == fam)]
+        near = [v for v in (d[i], *(cm.distance(data.iloc[[i]].assign(op_type=k))[0] for k in dict.fromkeys(kin)))
+                if np.isfinite(v)]
+        d[i] = min(near) if near else np.nan
+    far = ~(d <= BEYOND)  # a type never measured, nor its twins or family: beyond
     if not far.any():
         return 0.0, None
     at = np.where(far, np.nan_to_num(d, nan=np.inf), -1.0).argmax()
