@@ -38,6 +38,7 @@ def input_bytes(entry: dict, batch: int, dtype: str = "float32") -> int | None:
 
 
 def device_problems(config: dict) -> list[str]:
+    """A CUDA device the config names that torch does not find here (no model can be built there)."""
     device = str(config["device"])
     if not device.startswith("cuda"):
         return []
