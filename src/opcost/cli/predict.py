@@ -79,7 +79,8 @@ def run(args) -> None:
         p.conditions.get("device") or args.device or "cpu", mode, p.estimated_share, types.str.contains("Conv").any(),
         args.tier, beyond_measured(db, args.model, mode),
         attention=types.str.contains("attention|softmax", case=False).any()))
-    expect = trust.beyond(p.beyond_share, p.farthest) or expect  # far past what was measured: no figure covers it
+    if not no_decode:  # far past what was measured: no figure covers it
+        expect = trust.beyond(p.beyond_share, p.farthest) or expect
     if args.mode == "decode":  # per token: opcost.analysis.decode
         from opcost.analysis.decode import summary
         from opcost.report.decode import describe
