@@ -449,6 +449,18 @@ def test_a_merge_of_one_model_name_in_two_variants_is_refused_before_anything_is
     assert database.merge([db, db], tmp_path / "same")  # the same variant twice merges
 
 
+def test_a_merge_names_each_table_an_input_lacks(tiny_run, tmp_path):
+    """An input without e2e.parquet merged silently, and predictions from the merge then read an empty table."""
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(tiny_run / "results" / "db", other)
+    (other / "e2e.parquet").unlink()
+    p = subprocess.run([sys.executable, "-m", "opcost.cli", "db", "merge", str(other), "--out", str(tmp_path / "m")],
+                       capture_output=True, text=True, check=False)
+    assert p.returncode == 0 and f"opcost: warning: database {other}: no e2e.parquet (" in p.stderr, p.stderr
+
+
 def test_a_merge_into_a_runs_own_database_is_refused(tiny_run, tmp_path):
     """Merged into a run's results/db, another host's rows were validated by the run's next pass as its own (the
     summary mixed two hosts, reference spread 107%); refused, nothing written."""

@@ -37,6 +37,8 @@ def merge(args) -> None:
     from opcost.analysis.estimate import refit
 
     merged = database.merge(args.inputs, args.out)
+    for line in (ln for path in dict.fromkeys(args.inputs) for ln in database.missing_tables(path)):
+        print(f"opcost: warning: {line}", file=sys.stderr)  # merged as empty: what an answer from the rest lacks
     print(", ".join(f"{k}: {len(v)} rows" for k, v in merged.items()))
     for key, held in refit(args.out).items():  # the cost model beside the database, refitted
         errs = ", ".join(f"{m} {v['median_abs_error']:.1%}" for m, v in held.items() if isinstance(v, dict))
