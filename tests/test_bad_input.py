@@ -400,6 +400,10 @@ def test_placement_tiers_that_will_not_do_as_written_are_said(tmp_path):
         "config: placement.tiers.far: NUMA node 63 not present on this host (nodes: "
         f"{', '.join(map(str, numa.nodes()))}) (on_missing: strict; set skip to measure the other tiers)"]
     assert preflight.problems(validate({"models": {"mlp": MLP}, "placement": {**strict, "on_missing": "skip"}})) == []
+    # an absent fast tier under strict: one line for it, not the fast tier's and the strict check's both
+    first = {"tiers": {"far": {"numa": 63}, "dram": {"numa": 0}}, "on_missing": "strict"}
+    found = preflight.problems(validate({"models": {"mlp": MLP}, "placement": first}))
+    assert len(found) == 1 and found[0].startswith("config: placement.tiers.far: NUMA node 63 not present"), found
 
 
 def test_a_sweep_point_larger_than_the_memory_free_is_refused_before_the_first_job(tmp_path):

@@ -72,9 +72,12 @@ def meter_problems(config: dict) -> list[str]:
 
 def _fast_tier_problems(config: dict, sysfs=None) -> list[str]:
     """The fast tier (the first of ``placement.tiers``, which every slowdown is relative to) a CPU config names on a
-    NUMA node this host lacks: skipped, it would leave a slower tier as the baseline without a word."""
-    tiers = list(((config.get("placement") or {}).get("tiers") or {}).items())
-    if not tiers or "numa" not in tiers[0][1] or str(config["device"]) != "cpu":
+    NUMA node this host lacks: skipped, it would leave a slower tier as the baseline without a word (with
+    ``on_missing: strict``, :func:`_strict_tier_problems` names it, with every other tier this host lacks)."""
+    placement = config.get("placement") or {}
+    tiers = list((placement.get("tiers") or {}).items())
+    if (not tiers or "numa" not in tiers[0][1] or str(config["device"]) != "cpu"
+            or placement.get("on_missing") == "strict"):
         return []
     from opcost.measure import numa  # without torch
 

@@ -29,9 +29,9 @@ from importlib import metadata
 from pathlib import Path
 
 from opcost import host_check
-from opcost.host_check import ITEMSIZE, batches, input_bytes
 from opcost.config import generate_questions
 from opcost.errors import OpcostError, Problems
+from opcost.host_check import ITEMSIZE, batches, input_bytes
 
 DEFAULT_SHAPES = [[3, 224, 224]]  # as opcost.model.sources.load_model
 

@@ -135,3 +135,6 @@ TRACE_OVERHEADS = Table(
 
 ALL = (TRACE_EVENTS, TRACE_KERNELS, TRACE_OP_TYPES, TRACE_ITERATIONS, TRACE_OP_KERNELS, TRACE_OVERHEAD_SAMPLES,
              TRACE_OVERHEADS)
+# the tables a traced workload is summarized into (opcost.analysis.overhead.summarize), by name
+PER_WORKLOAD = {t.name: t for t in (TRACE_OP_TYPES, TRACE_ITERATIONS, TRACE_OP_KERNELS, TRACE_OVERHEADS,
+                                    TRACE_OVERHEAD_SAMPLES)}

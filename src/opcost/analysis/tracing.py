@@ -15,13 +15,7 @@ from opcost.analysis.trace_analysis import iterations
 from opcost.analysis.trace_parse import TraceTables, parse
 from opcost.errors import OpcostError
 from opcost.measure.trace import REPLAY_MARKER, record, record_workload
-from opcost.trace_tables import (
-    TRACE_ITERATIONS,
-    TRACE_OP_KERNELS,
-    TRACE_OP_TYPES,
-    TRACE_OVERHEAD_SAMPLES,
-    TRACE_OVERHEADS,
-)
+from opcost.trace_tables import PER_WORKLOAD as _TABLES
 
 log = logging.getLogger(__name__)
 
@@ -157,8 +151,6 @@ def _trace_into(model: tuple, batch: int, mode: str, conditions: dict, dtype: st
     return {name: io.read_parquet(out / f"{name}.parquet", _TABLES[name]) for name in json.loads(proc.stdout)}
 
 
-_TABLES = {t.name: t for t in (TRACE_OP_TYPES, TRACE_ITERATIONS, TRACE_OP_KERNELS, TRACE_OVERHEADS,
-                                TRACE_OVERHEAD_SAMPLES)}
 _REFUSED = 3  # the exit status of a short trace refused with an OpcostError (its last line on stderr says why)
 
 
