@@ -128,8 +128,10 @@ def test_an_evicting_point_ends_each_iteration_by_writing_twice_the_last_level_c
     assert dict(zip(layers["op_type"], layers["count"])) == {"Linear": 4, "SweepEvict": 1}
     assert set(layers.loc[layers["op_type"] == "Linear", "config_id"]) == set(plain["config_id"])
     iso, _ = profile_configs(catalog(layers), cfg["models"], "cpu", "float32",
-                             ProfileSettings(TimingSettings(max_seconds=0.05, min_samples=3)), on_e2e=lambda *_: None)
+                             ProfileSettings(TimingSettings(max_seconds=0.05, min_samples=3), remeasure=0),
+                             on_e2e=lambda *_: None)
     assert set(iso["status"]) == {"ok"} and set(iso["op_type"]) == {"Linear", "SweepEvict"}
+    assert set(iso["attempts"]) == {2}  # sweep points: two visits of their rotation (`profile.visits`)
 
 
 def test_a_channels_last_point_is_profiled_in_nhwc_as_a_channels_last_model_runs():

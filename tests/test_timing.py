@@ -395,3 +395,29 @@ def test_visits_that_never_agree_keep_the_lower_median(monkeypatch):
     meas, made = _scripted_visits(monkeypatch, {"drifting": [3.0, 2.0, 2.5]})
     assert made == {"drifting": 3}  # visits + remeasure passes at most
     assert abs(meas.loc["drifting", "median_s"] - 2.0e-3) < 1e-5
+
+
+def test_a_sweep_points_two_rotation_visits_pool_where_they_agree_and_keep_the_lower_where_not():
+    """The second visit of a group of sweep points: agreeing visits pool their samples; a visit the machine ran slow
+    for whole (tight samples, 2.6x the other: a vCPU lent elsewhere) is not kept, nor a noisy one."""
+    from opcost.measure.profiling import ProfileSettings
+    from opcost.measure.rotation_engine import merge_visits, revisited
+
+    s = TimingSettings(target_rel_ci=0.02, abs_ci_s=2e-7)
+
+    def at(us: float, spread: float = 0.0) -> Measurement:
+        return Measurement(us * 1e-6 * (1 + spread * np.linspace(-1, 1, 40)), 1, 0.0, s, rotation=True)
+
+    key = ("default", "forward")
+    first = {"a": {key: (None, at(200.0), {})}, "b": {key: (None, at(531.0), {})}, "c": {key: (None, at(50.0), {})},
+             "d": {key: (None, at(10.0, 0.9), {})}}
+    second = {"a": {key: (None, at(202.0), {})}, "b": {key: (None, at(201.0), {})}, "c": {key: (None, at(90.0), {})},
+              "d": {key: (None, at(12.0), {})}}
+    merged = {cid: r[key][1] for cid, r in merge_visits(first, second).items()}
+    assert merged["a"].n == 80 and 200e-6 < merged["a"].median < 202e-6
+    assert merged["b"].n == 40 and merged["b"].median == pytest.approx(201e-6)
+    assert merged["c"].median == pytest.approx(50e-6)
+    assert first["d"][key][1].noisy and merged["d"].median == pytest.approx(12e-6)
+    sweep = [{"workload": "sweep-Conv2d-c64-k3-h14/inference/b1"}, {"workload": "sweep-Linear-f8-r3/inference/b1"}]
+    assert revisited(sweep, ProfileSettings()) and not revisited(sweep, ProfileSettings(visits=1))
+    assert not revisited(sweep + [{"workload": "resnet18/inference/b1"}], ProfileSettings())

@@ -35,7 +35,9 @@ def profile_configs(configs: pd.DataFrame, models_cfg: dict, device: str, dtype:
     second visit samples until both visits' samples together meet the precision target
     (:func:`opcost.measure.timing.measure`'s ``prior``); the closest agreeing pair's samples are kept together, else the
     lower median of the measurements that are not noisy (a machine that was slow for a whole visit makes it slower,
-    never faster). A configuration that cannot be replayed gets a row with status ``failed: ...`` and the others go on.
+    never faster). In rotation, with ``settings.visits`` > 1, the groups of sweep points are visited a second time
+    after all others, merged the same way (:func:`opcost.measure.rotation_engine.merge_visits`). A configuration that
+    cannot be replayed gets a row with status ``failed: ...`` and the others go on.
     ``on_result(rows, samples)`` is called once per finished configuration (the journal hook). ``energy(fn)`` returns
     the energy columns of a phase (default: missing, meter none). ``context``: configurations that rotate with them
     untimed and unrecorded, each with the configurations of its own workload (the profile stage passes all others: a

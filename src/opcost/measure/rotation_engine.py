@@ -42,6 +42,7 @@ from opcost.measure.rotation import (
 )
 from opcost.measure.timing import Measurement, RotationError
 from opcost.model.replay import ModelCache, build, mode_context, refresher
+from opcost.model.sweep_points import PREFIX as SWEEP_PREFIX
 from opcost.model.workload import make_workload, parse_workload_key
 from opcost.tables import MEASUREMENTS, SAMPLES, frame
 
@@ -316,54 +317,120 @@ def references(group: list[dict], guests: set[str], models: ModelCache) -> dict[
 def profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSettings, on_result, energy,
                       context=None, on_e2e=None):
     """:func:`opcost.measure.profile.profile_configs` for the rotation cache states (placements only where two tiers are
-    usable: the rotation row is the default placement's measurement)."""
-    timing, placement, cache, e2e_every = settings.timing, settings.placement, settings.cache, settings.e2e_every
-    tiers, placer = placement_tiers(placement, device, needed=2)
-    models = ModelCache(models_cfg, device, dtype)
-    facts = host_facts(device)
-    llc = llc_bytes()
-    fast = tiers[0].name if tiers else None
-    rows, samples = [], []
+    usable: the rotation row is the default placement's measurement). A group of sweep points
+    (:func:`revisited`) is visited again after every other group, in reverse order, its two visits merged by
+    :func:`merge_visits`."""
+    tiers, placer = placement_tiers(settings.placement, device, needed=2)
+    run = _Run(ModelCache(models_cfg, device, dtype), device, settings, energy, on_result, tiers, placer,
+               host_facts(device), llc_bytes())
     groups = rotation_groups(configs, context, settings.rotation_size)
     guests = guest_workloads(configs if context is None else pd.concat([configs, context], ignore_index=True))
-    t0, done = time.perf_counter(), 0
+    t0, done, again = time.perf_counter(), 0, []
     for g, (group, ctx) in enumerate(groups):
         if ctx:
             log.info("rotation group %d: %d configurations, %d more rotating untimed as context", g + 1, len(group),
                      len(ctx))
-        iterations = references(group, guests, models) if e2e_every > 0 and on_e2e is not None else {}
-        results, failed, attempts, whole, engine_of = _rotate(group, models, device, settings, energy, seed=g,
-                                                              context=ctx, iterations=iterations)
-        for key, it in whole.items():
-            if not it.n:
-                continue
-            log.info("%s: model iteration in the rotation: median %.3g ms n=%d", key, it.median * 1e3, it.n)
-            model, mode, batch = parse_workload_key(key)
-            # the part of the workload's prediction this rotation measured: its reference's weight among rotations
-            timed = sum(calls_in(row, key) * m.median for row in group
-                        for (plc, _), (_, m, _) in results.get(row["config_id"], {}).items() if plc == DEFAULT)
-            on_e2e(*e2e_frames((model, batch, mode), it, "rotation", device, timed_s=timed))
-        for row in group:
-            cid = row["config_id"]
-            result = {k: (ver, m, e, cache) for k, (ver, m, e) in results.get(cid, {}).items()}
-            for (_, phase), (_, m, _, _) in result.items():
-                log.info("%s %-14s %-8s median %.3g ms n=%d rel_ci=%.3f%s", cid, row["op_type"], phase,
-                         m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "")
-            if placer is not None and cid not in failed:
-                pool, label = cold_pool(row, "cold", llc)
-                try:
-                    for plc, ver, ph, m, e in measure_config(row, models, device, timing, energy,
-                                                              Placing(placer, tiers, placement), pool):
-                        result[(plc, ph)] = (ver, m, e, label)
-                except Exception as e:
-                    log.warning("%s %s placements failed: %s", cid, row["op_type"], e)
-            out = result_rows(row, result or None, failed.get(cid), attempts.get(cid, 1), facts, fast,
-                              engine_of.get(cid))
-            rows += out[0]
-            samples += out[1]
-            if on_result is not None:
-                on_result(*out)
+        iterations = references(group, guests, run.models) if settings.e2e_every > 0 and on_e2e is not None else {}
+        first = _rotate(group, run.models, device, settings, energy, seed=g, context=ctx, iterations=iterations)
+        for key, it in first[3].items():
+            if it.n:
+                run.reference(key, it, group, first[0], on_e2e)
+        if revisited(group, settings):
+            again.append((g, group, ctx, first))
+        else:
+            run.emit(group, first)
         done += len(group)
         log.info("rotation group %d/%d: %d configurations in %.1f s (ETA %.0f s)", g + 1, len(groups), len(group),
                  time.perf_counter() - t0, (time.perf_counter() - t0) / done * (len(configs) - done))
-    return frame(MEASUREMENTS, rows), frame(SAMPLES, samples)
+    if again:
+        log.info("visiting %d groups of sweep points again (%d configurations), at another moment of the machine",
+                 len(again), sum(len(grp) for _, grp, _, _ in again))
+    for g, group, ctx, first in reversed(again):
+        second = _rotate(group, run.models, device, settings, energy, seed=len(groups) + g, context=ctx)
+        run.emit(group, (merge_visits(first[0], second[0]), {**second[1], **first[1]},
+                         {k: first[2].get(k, 0) + second[2].get(k, 0) for k in set(first[2]) | set(second[2])},
+                         first[3], first[4]))
+    return frame(MEASUREMENTS, run.rows), frame(SAMPLES, run.samples)
+
+
+def revisited(group: list[dict], settings: ProfileSettings) -> bool:
+    """Whether a rotation group is visited twice: ``profile.visits`` > 1 and its configurations are sweep points'
+    (:data:`opcost.model.sweep_points.PREFIX`). A machine that runs slow for seconds (a vCPU the hypervisor lends
+    elsewhere: two-thread calls wait for the slow thread) gives a tight but wrong median that only another visit
+    shows; a model's configurations are checked by its reference iteration timed in the same rounds, a sweep point's
+    only by another visit, and the estimates for models never profiled rest on them."""
+    return settings.visits > 1 and all(str(r.get("workload") or "").startswith(SWEEP_PREFIX) for r in group)
+
+
+def merge_visits(first: dict, second: dict) -> dict:
+    """Two visits' results of a group ({config_id: {(placement, phase): (verified, Measurement, energy)}}), merged
+    as the back-to-back visits are (:func:`opcost.measure.back_to_back.pick`): where neither is noisy and they
+    agree (:meth:`opcost.measure.timing.Measurement.agrees`), their samples pooled; else the one not noisy with the
+    lower median (a machine slow for a whole visit makes it slower, never faster)."""
+    out = {}
+    for cid in {**first, **second}:
+        a, b = first.get(cid, {}), second.get(cid, {})
+        merged = {}
+        for key in {**a, **b}:
+            x, y = a.get(key), b.get(key)
+            if x is None or y is None:
+                merged[key] = x if y is None else y
+            elif not x[1].noisy and not y[1].noisy and x[1].agrees(y[1]):
+                merged[key] = (x[0], x[1].pooled(y[1]), x[2])
+            else:
+                merged[key] = min((x, y), key=lambda t: (bool(t[1].noisy), t[1].median))
+        out[cid] = merged
+    return out
+
+
+@dataclass
+class _Run:
+    """What :func:`profile_rotation` shares between its groups: the models, the settings, the placements' tiers and
+    what it has written (``rows``, ``samples``)."""
+    models: ModelCache
+    device: str
+    settings: ProfileSettings
+    energy: Callable
+    on_result: Callable | None
+    tiers: list
+    placer: object
+    facts: dict
+    llc: int
+    rows: list = field(default_factory=list)
+    samples: list = field(default_factory=list)
+
+    def reference(self, key: str, it, group: list[dict], results: dict, on_e2e) -> None:
+        """A model iteration timed in a group's rotation, to ``on_e2e`` as an `e2e` row of method `rotation`."""
+        log.info("%s: model iteration in the rotation: median %.3g ms n=%d", key, it.median * 1e3, it.n)
+        model, mode, batch = parse_workload_key(key)
+        # the part of the workload's prediction this rotation measured: its reference's weight among rotations
+        timed = sum(calls_in(row, key) * m.median for row in group
+                    for (plc, _), (_, m, _) in results.get(row["config_id"], {}).items() if plc == DEFAULT)
+        on_e2e(*e2e_frames((model, batch, mode), it, "rotation", self.device, timed_s=timed))
+
+    def emit(self, group: list[dict], rotated: tuple) -> None:
+        """The rows of a group's configurations from its rotation's results (``rotated``: :func:`_rotate`'s), each
+        other placement measured back to back where two tiers are usable; each to ``on_result``."""
+        results, failed, attempts, _, engine_of = rotated
+        timing, fast = self.settings.timing, self.tiers[0].name if self.tiers else None
+        for row in group:
+            cid = row["config_id"]
+            result = {k: (ver, m, e, self.settings.cache) for k, (ver, m, e) in results.get(cid, {}).items()}
+            for (_, phase), (_, m, _, _) in result.items():
+                log.info("%s %-14s %-8s median %.3g ms n=%d rel_ci=%.3f%s", cid, row["op_type"], phase,
+                         m.median * 1e3, m.n, m.rel_ci, " NOISY" if m.noisy else "")
+            if self.placer is not None and cid not in failed:
+                pool, label = cold_pool(row, "cold", self.llc)
+                try:
+                    for plc, ver, ph, m, e in measure_config(row, self.models, self.device, timing, self.energy,
+                                                              Placing(self.placer, self.tiers,
+                                                                      self.settings.placement), pool):
+                        result[(plc, ph)] = (ver, m, e, label)
+                except Exception as e:
+                    log.warning("%s %s placements failed: %s", cid, row["op_type"], e)
+            out = result_rows(row, result or None, failed.get(cid), attempts.get(cid, 1), self.facts, fast,
+                              engine_of.get(cid))
+            self.rows += out[0]
+            self.samples += out[1]
+            if self.on_result is not None:
+                self.on_result(*out)
