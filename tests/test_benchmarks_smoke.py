@@ -54,6 +54,7 @@ SMOKE = {
     "warm_jobs": ([], lambda s: s["rounds"] == "1" and float(s["job_warm_s"]) > 0
                   and _finite(s, "job_cold_s", "worst_ratio_dev")),  # 15 s
     "dag_scale": ([], lambda s: float(s["dry_run_s_100"]) > 0 and float(s["again_s_100"]) > 0),  # 8 s
+    "sweep_reproducibility": ([], lambda s: s["configs"] == "3" and _finite(s, "p50_1", "p50_2", "pass_s_2")),  # 6 s
     "advise_scale": ([], lambda s: s["solve_s_100"] != "nan" and float(s["best_vs_greedy"]) <= 1.0 + 1e-9),  # 1 s
     # on the tiny run's database: started once the tiny run is there
     "transformer_unseen": (["--db", "{db}"], lambda s: s["workloads"] == "1" and s["failed"] == "0"

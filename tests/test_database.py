@@ -473,3 +473,33 @@ def test_a_merge_into_a_runs_own_database_is_refused(tiny_run, tmp_path):
     with pytest.raises(OpcostError, match=r"is a workflow run's own database"):
         database.merge([tiny_run / "results" / "db"], run / "db")
     assert {p.name: p.read_bytes() for p in (run / "db").iterdir()} == before
+
+
+def test_the_methods_error_is_not_counted_twice_where_predict_only_models_set_the_estimated_parts_range(
+        tiny_run, monkeypatch):
+    """The errors of `predict_only` models are whole predictions against their end-to-end times: they hold the
+    method's own error of the part they estimated, which then widens only the measured part; the cost model's
+    held-out operator sums do not, and the method's error spans the whole centre beside them."""
+    from opcost.analysis import estimate, interval
+    from opcost.analysis.calibration import ModelSpread
+    from opcost.analysis.interval import Overhead, workload_interval
+    from opcost.analysis.predict import DEFAULT_STATISTIC
+
+    db = database.read_db(tiny_run / "results" / "db")
+    used, _ = estimate.conditions(db["measurements"])
+    monkeypatch.setattr(interval, "method_error", lambda *a, **k: (-0.1, 0.1))
+    monkeypatch.setattr(interval, "timing_spread", lambda *a, **k: None)
+    rows = pd.DataFrame({"op_type": ["Linear", "add"], "phase": "forward", "count": [1, 1],
+                         "cost_s": [8e-3, 1e-3], "low_s": [4e-3, 1e-3], "high_s": [16e-3, 1e-3],
+                         "method": ["law", "measured"]})
+    rows["total_s"] = rows["count"] * rows["cost_s"]
+    centre, h = 10e-3, 0.3
+    over = Overhead(1e-3, "trace now", (1e-6, 0.0, 3e-6))
+    whole = workload_interval(db, used, rows, over, DEFAULT_STATISTIC, "inference", "unseen",
+                              ModelSpread(h, 9, "nine models", whole=True))
+    assert whole.high == pytest.approx(centre + np.hypot(8e-3 * np.expm1(h), 2e-3 * 0.1))
+    assert whole.low == pytest.approx(centre - np.hypot(8e-3 * (1 - np.exp(-h)), 2e-3 * 0.1))
+    summed = workload_interval(db, used, rows, over, DEFAULT_STATISTIC, "inference", "unseen",
+                               ModelSpread(h, 9, "nine held-out models"))
+    assert summed.high == pytest.approx(centre + np.hypot(8e-3 * np.expm1(h), centre * 0.1))
+    assert summed.high - summed.low > whole.high - whole.low

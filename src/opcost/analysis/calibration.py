@@ -32,11 +32,14 @@ PREDICTED_FROM = ("measurements", "layers", "e2e", "overheads")  # the database 
 
 @dataclass(frozen=True)
 class ModelSpread:
-    """The 90% predictive half-width of a model's log error, from ``models`` models, and what it rests on."""
+    """The 90% predictive half-width of a model's log error, from ``models`` models, and what it rests on;
+    ``whole``: errors of whole predictions against end-to-end times (the method's own error between operators and
+    the timings' spread inside them), not of summed operator estimates against measured costs."""
 
     half: float
     models: int
     basis: str
+    whole: bool = False
 
 
 def fingerprint(db_dir) -> str:
@@ -106,7 +109,7 @@ def spread(db_dir, conditions: str, mode: str) -> ModelSpread | None:
         return None
     half, models = got
     return ModelSpread(half, models, f"{models} models never profiled (`predict_only`), predicted and timed on "
-                                     "this host")
+                                     "this host", whole=True)
 
 
 def left_out(predictions: pd.DataFrame) -> tuple[float, int, int] | None:

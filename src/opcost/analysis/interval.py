@@ -17,7 +17,9 @@ its overhead between operators and its timings leave uncertain.
 * **The method's own error**, in quadrature: the 5-95% range of how far the database's fully measured workloads'
   predictions (isolated costs + their modelled overhead) are off each end-to-end time their run took of them
   (:func:`~opcost.analysis.overhead_sources.method_error`: the machine's drift between minutes included), which holds
-  the overhead's spread between workloads. With fewer than three such workloads (a study whose coverage loop
+  the overhead's spread between workloads; on the measured part's time alone where the estimated part's range comes
+  from `predict_only` models, whose errors against their end-to-end times already hold it (counted twice, it
+  widened a model never profiled from x1.46 either way to x1.65). With fewer than three such workloads (a study whose coverage loop
   profiled some op types only), an overhead taken from other workloads (the database's median per call, or its
   model's traces at other batch sizes) adds their 10-90% range per call over the workload's calls, and one from the
   workload's own trace (a profiled workload's, or a short trace taken at predict time) adds no other workload's
@@ -85,9 +87,9 @@ def workload_interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead
     spread = down ** 2 + up ** 2
     widest = str(spread.idxmax()[0]) if len(spread) and spread.max() > 0 else None
     centre = float(rows["total_s"].sum()) + overhead.seconds
+    estimated = float(rows.loc[rows["method"] != "measured", "total_s"].sum())
     if model_error is not None:
         h = model_error.half
-        estimated = float(rows.loc[rows["method"] != "measured", "total_s"].sum())
         ops_down, ops_up = estimated * (1 - np.exp(-h)), estimated * np.expm1(h)
         basis = f"the estimated part within x{np.exp(h):.2f} either way, as {model_error.basis}"
     else:
@@ -98,7 +100,9 @@ def workload_interval(db: dict, used: pd.DataFrame, rows: pd.DataFrame, overhead
     per_call = overhead.per_call
     off = method_error(db, used, mode, statistic, per_call[0], times)
     if off is not None:
-        below, above = centre * max(0.0, -off[0]), centre * max(0.0, off[1])
+        # errors of whole predictions (`predict_only` models) hold the method's error of their estimated part
+        rest = centre - estimated if model_error is not None and model_error.whole else centre
+        below, above = rest * max(0.0, -off[0]), rest * max(0.0, off[1])
     elif overhead.source in OWN_OVERHEAD:  # its own glue, traced: no other workload's range applies
         below = above = 0.0
     else:
