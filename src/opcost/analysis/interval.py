@@ -19,8 +19,8 @@ its overhead between operators and its timings leave uncertain.
   (:func:`~opcost.analysis.overhead_sources.method_error`: the machine's drift between minutes included), which holds
   the overhead's spread between workloads; on the measured part's time alone where the estimated part's range comes
   from `predict_only` models, whose errors against their end-to-end times already hold it (counted twice, it
-  widened a model never profiled from x1.46 either way to x1.65). With fewer than three such workloads (a study whose coverage loop
-  profiled some op types only), an overhead taken from other workloads (the database's median per call, or its
+  widened every model never profiled). With fewer than three such workloads (a study whose coverage loop profiled
+  some op types only), an overhead taken from other workloads (the database's median per call, or its
   model's traces at other batch sizes) adds their 10-90% range per call over the workload's calls, and one from the
   workload's own trace (a profiled workload's, or a short trace taken at predict time) adds no other workload's
   range: that range, up to 80 µs a call on a default study, spanned several times a small model's whole overhead.

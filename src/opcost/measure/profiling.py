@@ -41,8 +41,9 @@ def measurement_order(configs: pd.DataFrame) -> pd.DataFrame:
 
 # the way a configuration is timed; part of the profiling journal's key, so that a run resumed after an upgrade
 # that changed it measures again instead of mixing rows of two methods (2: training rounds run the forward pass
-# then the backward pass in reverse, with the autograd engine measured in the rotation)
-METHOD_VERSION = 2
+# then the backward pass in reverse, with the autograd engine measured in the rotation; 3: sweep points' rotations
+# visited twice)
+METHOD_VERSION = 3
 
 
 MAX_ROTATION = 128  # default configurations per rotation (all their replays are alive at once; journaled together)

@@ -326,6 +326,7 @@ def profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSettin
     groups = rotation_groups(configs, context, settings.rotation_size)
     guests = guest_workloads(configs if context is None else pd.concat([configs, context], ignore_index=True))
     t0, done, again = time.perf_counter(), 0, []
+    total = len(configs) + sum(len(group) for group, _ in groups if revisited(group, settings))  # visits to make
     for g, (group, ctx) in enumerate(groups):
         if ctx:
             log.info("rotation group %d: %d configurations, %d more rotating untimed as context", g + 1, len(group),
@@ -341,7 +342,7 @@ def profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSettin
             run.emit(group, first)
         done += len(group)
         log.info("rotation group %d/%d: %d configurations in %.1f s (ETA %.0f s)", g + 1, len(groups), len(group),
-                 time.perf_counter() - t0, (time.perf_counter() - t0) / done * (len(configs) - done))
+                 time.perf_counter() - t0, (time.perf_counter() - t0) / done * (total - done))
     if again:
         log.info("visiting %d groups of sweep points again (%d configurations), at another moment of the machine",
                  len(again), sum(len(grp) for _, grp, _, _ in again))
@@ -350,6 +351,9 @@ def profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSettin
         run.emit(group, (merge_visits(first[0], second[0]), {**second[1], **first[1]},
                          {k: first[2].get(k, 0) + second[2].get(k, 0) for k in set(first[2]) | set(second[2])},
                          first[3], first[4]))
+        done += len(group)
+        log.info("rotation group %d/%d visited again: %d configurations (ETA %.0f s)", g + 1, len(groups), len(group),
+                 (time.perf_counter() - t0) / done * (total - done))
     return frame(MEASUREMENTS, run.rows), frame(SAMPLES, run.samples)
 
 
