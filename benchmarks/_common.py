@@ -63,6 +63,16 @@ def interleaved_ratios(x, refs: list, rounds: int, settings) -> tuple[list[float
             [float(np.median(tr)) for tr in times[1:]], ratios)
 
 
+TINY = ROOT / "tests" / "data" / "tiny.yaml"  # the suite's tiny config (its models: tests/tiny_models.py)
+
+
+def workflow_command(*args) -> tuple[list[str], dict]:
+    """The command line and environment that run Snakemake on this repository's workflow (the repository on
+    PYTHONPATH: a config's ``module:callable`` models of tests/tiny_models.py import in its jobs)."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args], env
+
+
 def p90(values) -> float:
     s = pd.Series(list(values), dtype=float).dropna()
     return float(s.quantile(0.9)) if len(s) else float("nan")

@@ -25,17 +25,17 @@ from pathlib import Path
 
 import yaml
 
-from _common import ROOT, summary
+from _common import summary, workflow_command
 
 
 def dry_run(where: Path, profile: bool = False) -> float:
     """Seconds of one quiet dry run of the workflow on ``where``/c.yaml, in ``where`` (under cProfile, to
     ``where``/dry.prof, with ``profile``); exits with its output when it fails."""
-    profiler = ["-m", "cProfile", "-o", "dry.prof"] if profile else []
+    cmd, env = workflow_command("-n", "--configfile", "c.yaml", "--quiet", "--", "all")
+    if profile:
+        cmd[1:1] = ["-m", "cProfile", "-o", "dry.prof"]
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, *profiler, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-n",
-                           "--configfile", "c.yaml", "--quiet", "--", "all"], cwd=where, capture_output=True,
-                          text=True)
+    proc = subprocess.run(cmd, cwd=where, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(proc.stdout[-2000:] + proc.stderr[-2000:])
     return time.perf_counter() - t0

@@ -44,11 +44,8 @@ from pathlib import Path
 from typing import Callable
 
 import yaml
-from _common import ROOT, summary
-
-if str(ROOT) not in sys.path:  # tests.helpers (the Snakemake command line) and tests.tiny_models (models)
-    sys.path.insert(0, str(ROOT))
-from tests.helpers import TINY, command  # noqa: E402
+from _common import ROOT, TINY, summary
+from _common import workflow_command as command
 
 GOOD, UNCLEAR, BAD, SILENT = "good", "unclear", "bad", "silently wrong"
 VERDICTS = (GOOD, UNCLEAR, BAD, SILENT)

@@ -503,3 +503,29 @@ def test_the_methods_error_is_not_counted_twice_where_predict_only_models_set_th
                                ModelSpread(h, 9, "nine held-out models"))
     assert summed.high == pytest.approx(centre + np.hypot(8e-3 * np.expm1(h), centre * 0.1))
     assert summed.high - summed.low > whole.high - whole.low
+
+
+def test_db_runs_lists_each_run_and_host_a_merged_database_holds(tiny_run, tmp_path):
+    """`opcost db runs`: one row per run and measuring conditions, with its host, processor, threads, torch, time
+    span and how much it measured; a merged database of two runs lists both under their names."""
+    src = tiny_run / "results" / "db"
+    db = database.read_db(src)
+    one = database.runs_table(db)
+    assert len(one) == 1 and one["run"].iloc[0] == database.run_id(db)
+    assert one["configurations"].iloc[0] == db["measurements"]["config_id"].nunique()
+    assert one["workloads"].iloc[0] == len(db["e2e"][["model", "mode", "batch"]].drop_duplicates())
+    assert one["host"].iloc[0] == db["measurements"]["host"].iloc[0]
+    # another host's run of one configuration, a minute later
+    other = tmp_path / "other"
+    other.mkdir()
+    for name, t in database.DB_TABLES.items():
+        rows = db[name].iloc[:1] if name == "measurements" else db[name].iloc[:0]
+        if name == "measurements":
+            rows = rows.assign(host="node07", timestamp="2099-01-01T00:00:00+00:00")
+        io.write_parquet(tables.frame(t, rows), other / f"{name}.parquet", t)
+    merged = tmp_path / "merged"
+    database.merge([src, other], merged)
+    out = subprocess.run([sys.executable, "-m", "opcost.cli", "db", "runs", "--db", str(merged)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(out) == 3 and out[0].split()[:3] == ["run", "host", "processor"]
+    assert "node07" in out[2] and "2099-01-01T00:00:00+00:00" in out[2] and out[1].split()[0] == one["run"].iloc[0]

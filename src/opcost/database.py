@@ -152,6 +152,35 @@ def runs(table: pd.DataFrame) -> pd.Series:
     return table["run"].astype("string").fillna("")
 
 
+def runs_table(db: dict) -> pd.DataFrame:
+    """One row per run and measuring conditions the database holds (a merged database holds several; a run's own
+    database one, its run named by :func:`run_id`): ``run``, ``host``, ``processor`` (the GPU's name, else the
+    CPU's), ``device``, ``threads``, ``torch``, the ``first`` and ``last`` timestamp of its rows, the
+    ``configurations`` it measured and the ``workloads`` it timed end to end."""
+    named = name_runs(db)
+    keys = ["run", "host", "processor", "device", "threads", "torch"]
+    parts = []
+    for name in ("measurements", "e2e"):
+        t = named[name]
+        if not len(t):
+            continue
+        proc = t["gpu_name"].astype("string").fillna(t["cpu_model"].astype("string"))
+        parts.append(pd.DataFrame({"run": runs(t), "host": t["host"].astype("string"), "processor": proc,
+                                   "device": t["device"].astype("string"), "threads": t["threads"].astype("string"),
+                                   "torch": t["torch_version"].astype("string"), "timestamp": t["timestamp"],
+                                   "config": t["config_id"] if name == "measurements" else pd.NA,
+                                   "workload": (t["model"].astype(str) + "/" + t["mode"].astype(str) + "/b"
+                                                + t["batch"].astype(str)) if name == "e2e" else pd.NA}))
+    if not parts:
+        return pd.DataFrame(columns=[*keys, "first", "last", "configurations", "workloads"])
+    rows = pd.concat(parts, ignore_index=True)
+    rows[keys] = rows[keys].fillna("-")
+    out = rows.groupby(keys, dropna=False).agg(first=("timestamp", "min"), last=("timestamp", "max"),
+                                               configurations=("config", "nunique"),
+                                               workloads=("workload", "nunique"))
+    return out.reset_index().sort_values(["first", "run", "host"], ignore_index=True)
+
+
 def _out_db(out: Path) -> dict | None:
     """The database already at ``out``, merged into (None when ``out`` is new or an empty directory); a file or a
     directory of other files is refused, before anything is written."""

@@ -8,7 +8,8 @@ from opcost.errors import OpcostError
 
 def add(sub) -> None:
     """`opcost db merge` and `opcost db show`."""
-    db = sub.add_parser("db", help="the Parquet database: merge, show").add_subparsers(dest="dbcmd", required=True)
+    db = sub.add_parser("db", help="the Parquet database: merge, show, runs")
+    db = db.add_subparsers(dest="dbcmd", required=True)
     mg = db.add_parser("merge", help="merge databases from several machines or runs (idempotent)")
     mg.add_argument("inputs", nargs="+", help="database directories (e.g. results/db)")
     mg.add_argument("--out", required=True, help="a new or empty directory, or a database to merge into (its rows "
@@ -28,8 +29,11 @@ def add(sub) -> None:
     sh.add_argument("--statistic", choices=["trimmed_mean", "median"],
                     help="the per-call cost shown as cost_s (default: the one predictions use)")
     sh.add_argument("--csv", action="store_true", help="CSV on stdout instead of a table")
+    rs = db.add_parser("runs", help="the runs and hosts a database holds: when, on what, how much")
+    rs.add_argument("--db", default="results/db")
     mg.set_defaults(handler=merge)
     sh.set_defaults(handler=show)
+    rs.set_defaults(handler=list_runs)
 
 
 def merge(args) -> None:
@@ -67,3 +71,10 @@ def show(args) -> None:
             print(f"opcost: {database.why_none(db, where)}", file=sys.stderr)
     else:
         print(table.to_string(index=False) if len(table) else database.why_none(db, where))
+
+
+def list_runs(args) -> None:
+    from opcost import database
+
+    table = database.runs_table(database.read_db(args.db))
+    print(table.to_string(index=False) if len(table) else f"{args.db}: no measurement and no end-to-end time")
