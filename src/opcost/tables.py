@@ -48,7 +48,8 @@ _STATS = (
     _c("noisy", "boolean", "IQR/median above the configured noise threshold (after re-measuring)"),
     _c("attempts", "Int64", "measurements made: noisy isolated configurations are re-measured later (the least "
                             "noisy attempt is kept); back-to-back ones are visited until two visits agree (config "
-                            "`profile.visits`: their samples are kept together)"),
+                            "`profile.visits`: their samples are kept together), a sweep point's rotation twice "
+                            "(pooled where they agree, else the lower kept)"),
 )
 
 _ENERGY = (

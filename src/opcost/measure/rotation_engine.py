@@ -348,7 +348,8 @@ def profile_rotation(configs, models_cfg, device, dtype, settings: ProfileSettin
                  len(again), sum(len(grp) for _, grp, _, _ in again))
     for g, group, ctx, first in reversed(again):
         second = _rotate(group, run.models, device, settings, energy, seed=len(groups) + g, context=ctx)
-        run.emit(group, (merge_visits(first[0], second[0]), {**second[1], **first[1]},
+        merged = merge_visits(first[0], second[0])  # a configuration failed where neither visit measured it
+        run.emit(group, (merged, {k: v for k, v in {**second[1], **first[1]}.items() if not merged.get(k)},
                          {k: first[2].get(k, 0) + second[2].get(k, 0) for k in set(first[2]) | set(second[2])},
                          first[3], first[4]))
         done += len(group)
