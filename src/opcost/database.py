@@ -169,8 +169,7 @@ def runs_table(db: dict) -> pd.DataFrame:
                                    "device": t["device"].astype("string"), "threads": t["threads"].astype("string"),
                                    "torch": t["torch_version"].astype("string"), "timestamp": t["timestamp"],
                                    "config": t["config_id"] if name == "measurements" else pd.NA,
-                                   "workload": (t["model"].astype(str) + "/" + t["mode"].astype(str) + "/b"
-                                                + t["batch"].astype(str)) if name == "e2e" else pd.NA}))
+                                   "workload": workload_keys(t) if name == "e2e" else pd.NA}))
     if not parts:
         return pd.DataFrame(columns=[*keys, "first", "last", "configurations", "workloads"])
     rows = pd.concat(parts, ignore_index=True)

@@ -7,7 +7,7 @@ from opcost.errors import OpcostError
 
 
 def add(sub) -> None:
-    """`opcost db merge` and `opcost db show`."""
+    """`opcost db merge`, `opcost db show` and `opcost db runs`."""
     db = sub.add_parser("db", help="the Parquet database: merge, show, runs")
     db = db.add_subparsers(dest="dbcmd", required=True)
     mg = db.add_parser("merge", help="merge databases from several machines or runs (idempotent)")

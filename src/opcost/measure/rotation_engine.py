@@ -10,7 +10,7 @@ from typing import Callable
 
 import pandas as pd
 
-from opcost.measure.back_to_back import measure_config
+from opcost.measure.back_to_back import measure_config, pick
 from opcost.measure.cache import cold_pool
 from opcost.measure.e2e import e2e_frames
 from opcost.measure.energy import NoMeter, missing
@@ -371,20 +371,12 @@ def merge_visits(first: dict, second: dict) -> dict:
     """Two visits' results of a group ({config_id: {(placement, phase): (verified, Measurement, energy)}}), merged
     as the back-to-back visits are (:func:`opcost.measure.back_to_back.pick`): where neither is noisy and they
     agree (:meth:`opcost.measure.timing.Measurement.agrees`), their samples pooled; else the one not noisy with the
-    lower median (a machine slow for a whole visit makes it slower, never faster)."""
+    lower median (a machine slow for a whole visit makes it slower, never faster); both noisy: the less noisy."""
     out = {}
     for cid in {**first, **second}:
         a, b = first.get(cid, {}), second.get(cid, {})
-        merged = {}
-        for key in {**a, **b}:
-            x, y = a.get(key), b.get(key)
-            if x is None or y is None:
-                merged[key] = x if y is None else y
-            elif not x[1].noisy and not y[1].noisy and x[1].agrees(y[1]):
-                merged[key] = (x[0], x[1].pooled(y[1]), x[2])
-            else:
-                merged[key] = min((x, y), key=lambda t: (bool(t[1].noisy), t[1].median))
-        out[cid] = merged
+        out[cid] = {key: pick([(*t, None) for t in (a.get(key), b.get(key)) if t is not None], 2)[0][:3]
+                    for key in {**a, **b}}
     return out
 
 
