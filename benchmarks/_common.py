@@ -51,13 +51,13 @@ def interleaved_ratios(x, refs: list, rounds: int, settings) -> tuple[list[float
     round; each time the trimmed mean of a :func:`opcost.measure.timing.measure` of one iteration."""
     import numpy as np
 
+    from opcost.measure.control import rounds as in_turn
     from opcost.measure.timing import measure
 
-    times = [[] for _ in range(len(refs) + 1)]  # x, then each reference
     order = [x, *refs]
-    for r in range(rounds):
-        for i in [(r + k) % len(order) for k in range(len(order))]:
-            times[i].append(measure(order[i].step, settings, "cpu").trimmed_mean)
+    got = in_turn({i: (lambda w=w: measure(w.step, settings, "cpu").trimmed_mean) for i, w in enumerate(order)},
+                  rounds)
+    times = [got[i] for i in range(len(order))]  # x, then each reference
     ratios = [[a / b for a, b in zip(times[0], tr)] for tr in times[1:]]
     return ([float(np.median(q)) for q in ratios], float(np.median(times[0])),
             [float(np.median(tr)) for tr in times[1:]], ratios)

@@ -15,6 +15,7 @@ import jsonschema
 import yaml
 
 from opcost.errors import OpcostError, Problems
+from opcost.yaml_keys import duplicate_keys
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 SCHEMA_PATH = Path(str(resources.files("opcost") / "schemas" / "config.schema.yaml"))
@@ -240,31 +241,6 @@ def is_sweep(entry: dict) -> bool:
     return entry.get("model") == SWEEP_MODEL
 
 
-def duplicate_keys(text: str, where: str) -> list[str]:
-    """One line per key that appears twice in one mapping of the YAML ``text`` (file ``where``): YAML keeps the
-    last silently, so the first entry would be dropped without a word."""
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:  # a syntax error: reported by the loader itself
-        return []
-    out, stack = [], [(root, "")]
-    while stack:
-        node, path = stack.pop()
-        if isinstance(node, yaml.MappingNode):
-            seen = {}
-            for key, value in node.value:
-                name = key.value if isinstance(key, yaml.ScalarNode) else str(key)
-                full = f"{path}.{name}" if path else name
-                if name in seen:
-                    out.append(f"config {where}: line {key.start_mark.line + 1}: key {full} also on line "
-                               f"{seen[name] + 1}: the last one would silently replace the first; keep one")
-                seen.setdefault(name, key.start_mark.line)
-                stack.append((value, full))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node.value))
-    return sorted(out)
-
-
 def load(path) -> dict:
     if not str(path).strip():
         raise OpcostError("config ''", "an empty path: give the config file's path")
@@ -409,12 +385,20 @@ def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
         part["models"] = {m: _canonical(model_entry(config, m)) for m in sorted(config["models"]) if m not in skip}
     if model is not None:
         part["model"] = _canonical(model_entry(config, model))
-        if model in (config.get("predict_only") or {}):  # never profiled: no plain process to compare
-            part[NEVER_PROFILED] = True
+        if model in (config.get("predict_only") or {}):  # never profiled: no plain process; timed with a control
+            part[NEVER_PROFILED] = {"controls": _controls(config)} if stage == "e2e" else True
     named = [model] if model is not None else list(part.get("models") or {})
     if code := {m: f for m in named if (f := code_fingerprint(config["models"][m]))}:
         part[CODE] = code
     return json.dumps(part, separators=(",", ":"), default=str)
+
+
+def _controls(config: dict) -> dict:
+    """mode -> the profiled workload a `predict_only` one is timed in turn with (:func:`opcost.measure.control.
+    choose`)."""
+    from opcost.measure.control import choose
+
+    return choose(workloads(config), lambda m: _canonical(model_entry(config, m)))
 
 
 def _canonical(entry):
@@ -439,7 +423,9 @@ class StageConfig(Mapping):
 
     def __init__(self, stage: str, part: dict, model: str | None = None):
         part = dict(part)
-        self.never_profiled = bool(part.pop(NEVER_PROFILED, False))  # its model is a `predict_only` one
+        flag = part.pop(NEVER_PROFILED, False)
+        self.never_profiled = bool(flag)  # its model is a `predict_only` one
+        self.controls = flag.get("controls", {}) if isinstance(flag, dict) else {}  # e2e: mode -> its control
         part.pop(CODE, None)  # what reruns the job when the model's code changes: nothing a stage reads
         own = part.pop("model", None)
         if own is not None and "models" not in part:

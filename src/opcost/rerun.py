@@ -115,7 +115,8 @@ def rerun_table() -> list[str]:
     for top in schema()["properties"]:
         whole = [st for st, keys in STAGE_KEYS.items() if top in keys]
         if top == "models":
-            rows.append(("models.<name>", [f"{st} (that model's)" for st in PER_WORKLOAD_STAGES] + whole))
+            rows.append(("models.<name>", [f"{st} (that model's)" for st in PER_WORKLOAD_STAGES]
+                         + ["e2e (the `predict_only` models' it is the control of: opcost.measure.control)"] + whole))
             continue
         if top == "predict_only":  # a per-workload stage's params hold its own model's entry
             rows.append((top, [f"{st} (that model's)" for st in ("extract", "e2e")] + whole))

@@ -215,7 +215,9 @@ E2E = Table(
                                "process settings but the thread count (glibc's default allocator, threads not "
                                "pinned), as a user's own script runs the model, its blocks of iterations timed in "
                                "turn with the e2e job's own (`opcost.measure.plain`, `vs_opcost`); never a "
-                               "reference of predictions"),
+                               "reference of predictions; `control`: a `predict_only` workload timed in turn with a "
+                               "profiled control, round after round (`opcost.measure.control`, `control`, "
+                               "`vs_control`)"),
     ) + _HOST + _STATS + _ENERGY + (
         _c("timed_s", "Float64", "`rotation` rows: sum over the configurations the rotation timed of calls per "
                                  "iteration x median, seconds: the part of the isolated prediction measured in "
@@ -228,6 +230,12 @@ E2E = Table(
                                    "of the ratios of blocks of iterations the two processes timed alternately in the "
                                    "same seconds (the host's drift cancels); missing otherwise",
            optional=True),
+        _c("control", "string", "`control` rows: the control's workload (`model/mode/b{batch}`), a profiled one "
+                                "timed in turn with this one; missing otherwise", optional=True),
+        _c("vs_control", "Float64", "`control` rows: the median over rounds of this workload's time over the "
+                                    "control's, both timed in the same seconds (the host's drift cancels); times "
+                                    "the control's reference in the database: this workload's time in the "
+                                    "database's minutes; missing otherwise", optional=True),
         _c("faults", "Float64", "`plain` rows: minor page faults per iteration the plain process takes beyond "
                                 "opcost's own (fresh pages of large activations that glibc's default allocator maps "
                                 "and returns at every iteration), counted over three iterations after the warm-up; "
@@ -300,7 +308,10 @@ PREDICTIONS = Table(
         _c("reference", "string", "the `e2e` method measured_s comes from, the first present of: isolated "
                                   "sources `rotation` (the model iterations timed inside the profiling jobs' "
                                   "rotations, pooled: averaged with weights `timed_s`), `dedicated`, "
-                                  "`interleaved`; in-situ sources `interleaved`, `dedicated`, `rotation`"),
+                                  "`interleaved`; in-situ sources `interleaved`, `dedicated`, `rotation`; a "
+                                  "`predict_only` workload's (source `estimated`): `control`, its time in turn "
+                                  "with a profiled control times the control's reference (`opcost.measure."
+                                  "control`), else `dedicated`"),
         _c("reference_spread", "Float64", "`rotation` references: how far the workload's end-to-end time moved "
                                           "between the rotations that timed it (largest / smallest - 1), the "
                                           "machine's own noise over the run; missing for other references or a "

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from opcost import host_check, preflight, repair, rerun
-from opcost.config import duplicate_keys, generate_questions, stage_settings, validate as validate_config, workloads
+from opcost.config import generate_questions, stage_settings, validate as validate_config, workloads
+from opcost.yaml_keys import duplicate_keys
 from opcost.errors import OpcostError
 from opcost.journal import FOLDER, RunMark, job_of, run_marked, unfinished
 from opcost.progress import watch as watch_progress

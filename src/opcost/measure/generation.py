@@ -182,6 +182,7 @@ def time_generate(hf, control, prompt: int, new: int, rounds: int, settings, bat
     """generate() of ``new`` tokens and of one token from random prompts (``batch`` × ``prompt``) by the
     transformers model ``hf``, each timed in turn with ``control`` (a measured :class:`~opcost.model.workload.
     Workload`, timed with ``settings``) over ``rounds`` rounds, the order rotated every round, after a warm-up."""
+    from opcost.measure.control import rounds as in_turn
     from opcost.measure.timing import measure
 
     device = next(hf.parameters()).device
@@ -194,9 +195,4 @@ def time_generate(hf, control, prompt: int, new: int, rounds: int, settings, bat
     once(new), once(1)  # warm-up
     parts = {"total": lambda: once(new), "first": lambda: min(once(1) for _ in range(3)),
              "control": lambda: measure(control.step, settings, device.type).trimmed_mean}
-    times = {k: [] for k in parts}
-    names = list(parts)
-    for r in range(rounds):
-        for k in names[r % 3:] + names[:r % 3]:
-            times[k].append(parts[k]())
-    return Timed(**times)
+    return Timed(**in_turn(parts, rounds))

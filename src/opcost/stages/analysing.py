@@ -120,19 +120,24 @@ def _read_db(db_paths: dict) -> dict[str, pd.DataFrame]:
 def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e2e_paths, out, out_tsv,
                    out_calibration=None, traces=None, forced: bool = True) -> pd.DataFrame:
     """The `predict_only` workloads predicted from the run's database (``db_paths``: `layers`, `measurements`,
-    `e2e` paths; its cost model is saved beside them), each against its own end-to-end time: `predictions` rows
-    of source `estimated`, and their errors as the database's `calibration` table (``out_calibration``:
-    :mod:`opcost.analysis.calibration`). A workload that cannot be predicted is logged and left out; the others
-    go on. ``traces``: a folder that keeps each workload's short trace for a rerun at the same settings (the
-    database rebuilt, a changed `statistic`), unless the job is ``forced`` (then traced afresh)."""
+    `e2e` paths; its cost model is saved beside them), each against its own end-to-end time (timed in turn with a
+    profiled control, in the database's minutes, where its job did: :mod:`opcost.measure.control`; else its
+    dedicated timing): `predictions` rows of source `estimated`, and their errors as the database's `calibration`
+    table (``out_calibration``: :mod:`opcost.analysis.calibration`). A workload that cannot be predicted is logged
+    and left out; the others go on. ``traces``: a folder that keeps each workload's short trace for a rerun at the
+    same settings (the database rebuilt, a changed `statistic`), unless the job is ``forced`` (then traced
+    afresh)."""
     from opcost.analysis import calibration
     from opcost.analysis.estimate import condition_key, predict_workload
     from opcost.analysis.predict import references
+    from opcost.measure.control import METHOD as CONTROL
+    from opcost.measure.control import in_database_minutes
 
     if traces is not None and forced:
         shutil.rmtree(traces, ignore_errors=True)
     db = _read_db(db_paths)
     e2e = io.read_many(unseen_e2e_paths, tables.E2E)
+    controls = references(db["e2e"], config["device"], "isolated", config["statistic"])  # the profiled ones'
     rows, keys = [], []
     for path in unseen_layer_paths:
         layers = io.read_parquet(path, tables.LAYERS)
@@ -155,6 +160,9 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
             continue
         ref = references(mine, config["device"], "isolated", config["statistic"])
         measured, method = ref.get((model, batch, mode), (None, None))
+        dedicated = measured
+        if (scaled := in_database_minutes(mine, controls)) is not None:  # the host's drift cancelled
+            measured, method = scaled, CONTROL
         ratio = p.predicted_s / measured if measured else None
         rows.append({"model": model, "batch": batch, "mode": mode, "device": config["device"],
                      "source": "estimated", "statistic": config["statistic"], "placement": "baseline",
@@ -166,9 +174,10 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
                      "calls_covered": 1.0, "predicted_j": p.predicted_j, "measured_j": None,
                      "low_s": p.low_s, "high_s": p.high_s, "estimated_share": p.estimated_share})
         keys.append(condition_key(p.conditions))
-        log.info("%s %s b%d: predicted %.3f ms [%.3f, %.3f], %.0f%% estimated; measured %s", model, mode, batch,
-                 p.predicted_s * 1e3, p.low_s * 1e3, p.high_s * 1e3, 100 * p.estimated_share,
-                 f"{measured * 1e3:.3f} ms" if measured else "none")
+        log.info("%s %s b%d: predicted %.3f ms [%.3f, %.3f], %.0f%% estimated; measured %s (%s; in its own job "
+                 "%s)", model, mode, batch, p.predicted_s * 1e3, p.low_s * 1e3, p.high_s * 1e3,
+                 100 * p.estimated_share, f"{measured * 1e3:.3f} ms" if measured else "none", method,
+                 f"{dedicated * 1e3:.3f} ms" if dedicated else "none")
     pred = tables.frame(tables.PREDICTIONS, rows)
     io.write_parquet(pred, out, tables.PREDICTIONS)
     io.write_text(pred.to_csv(sep="\t", index=False, float_format="%.6g"), out_tsv)

@@ -254,6 +254,13 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
         log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
                  row["n"].iloc[0])
         warned = []
+        if (control := getattr(config, "controls", {}).get(mode)) is not None:  # a `predict_only` model's time
+            try:  # in the database's minutes
+                row, samples = _with_control(config, wl, control, row, samples)
+            except Exception as e:  # the dedicated timing stands: a warning, not a failure
+                log.warning("%s %s b%s: not timed with its control %s: %s", model, mode, batch, control[0], e)
+                warned.append({"config_id": None, "op_type": None, "kind": "warning",
+                               "reason": f"model {model}: not timed with its control {control[0]}: {e}"})
         # as a user's own script runs it, in turn with this process (a `predict_only` model's time is only checked)
         if config["e2e"].get("plain", True) and not getattr(config, "never_profiled", False):
             try:
@@ -275,6 +282,21 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
 
     prepare_process(config)
     guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
+
+
+def _with_control(config: Mapping, wl, control: list, row: pd.DataFrame, samples: pd.DataFrame):
+    """``row`` and ``samples`` of a never-profiled workload's dedicated timing, with those of ``wl`` timed in turn
+    with its ``control`` ([model, entry, batch]; :mod:`opcost.measure.control`) added."""
+    from opcost.measure.control import time_with_control
+    from opcost.measure.timing import TimingSettings
+
+    name, entry, batch = control
+    settings = TimingSettings.from_config(config["e2e"]["timing"]).in_turn()
+    c_row, c_samples = time_with_control(wl, _workload(config, name, wl.mode, batch, entry), settings,
+                                         config["device"])
+    log.info("%s %s b%s: %.3f ms per iteration in turn with %s, %.3fx its time", wl.model.name, wl.mode, wl.batch,
+             c_row["median_s"].iloc[0] * 1e3, c_row["control"].iloc[0], c_row["vs_control"].iloc[0])
+    return pd.concat([row, c_row], ignore_index=True), pd.concat([samples, c_samples], ignore_index=True)
 
 
 def e2e_tier(config: Mapping, model: str, mode: str, batch: int, tier: str, unbound: str | None, out, out_samples,
