@@ -1035,10 +1035,13 @@ def test_a_types_cost_per_iteration_is_shared_by_its_calls_the_smallest_of_a_mod
     assert per_iteration(both.assign(rest=-1e-6))[("all", None, "inference", "forward")] == 0.0  # never below 0
     table = InModel({}, got)
     rows = pd.DataFrame({"op_type": ["AdaptiveAvgPool2d", "AdaptiveAvgPool2d", "Conv2d"], "mode": "inference",
-                         "phase": "forward", "count": [12, 4, 30]})
+                         "phase": "forward", "count": [12, 4, 30], "cost_s": [5e-6, 5e-6, 1e-4]})
     share = estimate.per_iteration_share(rows, table)
     assert share == pytest.approx([48e-6 / 16, 48e-6 / 16, 48e-6 / 30])  # Conv2d: every type's
     assert estimate.per_iteration_share(rows, None) == pytest.approx([0.0] * 3)
+    # a small model's calls of a type cost at most their own time more together: 16 pools of 1 us, 16 us
+    tiny = estimate.per_iteration_share(rows.assign(cost_s=[1e-6, 1e-6, 1e-4]), table)
+    assert tiny == pytest.approx([16e-6 / 16, 16e-6 / 16, 48e-6 / 30])
 
 
 def test_a_calls_extra_is_the_cold_roofline_of_its_weights():

@@ -396,17 +396,24 @@ def _costed(db: dict, layers: pd.DataFrame, costs: pd.DataFrame, used: pd.DataFr
     return rows, cm
 
 
+# a type's extra per iteration, at most this many times its calls' own cost (opcost.analysis.in_model: a small model)
+ITERATION_CAP = 1.0
+
+
 def per_iteration_share(rows: pd.DataFrame, table) -> np.ndarray:
-    """Per row of a workload (``op_type``, ``mode``, ``phase``, ``count``): its share of what its type's calls cost
-    more per iteration in model order (``table``: :class:`opcost.analysis.in_model.InModel`, else none), divided
-    among the workload's calls of the type in that phase (:mod:`opcost.analysis.in_model`)."""
+    """Per row of a workload (``op_type``, ``mode``, ``phase``, ``count``, ``cost_s`` per call): its share of what
+    its type's calls cost more per iteration in model order (``table``: :class:`opcost.analysis.in_model.InModel`,
+    else none), at most :data:`ITERATION_CAP` times what those calls cost per iteration, divided among the
+    workload's calls of the type in that phase (:mod:`opcost.analysis.in_model`)."""
     from opcost.analysis.optypes import family
 
     if table is None or rows.empty:
         return np.zeros(len(rows))
-    calls = rows.groupby(["op_type", "phase"])["count"].transform("sum").astype(float).to_numpy()
+    by = [rows["op_type"], rows["phase"]]
+    calls = rows["count"].astype(float).groupby(by).transform("sum").to_numpy()
+    own = (rows["cost_s"].astype(float) * rows["count"].astype(float)).groupby(by).transform("sum").to_numpy()
     each = [table.iteration_of(t, family(t), m, ph) for t, m, ph in zip(rows["op_type"], rows["mode"], rows["phase"])]
-    return np.asarray(each, float) / np.maximum(calls, 1.0)
+    return np.minimum(np.asarray(each, float), ITERATION_CAP * np.nan_to_num(own)) / np.maximum(calls, 1.0)
 
 
 def _overhead(db: dict, used: pd.DataFrame, layers: pd.DataFrame, per_call: float, run: str | None,

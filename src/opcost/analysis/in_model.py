@@ -30,7 +30,12 @@ The extra has two parts, both measured on the profiled workloads' configurations
   pool called once per iteration costs 43-51 µs more in model order than alone (ResNet-18, ConvNeXt-Atto,
   SqueezeNet), where seventeen squeeze-and-excitation pools cost 53-79 µs more together (RegNetY-400MF,
   EfficientNet-B0), 3-5 µs each: the same extra as a cost per call put them at 4.4x their time in model order. Per
-  type, the smallest over each profiled model's workloads, then the median over models.
+  type, the smallest over each profiled model's workloads, then the median over models. A small model evicts
+  little: a type's extra per iteration is at most its calls' own cost per iteration (:data:`opcost.analysis.
+  estimate.ITERATION_CAP`). Both ways of six models timed (ResNet-18, a 2-layer encoder and a DLRM; EfficientNet-B0,
+  MobileNetV2 and RegNetY-400MF), each trio's fit predicting the other trio's model order from its times alone:
+  uncapped, the DLRM (0.23 ms an iteration) came out +183% and the encoder at batch 1 +35%; capped, +46% and +9%,
+  the three CNNs from the first trio's fit within a point of uncapped (+6.0%, -8.6%, -21.8%).
 
 Fitted on each of four default studies' databases and checked on the configurations of six models never profiled
 there, timed both ways, their summed time in model order from their times alone came out a median 6-20% off with
