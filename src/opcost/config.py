@@ -386,19 +386,28 @@ def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
     if model is not None:
         part["model"] = _canonical(model_entry(config, model))
         if model in (config.get("predict_only") or {}):  # never profiled: no plain process; timed with a control
-            part[NEVER_PROFILED] = {"controls": _controls(config)} if stage == "e2e" else True
+            part[NEVER_PROFILED] = {"controls": controls(config)} if stage == "e2e" else True
     named = [model] if model is not None else list(part.get("models") or {})
     if code := {m: f for m in named if (f := code_fingerprint(config["models"][m]))}:
         part[CODE] = code
     return json.dumps(part, separators=(",", ":"), default=str)
 
 
-def _controls(config: dict) -> dict:
-    """mode -> the profiled workload a `predict_only` one is timed in turn with (:func:`opcost.measure.control.
-    choose`)."""
-    from opcost.measure.control import choose
+CONTROLS = 2  # profiled models a never-profiled workload is timed in turn with (opcost.measure.control)
 
-    return choose(workloads(config), lambda m: _canonical(model_entry(config, m)))
+
+def controls(config: dict) -> dict[str, list]:
+    """mode -> [[model, entry, batch], ...]: the controls a never-profiled workload of that mode is timed in turn with
+    (:mod:`opcost.measure.control`), the first :data:`CONTROLS` profiled models with the mode in config order, each
+    at its smallest batch."""
+    smallest: dict[tuple[str, str], int] = {}
+    for name, mode, batch in workloads(config):
+        smallest[(mode, name)] = min(int(batch), smallest.get((mode, name), int(batch)))
+    out: dict[str, list] = {}
+    for (mode, name), batch in smallest.items():
+        if len(out.setdefault(mode, [])) < CONTROLS:
+            out[mode].append([name, _canonical(model_entry(config, name)), batch])
+    return out
 
 
 def _canonical(entry):

@@ -215,9 +215,9 @@ E2E = Table(
                                "process settings but the thread count (glibc's default allocator, threads not "
                                "pinned), as a user's own script runs the model, its blocks of iterations timed in "
                                "turn with the e2e job's own (`opcost.measure.plain`, `vs_opcost`); never a "
-                               "reference of predictions; `control`: a `predict_only` workload timed in turn with a "
-                               "profiled control, round after round (`opcost.measure.control`, `control`, "
-                               "`vs_control`)"),
+                               "reference of predictions; `control`: a `predict_only` workload timed in turn with "
+                               "profiled controls, round after round, one row per control (`opcost.measure.control`, "
+                               "`control`, `vs_control`)"),
     ) + _HOST + _STATS + _ENERGY + (
         _c("timed_s", "Float64", "`rotation` rows: sum over the configurations the rotation timed of calls per "
                                  "iteration x median, seconds: the part of the isolated prediction measured in "
@@ -309,9 +309,9 @@ PREDICTIONS = Table(
                                   "sources `rotation` (the model iterations timed inside the profiling jobs' "
                                   "rotations, pooled: averaged with weights `timed_s`), `dedicated`, "
                                   "`interleaved`; in-situ sources `interleaved`, `dedicated`, `rotation`; a "
-                                  "`predict_only` workload's (source `estimated`): `control`, its time in turn "
-                                  "with a profiled control times the control's reference (`opcost.measure."
-                                  "control`), else `dedicated`"),
+                                  "`predict_only` workload's (source `estimated`): `control`, the median over its "
+                                  "controls of its time in turn with one times that one's reference (`opcost."
+                                  "measure.control`), else `dedicated`"),
         _c("reference_spread", "Float64", "`rotation` references: how far the workload's end-to-end time moved "
                                           "between the rotations that timed it (largest / smallest - 1), the "
                                           "machine's own noise over the run; missing for other references or a "

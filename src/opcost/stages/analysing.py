@@ -120,8 +120,8 @@ def _read_db(db_paths: dict) -> dict[str, pd.DataFrame]:
 def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e2e_paths, out, out_tsv,
                    out_calibration=None, traces=None, forced: bool = True) -> pd.DataFrame:
     """The `predict_only` workloads predicted from the run's database (``db_paths``: `layers`, `measurements`,
-    `e2e` paths; its cost model is saved beside them), each against its own end-to-end time (timed in turn with a
-    profiled control, in the database's minutes, where its job did: :mod:`opcost.measure.control`; else its
+    `e2e` paths; its cost model is saved beside them), each against its own end-to-end time (timed in turn with
+    profiled controls, in the database's minutes, where its job did: :mod:`opcost.measure.control`; else its
     dedicated timing): `predictions` rows of source `estimated`, and their errors as the database's `calibration`
     table (``out_calibration``: :mod:`opcost.analysis.calibration`). A workload that cannot be predicted is logged
     and left out; the others go on. ``traces``: a folder that keeps each workload's short trace for a rerun at the

@@ -250,7 +250,7 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
         energy = JobEnergy(config)
         settings = TimingSettings.from_config(config["e2e"]["timing"])
         control = getattr(config, "controls", {}).get(mode)  # a `predict_only` model's: its check is the time in
-        # turn with it, the dedicated one half a second's glance
+        # turn with them, the dedicated one half a second's glance
         row, samples = measure_e2e(wl, settings if control is None else settings.in_turn(), config["device"], energy)
         energy.close()
         log.info("%s %s b%s: %.3f ms per iteration (n=%d)", model, mode, batch, row["median_s"].iloc[0] * 1e3,
@@ -260,9 +260,9 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
             try:  # its time in the database's minutes
                 row, samples = _with_control(config, wl, control, row, samples)
             except Exception as e:  # the dedicated timing stands: a warning, not a failure
-                log.warning("%s %s b%s: not timed with its control %s: %s", model, mode, batch, control[0], e)
+                log.warning("%s %s b%s: not timed with its controls: %s", model, mode, batch, e)
                 warned.append({"config_id": None, "op_type": None, "kind": "warning",
-                               "reason": f"model {model}: not timed with its control {control[0]}: {e}"})
+                               "reason": f"model {model}: not timed with its controls: {e}"})
         # as a user's own script runs it, in turn with this process (a `predict_only` model's time is only checked)
         if config["e2e"].get("plain", True) and not getattr(config, "never_profiled", False):
             try:
@@ -286,19 +286,27 @@ def e2e(config: Mapping, model: str, mode: str, batch: int, out, out_samples, ou
     guarded("e2e", model, mode, batch, out_failures, {out: tables.E2E, out_samples: tables.SAMPLES}, body)
 
 
-def _with_control(config: Mapping, wl, control: list, row: pd.DataFrame, samples: pd.DataFrame):
+def _with_control(config: Mapping, wl, controls: list, row: pd.DataFrame, samples: pd.DataFrame):
     """``row`` and ``samples`` of a never-profiled workload's dedicated timing, with those of ``wl`` timed in turn
-    with its ``control`` ([model, entry, batch]; :mod:`opcost.measure.control`) added."""
+    with its ``controls`` ([[model, entry, batch], ...]; :mod:`opcost.measure.control`) added; a control that
+    cannot be built is left out with a warning (raises where none can)."""
     from opcost.measure.control import time_with_control
     from opcost.measure.timing import TimingSettings
 
-    name, entry, batch = control
+    built = []
+    for name, entry, batch in controls:
+        try:
+            built.append(_workload(config, name, wl.mode, batch, entry))
+        except Exception as e:  # a control that fails is the control's failure, recorded in its own jobs
+            log.warning("%s %s b%s: control %s left out: %s", wl.model.name, wl.mode, wl.batch, name, e)
+    if not built:
+        raise OpcostError(f"model {wl.model.name}", "none of its controls could be built")
     settings = TimingSettings.from_config(config["e2e"]["timing"]).in_turn()
-    c_row, c_samples = time_with_control(wl, _workload(config, name, wl.mode, batch, entry), settings,
-                                         config["device"])
-    log.info("%s %s b%s: %.3f ms per iteration in turn with %s, %.3fx its time", wl.model.name, wl.mode, wl.batch,
-             c_row["median_s"].iloc[0] * 1e3, c_row["control"].iloc[0], c_row["vs_control"].iloc[0])
-    return pd.concat([row, c_row], ignore_index=True), pd.concat([samples, c_samples], ignore_index=True)
+    c_rows, c_samples = time_with_control(wl, built, settings, config["device"])
+    log.info("%s %s b%s: %.3f ms per iteration in turn with %s", wl.model.name, wl.mode, wl.batch,
+             c_rows["median_s"].iloc[0] * 1e3, ", ".join(f"{c} ({r:.3f}x its time)" for c, r in
+                                                           zip(c_rows["control"], c_rows["vs_control"])))
+    return pd.concat([row, c_rows], ignore_index=True), pd.concat([samples, c_samples], ignore_index=True)
 
 
 def e2e_tier(config: Mapping, model: str, mode: str, batch: int, tier: str, unbound: str | None, out, out_samples,
