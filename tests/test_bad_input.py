@@ -665,7 +665,9 @@ def test_a_changed_config_reruns_exactly_the_jobs_it_affects(tiny_run):
     cfg = yaml.safe_load(TINY.read_text())
     cfg["models"]["mlp"]["kwargs"]["width"] = 32
     got = _scheduled(tiny_run, cfg)
-    assert got["jobs"]["extract"] == 1 and got["models"] == {"mlp"}  # tiny_dlrm's and broken's jobs untouched
+    # tiny_dlrm's and broken's jobs untouched; mlp_wide's end-to-end job too, since mlp is one of its controls
+    # (opcost.measure.control): it is timed in turn with the changed model
+    assert got["jobs"]["extract"] == 1 and got["jobs"]["e2e"] == 2 and got["models"] == {"mlp", "mlp_wide"}, got
 
     cfg = yaml.safe_load(TINY.read_text())
     cfg["predict_only"]["mlp_wide"]["kwargs"]["width"] = 32  # a model never profiled: its own extract and e2e
