@@ -348,6 +348,7 @@ def model_entry(config: dict, model: str) -> dict:
 
 
 NEVER_PROFILED = "never_profiled"  # a per-workload stage's params: its model is a `predict_only` one
+CONTROLLED_BY = "controls"  # a `predict_only` model's e2e params: mode -> its controls (:func:`controls`)
 CODE = "code"  # a stage's params: model -> a fingerprint of the module file its `module:callable` entry names
 
 
@@ -385,8 +386,10 @@ def stage_settings(config: dict, stage: str, model: str | None = None) -> str:
         part["models"] = {m: _canonical(model_entry(config, m)) for m in sorted(config["models"]) if m not in skip}
     if model is not None:
         part["model"] = _canonical(model_entry(config, model))
-        if model in (config.get("predict_only") or {}):  # never profiled: no plain process; timed with a control
-            part[NEVER_PROFILED] = {"controls": controls(config)} if stage == "e2e" else True
+        if model in (config.get("predict_only") or {}):  # never profiled: no plain process to compare
+            part[NEVER_PROFILED] = True
+            if stage == "e2e":  # timed in turn with the profiled controls: their entries rerun it
+                part[CONTROLLED_BY] = controls(config)
     named = [model] if model is not None else list(part.get("models") or {})
     if code := {m: f for m in named if (f := code_fingerprint(config["models"][m]))}:
         part[CODE] = code
@@ -432,9 +435,8 @@ class StageConfig(Mapping):
 
     def __init__(self, stage: str, part: dict, model: str | None = None):
         part = dict(part)
-        flag = part.pop(NEVER_PROFILED, False)
-        self.never_profiled = bool(flag)  # its model is a `predict_only` one
-        self.controls = flag.get("controls", {}) if isinstance(flag, dict) else {}  # e2e: mode -> its control
+        self.never_profiled = bool(part.pop(NEVER_PROFILED, False))  # its model is a `predict_only` one
+        self.controls = part.pop(CONTROLLED_BY, {})  # e2e of a `predict_only` model: mode -> its controls
         part.pop(CODE, None)  # what reruns the job when the model's code changes: nothing a stage reads
         own = part.pop("model", None)
         if own is not None and "models" not in part:

@@ -233,9 +233,8 @@ E2E = Table(
         _c("control", "string", "`control` rows: the control's workload (`model/mode/b{batch}`), a profiled one "
                                 "timed in turn with this one; missing otherwise", optional=True),
         _c("vs_control", "Float64", "`control` rows: the median over rounds of this workload's time over the "
-                                    "control's, both timed in the same seconds (the host's drift cancels); times "
-                                    "the control's reference in the database: this workload's time in the "
-                                    "database's minutes; missing otherwise", optional=True),
+                                    "control's, timed in the same seconds (the host's drift cancels); missing "
+                                    "otherwise", optional=True),
         _c("faults", "Float64", "`plain` rows: minor page faults per iteration the plain process takes beyond "
                                 "opcost's own (fresh pages of large activations that glibc's default allocator maps "
                                 "and returns at every iteration), counted over three iterations after the warm-up; "

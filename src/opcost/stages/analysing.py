@@ -137,7 +137,7 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
         shutil.rmtree(traces, ignore_errors=True)
     db = _read_db(db_paths)
     e2e = io.read_many(unseen_e2e_paths, tables.E2E)
-    controls = references(db["e2e"], config["device"], "isolated", config["statistic"])  # the profiled ones'
+    profiled = references(db["e2e"], config["device"], "isolated", config["statistic"])  # the controls' among them
     rows, keys = [], []
     for path in unseen_layer_paths:
         layers = io.read_parquet(path, tables.LAYERS)
@@ -161,7 +161,7 @@ def predict_unseen(config: Mapping, db_paths: dict, unseen_layer_paths, unseen_e
         ref = references(mine, config["device"], "isolated", config["statistic"])
         measured, method = ref.get((model, batch, mode), (None, None))
         dedicated = measured
-        if (scaled := in_database_minutes(mine, controls)) is not None:  # the host's drift cancelled
+        if (scaled := in_database_minutes(mine, profiled)) is not None:  # the host's drift cancelled
             measured, method = scaled, CONTROL
         ratio = p.predicted_s / measured if measured else None
         rows.append({"model": model, "batch": batch, "mode": mode, "device": config["device"],
