@@ -81,7 +81,8 @@ def main() -> None:
     for v, speed in ((1, False), (2, False), (1, True), (2, True)):
         d = apart(*[c["trimmed_mean_s"] / (c["speed_s"] if speed else 1) for c in costs[v]])
         v, pass_s = (f"{v}s" if speed else v), float(np.mean(secs[v]))
-        print(f"visits {v}{' in one speed' if speed else ''}: |log ratio| between its two passes: median {np.median(d):.3f}, p90 "
+        print(f"visits {v}{' in one speed' if speed else ''}: |log ratio| between its two passes: "
+              f"median {np.median(d):.3f}, p90 "
               f"{np.quantile(d, 0.9):.3f}, {np.mean(d > np.log(1.25)):.0%} of {len(d)} more than 25% apart")
         out |= {f"p50_{v}": float(np.median(d)), f"p90_{v}": float(np.quantile(d, 0.9)),
                 f"apart_{v}": float(np.mean(d > np.log(1.25))), f"pass_s_{v}": pass_s}

@@ -42,7 +42,7 @@ from opcost.measure.rotation import (
     with_speed_probe,
 )
 from opcost.measure.speed import speed_probe
-from opcost.measure.timing import Measurement, RotationError
+from opcost.measure.timing import RotationError
 from opcost.model.replay import ModelCache, build, mode_context, refresher
 from opcost.model.sweep_points import PREFIX as SWEEP_PREFIX
 from opcost.model.workload import make_workload, parse_workload_key
@@ -226,13 +226,13 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
     Returns the group's :class:`_Group`: its `results` ({config_id: {(DEFAULT, phase): (None, Measurement, energy
     columns)}}), `failed`, `attempts`, `whole` (workload -> its iteration's Measurement), `engine_of` and
     `speed_of`. Every rotation times the host's speed probe (:mod:`opcost.measure.speed`); one with backward calls
-    measures the engine among them (:func:`opcost.measure.rotation.with_engine_probes`). A configuration whose replay fails (when
-    built, on a first call, or inside the rotation) is reported failed and the rotation goes on without it; a failing
-    context configuration is left out. ``iterations`` (workload -> its whole model iteration: the group's own and
-    those of the workloads whose configurations all rotate in others' groups) with ``settings.e2e_every`` > 0:
-    timed at the end of every ``e2e_every``-th round of the first rotation, the end-to-end references measured in
-    the same minutes, under the same machine state, as the operators; one that fails is left out. Noisy
-    configurations are re-measured in up to ``settings.remeasure`` more rotations (:class:`_Group`)."""
+    measures the engine among them (:func:`opcost.measure.rotation.with_engine_probes`). A configuration whose
+    replay fails (when built, on a first call, or inside the rotation) is reported failed and the rotation goes on
+    without it; a failing context configuration is left out. ``iterations`` (workload -> its whole model iteration:
+    the group's own and those of the workloads whose configurations all rotate in others' groups) with
+    ``settings.e2e_every`` > 0: timed at the end of every ``e2e_every``-th round of the first rotation, the
+    end-to-end references measured in the same minutes, under the same machine state, as the operators; one that fails is
+    left out. Noisy configurations are re-measured in up to ``settings.remeasure`` more rotations (:class:`_Group`)."""
     fresh, shuffle, every = settings.cache == "fresh", settings.order != "model", settings.e2e_every
     failed: dict[str, str] = {}
     reps: list = []  # (row, Replay), closed at the end
