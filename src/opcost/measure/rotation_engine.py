@@ -232,7 +232,8 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
     the group's own and those of the workloads whose configurations all rotate in others' groups) with
     ``settings.e2e_every`` > 0: timed at the end of every ``e2e_every``-th round of the first rotation, the
     end-to-end references measured in the same minutes, under the same machine state, as the operators; one that
-    fails is left out. Noisy configurations are re-measured in up to ``settings.remeasure`` more rotations (:class:`_Group`)."""
+    fails is left out. Noisy configurations are re-measured in up to ``settings.remeasure`` more rotations
+    (:class:`_Group`)."""
     fresh, shuffle, every = settings.cache == "fresh", settings.order != "model", settings.e2e_every
     failed: dict[str, str] = {}
     reps: list = []  # (row, Replay), closed at the end
