@@ -144,7 +144,9 @@ def row_of(name: str, n_params: int, p, ratio: list, tx: float, refs: dict, spee
     """One model's figures: its prediction ``p`` against its time over each reference (``ratio``, in the order of
     ``refs``: reference -> its end-to-end time in the database) turned into the database's minutes; the error against
     each reference alone (``err_<reference>``) and the host's parallel speedup while it was timed (``speedup``)."""
-    by_ref = [q * t for q, t in zip(ratio, refs.values())]
+    from opcost.measure.control import in_minutes_of
+
+    by_ref = list(in_minutes_of(ratio, list(refs.values())))
     scaled = float(np.median(by_ref))
     methods = p.methods()
     ops = sum(methods.values()) or 1.0

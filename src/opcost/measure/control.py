@@ -69,6 +69,13 @@ def time_with_control(wl, controls: list, settings, device: str, n: int = ROUNDS
     return tables.frame(tables.E2E, rows), samples.assign(source=METHOD)
 
 
+def in_minutes_of(ratios, control_s) -> np.ndarray:
+    """Times measured as ratios to a control's, timed in turn (``ratios``), read in the minutes in which the control
+    took ``control_s`` (one time, or one per ratio): each ratio times its control's time. The median of the result is
+    the workload's time in those minutes (:func:`in_database_minutes`, generate()'s validation, the benchmarks)."""
+    return np.asarray(ratios, dtype=float) * np.asarray(control_s, dtype=float)
+
+
 def in_database_minutes(e2e: pd.DataFrame, references: dict) -> float | None:
     """A workload's time in the database's minutes from its newest :data:`METHOD` rows in ``e2e`` (its own rows):
     per control, ``vs_control`` times the control's reference (``references``: (model, batch, mode) -> (seconds,
@@ -80,9 +87,10 @@ def in_database_minutes(e2e: pd.DataFrame, references: dict) -> float | None:
         return None
     rows = e2e[(e2e["method"] == METHOD) & e2e["vs_control"].notna() & e2e["control"].notna()]
     rows = rows[rows["timestamp"] == rows["timestamp"].max()] if len(rows) else rows  # the newest job's
-    scaled = []
+    ratios, refs = [], []
     for control, ratio in zip(rows["control"].astype(str), rows["vs_control"].astype(float)):
         model, mode, batch = parse_workload_key(control)
         if (ref := references.get((model, int(batch), mode))) is not None:
-            scaled.append(ratio * ref[0])
-    return float(np.median(scaled)) if scaled else None
+            ratios.append(ratio)
+            refs.append(ref[0])
+    return float(np.median(in_minutes_of(ratios, refs))) if ratios else None

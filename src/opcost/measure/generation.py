@@ -170,9 +170,11 @@ class Timed:
         rounds of each time / the control's, times ``control_s``, so that the host's drift between the database's
         minutes and now cancels; ``spread``: how far the total's rounds lie apart (max / min − 1); ``now_s``: the
         median total as timed now."""
+        from opcost.measure.control import in_minutes_of
+
         ratio = {k: np.array(getattr(self, k)) / np.array(self.control) for k in ("total", "first")}
-        return {"total_s": float(np.median(ratio["total"])) * control_s,
-                "first_s": float(np.median(ratio["first"])) * control_s,
+        return {"total_s": float(np.median(in_minutes_of(ratio["total"], control_s))),
+                "first_s": float(np.median(in_minutes_of(ratio["first"], control_s))),
                 "spread": float(ratio["total"].max() / ratio["total"].min() - 1),
                 "now_s": float(np.median(self.total))}
 

@@ -306,10 +306,16 @@ def with_engine_probes(rotation: Rotation, one: Callable[[], object], many: Call
     return appended(rotation, [one, many], repeats)
 
 
-def with_speed_probe(rotation: Rotation, probe: Callable[[], object]) -> Rotation:
+SPEED_PROBE_REPEATS = 3  # calls of the speed probe per round, in turn
+
+
+def with_speed_probe(rotation: Rotation, probe: Callable[[], object], repeats: int = SPEED_PROBE_REPEATS) -> Rotation:
     """``rotation`` with the host's speed probe (:func:`opcost.measure.speed.speed_probe`) as its last callable,
-    timed once every round (model order: at the round's end, its output dropped at once)."""
-    return appended(rotation, [probe], 1)
+    timed every round: model order, at the round's end, ``repeats`` times in turn, each output dropped at once, so
+    that the median is of calls that find the probe's own tensors in cache (the first after a round of a large
+    working set finds them evicted, and the probe would measure the rotation's footprint, not the host); shuffled
+    rounds, once."""
+    return appended(rotation, [probe], repeats)
 
 
 def appended(rotation: Rotation, calls: list[Callable[[], object]], repeats: int) -> Rotation:
