@@ -421,29 +421,3 @@ def test_a_sweep_points_two_rotation_visits_pool_where_they_agree_and_keep_the_l
     sweep = [{"workload": "sweep-Conv2d-c64-k3-h14/inference/b1"}, {"workload": "sweep-Linear-f8-r3/inference/b1"}]
     assert revisited(sweep, ProfileSettings()) and not revisited(sweep, ProfileSettings(visits=1))
     assert not revisited(sweep + [{"workload": "resnet18/inference/b1"}], ProfileSettings())
-
-
-def test_a_second_visit_in_a_slower_minute_is_read_in_the_speed_of_the_first():
-    """A sweep point's second visit while the host ran 1.5x slower (the speed probe timed in its rotation 1.5x the
-    first's): its samples are read in the first visit's speed, agree with the first's and are pooled; a configuration
-    whose second rotation lacks the probe is merged as timed (the lower kept)."""
-    from opcost.measure.rotation_engine import _Group, both_visits
-
-    s = TimingSettings(target_rel_ci=0.02, abs_ci_s=2e-7)
-
-    def at(us: float) -> Measurement:
-        return Measurement(us * 1e-6 * (1 + 0.001 * np.linspace(-1, 1, 40)), 1, 0.0, s, rotation=True)
-
-    key = ("default", "forward")
-
-    def visit(a_us: float, b_us: float, speed_a: float, speed_b: float | None) -> _Group:
-        speeds = {("a", "forward"): speed_a} | ({("b", "forward"): speed_b} if speed_b else {})
-        return _Group([], {"a", "b"}, {}, None, {}, results={"a": {key: (None, at(a_us), {})},
-                                                             "b": {key: (None, at(b_us), {})}},
-                      attempts={"a": 1, "b": 1}, speed_of=speeds)
-
-    merged = both_visits(visit(200.0, 100.0, 2e-4, 2e-4), visit(300.0, 150.0, 3e-4, None))
-    a, b = merged.results["a"][key][1], merged.results["b"][key][1]
-    assert a.n == 80 and a.median == pytest.approx(200e-6, rel=1e-3)  # 300 us at 1.5x the probe: 200 us
-    assert b.n == 40 and b.median == pytest.approx(100e-6, rel=1e-3)  # 150 us unscaled: 50% apart, the lower kept
-    assert merged.attempts == {"a": 2, "b": 2} and merged.speed_of[("a", "forward")] == 2e-4

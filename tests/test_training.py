@@ -85,11 +85,11 @@ def test_rows_measured_outside_a_rotation_take_the_engine_measured_alone():
 
 @pytest.mark.timing
 def test_a_training_rotation_measures_the_engine_in_its_own_rounds(monkeypatch):
-    """The two engine probes close every round, called in turn, before the host's speed probe; each backward row is
-    taken net of the intercept of their medians in that rotation, and forward rows are left as measured."""
+    """The two engine probes close every round, called in turn; each backward row is taken net of the intercept
+    of their medians in that rotation, and forward rows are left as measured."""
     from opcost.measure import rotation
     from opcost.measure.engine import engine_intercept
-    from opcost.measure.rotation import ENGINE_PROBE_REPEATS, SPEED_PROBE_REPEATS
+    from opcost.measure.rotation import ENGINE_PROBE_REPEATS
 
     cfg = validate({"models": MODELS, "threads": 1})
     configs = catalog(extract(make_workload(load_model("timed", cfg["models"]["timed"]), 4, "training")))
@@ -103,8 +103,8 @@ def test_a_training_rotation_measures_the_engine_in_its_own_rounds(monkeypatch):
     fast = TimingSettings(max_seconds=0.2, warmup_s=0.0, min_samples=20, max_samples=20, target_rel_ci=1e-9)
     meas, _ = profile_configs(configs, cfg["models"], "cpu", "float32", ProfileSettings(fast, remeasure=0))
     [(fns, kw, ms)] = seen
-    n = len(fns) - 3  # the configurations' phases, the two engine probes, then the host's speed probe
-    probes = [n, n + 1] * ENGINE_PROBE_REPEATS + [n + 2] * SPEED_PROBE_REPEATS
+    n = len(fns) - 2  # the configurations' phases, then the two probes
+    probes = [n, n + 1] * ENGINE_PROBE_REPEATS
     assert kw["sequence"][-len(probes):] == probes and n not in kw["sequence"][:-len(probes)]
     start = len(kw["sequence"]) - len(probes)
     assert kw["release"][start:] == list(range(start, len(kw["sequence"])))  # each probe drops its output at once

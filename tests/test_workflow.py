@@ -147,8 +147,6 @@ def test_database_holds_every_configuration_once(tiny_run):
     iso = meas[(meas["source"] == "isolated") & (meas["phase"] == "forward") & (meas["placement"] == "default")]
     assert sorted(iso["config_id"]) == sorted(configs["config_id"])  # each measured exactly once over the chunks
     assert (iso["cache"] == "fresh").all() and (iso["calls_per_sample"] == 1).all()  # in rotation (cpu default)
-    assert (iso["speed_s"] > 0).all()  # the host's speed probe timed in each rotation (opcost.measure.speed)
-    assert meas.loc[meas["placement"] != "default", "speed_s"].isna().all()  # back to back: no probe
     ins = meas[(meas["source"] == "insitu") & (meas["phase"] == "forward")]
     of_models = configs["models"].map(lambda ms: not all(m.startswith("sweep-") for m in json.loads(ms)))
     assert set(ins["config_id"]) == set(configs.loc[of_models, "config_id"])  # in-situ: every model's configuration
@@ -166,7 +164,6 @@ def test_database_holds_every_configuration_once(tiny_run):
                                                    ("mlp", "inference")} | {
         (m, "inference") for m in ("sweep-Linear-f4-r3", "sweep-Linear-f12-r3", "sweep-Linear-f24-r3")}
     assert (e2e.loc[e2e["method"] != "rotation", "n"] >= 5).all() and (rot["n"] >= 1).all()
-    assert (rot["speed_s"] > 0).all() and e2e.loc[e2e["method"] != "rotation", "speed_s"].isna().all()
 
 
 def test_placements_are_measured_verified_and_a_missing_tier_skipped(tiny_run):

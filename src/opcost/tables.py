@@ -35,10 +35,6 @@ _HOST = (
                         "missing in a run's own database (all its rows are of that run), set by `opcost db merge` "
                         "for the rows of each input that lack it; `opcost predict` takes a workload's measured costs "
                         "and its end-to-end reference from one run", optional=True),
-    _c("speed_s", "Float64", "rotation rows (isolated, default placement; `e2e` method `rotation`): median of the "
-                             "host's speed probe in the same rounds; results/db scales their time statistics by "
-                             "the median speed_s of their host, device, threads over it (opcost.analysis.speed: one "
-                             "minute), the `samples` keep them as timed", optional=True),
 )
 
 _STATS = (

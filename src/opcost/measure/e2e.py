@@ -13,14 +13,14 @@ from opcost.tables import E2E, SAMPLES, frame
 
 def e2e_frames(workload: tuple[str, int, str], m: Measurement, method: str, device: str,
                energy: dict | None = None, timed_s: float | None = None, placement: str = "default",
-               verified: str | None = None, speed_s: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+               verified: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(`e2e` row frame, `samples` frame) of one Measurement of whole iterations of ``workload`` (model, batch,
     mode) taken by ``method`` (`e2e` table); ``energy``: the energy columns (default: missing, meter none);
-    ``timed_s``, ``placement``, ``verified`` (`placement_verified`) and ``speed_s``: see the `e2e` table."""
+    ``timed_s``, ``placement`` and ``verified`` (`placement_verified`): see the `e2e` table."""
     model, batch, mode = workload
     row = {"model": model, "batch": batch, "mode": mode, "method": method, "placement": placement,
            **host_facts(device), **m.stats(), **(energy or missing(NoMeter())), "attempts": 1, "timestamp": now(),
-           "timed_s": timed_s, "placement_verified": verified, "speed_s": speed_s}
+           "timed_s": timed_s, "placement_verified": verified}
     key = workload_key(model, mode, batch)
     samples = [{"key": key, "source": "e2e", "placement": placement, "phase": "iteration", "i": i,
                 "seconds": float(s)} for i, s in enumerate(m.samples)]

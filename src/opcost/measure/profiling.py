@@ -114,12 +114,10 @@ NO_STATS = dict.fromkeys(Measurement(np.array([]), 1, 0.0).stats())  # the stati
 
 
 def result_rows(row: dict, result, failure, attempts: int, facts: dict, fast: str | None,
-                engine_s: float | None = None, speed: dict | None = None):
+                engine_s: float | None = None):
     """Rows and samples of one configuration; ``result``: {(placement, phase): (verified, Measurement or None,
     energy columns or the failure, cache label)}. ``engine_s``: the autograd engine's cost per call measured with
-    the default placement's backward, taken out of that row (:func:`opcost.measure.engine.net_of_engine`).
-    ``speed``: phase -> the speed probe's median in the rotation the default placement's row was kept from
-    (`speed_s`, :mod:`opcost.measure.speed`)."""
+    the default placement's backward, taken out of that row (:func:`opcost.measure.engine.net_of_engine`)."""
     base = {"config_id": row["config_id"], "op_type": row["op_type"], "mode": row["mode"], "source": "isolated",
             "workload": None, "attempts": attempts, **facts, "cache": None, "engine_s": None, **NO_STATS}
     if result is None:
@@ -141,8 +139,7 @@ def result_rows(row: dict, result, failure, attempts: int, facts: dict, fast: st
             stats, seconds = net_of_engine(stats, seconds, engine_s)
         rows.append({**base, "phase": phase, "placement": plc, "placement_verified": ver,
                      "placement_ok": None if ver is None else matches_all(plc, ver), "baseline": baseline,
-                     "status": "ok", **stats, **e, "timestamp": now(),
-                     "speed_s": (speed or {}).get(phase) if plc == DEFAULT else None})
+                     "status": "ok", **stats, **e, "timestamp": now()})
         samples += [{"key": row["config_id"], "source": "isolated", "placement": plc, "phase": phase, "i": i,
                      "seconds": x} for i, x in enumerate(seconds)]
     return rows, samples

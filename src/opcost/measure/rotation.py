@@ -303,31 +303,14 @@ def with_engine_probes(rotation: Rotation, one: Callable[[], object], many: Call
     rotation's backward calls, warmed by each other as the model's backward nodes are by their neighbours (a probe
     called once after a forward call reads its own graph from cold memory, and overstated the cost per call by
     15–40 µs, docs/methodology.md, section 8). Shuffled rounds: each once, anywhere in the round."""
-    return appended(rotation, [one, many], repeats)
-
-
-SPEED_PROBE_REPEATS = 3  # calls of the speed probe per round, in turn
-
-
-def with_speed_probe(rotation: Rotation, probe: Callable[[], object], repeats: int = SPEED_PROBE_REPEATS) -> Rotation:
-    """``rotation`` with the host's speed probe (:func:`opcost.measure.speed.speed_probe`) as its last callable,
-    timed every round: model order, at the round's end, ``repeats`` times in turn, each output dropped at once, so
-    that the median is of calls that find the probe's own tensors in cache (the first after a round of a large
-    working set finds them evicted, and the probe would measure the rotation's footprint, not the host); shuffled
-    rounds, once."""
-    return appended(rotation, [probe], repeats)
-
-
-def appended(rotation: Rotation, calls: list[Callable[[], object]], repeats: int) -> Rotation:
-    """``rotation`` with ``calls`` appended, timed every round: model order, at the round's end, in turn ``repeats``
-    times, each output dropped at once; shuffled rounds, each once anywhere in the round."""
-    n, k = len(rotation.calls), len(calls)
-    new = dict(calls=rotation.calls + list(calls), prepare=rotation.prepare + [None] * k,
-               every=None if rotation.every is None else rotation.every + [1] * k)
+    n = len(rotation.calls)
+    calls, prepare = rotation.calls + [one, many], rotation.prepare + [None, None]
+    every = None if rotation.every is None else rotation.every + [1, 1]
     if rotation.sequence is None:
-        return replace(rotation, **new)
-    start, added = len(rotation.sequence), k * repeats
-    return replace(rotation, **new, sequence=rotation.sequence + list(range(n, n + k)) * repeats,
+        return replace(rotation, calls=calls, prepare=prepare, every=every)
+    start, added = len(rotation.sequence), 2 * repeats
+    return replace(rotation, calls=calls, prepare=prepare, every=every,
+                   sequence=rotation.sequence + [n, n + 1] * repeats,
                    release=None if rotation.release is None else rotation.release + list(range(start, start + added)),
                    feed=None if rotation.feed is None else rotation.feed + [None] * added)
 

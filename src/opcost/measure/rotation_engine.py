@@ -39,9 +39,7 @@ from opcost.measure.rotation import (
     shuffled,
     with_engine_probes,
     with_iterations,
-    with_speed_probe,
 )
-from opcost.measure.speed import speed_probe
 from opcost.measure.timing import RotationError
 from opcost.model.replay import ModelCache, build, mode_context, refresher
 from opcost.model.sweep_points import PREFIX as SWEEP_PREFIX
@@ -134,16 +132,12 @@ class _Group:
     iterations: dict  # workload -> its model iteration, those that have not failed
     probes: tuple | None  # the autograd engine's probes (a rotation with backward calls), while they work
     failed: dict  # config_id -> failure
-    speed: Callable | None = None  # the host's speed probe (opcost.measure.speed), while it works
     results: dict = field(default_factory=dict)  # config_id -> {(DEFAULT, phase): (None, Measurement, energy)}
     attempts: dict = field(default_factory=dict)  # config_id -> the attempt its kept measurement came from
     whole: dict = field(default_factory=dict)  # workload -> its iteration's Measurement
     engine_of: dict = field(default_factory=dict)  # config_id -> the engine's cost per call in its backward's rotation
     noisy: set = field(default_factory=set)  # (config_id, phase) still to re-measure; empty on the first attempt
     engine_s: float | None = None  # the engine's cost per call in the last rotation that probed it
-    speed_s: float | None = None  # the speed probe's median in the last rotation
-    speed_of: dict = field(default_factory=dict)  # (config_id, phase) -> speed_s of the rotation it was kept from
-    speed_paired: float | None = None  # speed_s of the rotation the model iterations were timed in
 
     def targets(self, attempt: int) -> list[int]:
         """The members the rotation's precision target waits for: the timed ones, then the noisy ones."""
@@ -158,11 +152,7 @@ class _Group:
             self.engine_s = engine_intercept(extra[0].median, extra[1].median)
             log.info("autograd engine in the rotation: %.1f us per backward call", self.engine_s * 1e6)
             extra = extra[2:]
-        if self.speed is not None:
-            self.speed_s = extra[0].median
-            extra = extra[1:]
         if paired:
-            self.speed_paired = self.speed_s
             per = ITERATION_CALLS[rotation.shuffle]
             for i, key in enumerate(self.iterations):
                 mine = extra[i * per:(i + 1) * per]
@@ -175,15 +165,12 @@ class _Group:
     def drop(self, e: RotationError, rotation) -> None:
         """Leave out what failed inside ``rotation``: a model iteration, the engine's probes, or a configuration
         (failed, unless an earlier attempt measured it)."""
-        first = len(self.members) + (2 if self.probes is not None else 0) + (self.speed is not None)
+        first = len(self.members) + (2 if self.probes is not None else 0)
         if e.index >= first:
             key = list(self.iterations)[(e.index - first) // ITERATION_CALLS[rotation.shuffle]]
             log.warning("the model iteration of %s failed inside the rotation (%s); rotating without it", key,
                         failure_status(e.error))
             del self.iterations[key]
-        elif e.index >= len(self.members) + (2 if self.probes is not None else 0):
-            log.warning("the speed probe failed inside the rotation (%s); rotating without it", failure_status(e.error))
-            self.speed = None
         elif e.index >= len(self.members):
             log.warning("the autograd engine's probe failed inside the rotation (%s); rotating without it",
                         failure_status(e.error))
@@ -207,7 +194,6 @@ class _Group:
             prev = self.results.get(cid, {}).get((DEFAULT, phase))
             if prev is None or m.rel_ci < prev[1].rel_ci:
                 self.results.setdefault(cid, {})[(DEFAULT, phase)] = (None, m, missing(NoMeter()))
-                self.speed_of[(cid, phase)] = self.speed_s
                 if phase == "backward" and self.probes is not None:
                     self.engine_of[cid] = self.engine_s
         self.noisy = {(cid, ph) for cid, r in self.results.items() for (_, ph), (_, m, _) in r.items() if m.noisy}
@@ -224,14 +210,13 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
             context: list[dict] = (), iterations: dict[str, Callable[[], object]] | None = None) -> _Group:
     """Time one group of same-mode configurations in rotation (with ``context`` configurations rotating untimed).
     Returns the group's :class:`_Group`: its `results` ({config_id: {(DEFAULT, phase): (None, Measurement, energy
-    columns)}}), `failed`, `attempts`, `whole` (workload -> its iteration's Measurement), `engine_of` and
-    `speed_of`. Every rotation times the host's speed probe (:mod:`opcost.measure.speed`); one with backward calls
-    measures the engine among them (:func:`opcost.measure.rotation.with_engine_probes`). A configuration whose
-    replay fails (when built, on a first call, or inside the rotation) is reported failed and the rotation goes on
-    without it; a failing context configuration is left out. ``iterations`` (workload -> its whole model iteration:
-    the group's own and those of the workloads whose configurations all rotate in others' groups) with
-    ``settings.e2e_every`` > 0: timed at the end of every ``e2e_every``-th round of the first rotation, the
-    end-to-end references measured in the same minutes, under the same machine state, as the operators; one that
+    columns)}}), `failed`, `attempts`, `whole` (workload -> its iteration's Measurement) and `engine_of`. A rotation
+    with backward calls measures the engine among them (:func:`opcost.measure.rotation.with_engine_probes`). A
+    configuration whose replay fails (when built, on a first call, or inside the rotation) is reported failed and
+    the rotation goes on without it; a failing context configuration is left out. ``iterations`` (workload -> its
+    whole model iteration: the group's own and those of the workloads whose configurations all rotate in others'
+    groups) with ``settings.e2e_every`` > 0: timed at the end of every ``e2e_every``-th round of the first rotation,
+    the end-to-end references measured in the same minutes, under the same machine state, as the operators; one that
     fails is left out. Noisy configurations are re-measured in up to ``settings.remeasure`` more rotations
     (:class:`_Group`)."""
     fresh, shuffle, every = settings.cache == "fresh", settings.order != "model", settings.e2e_every
@@ -244,16 +229,13 @@ def _rotate(rows: list[dict], models: ModelCache, device: str, settings: Profile
         with mode_context(rows[0]["mode"]):
             members = member_calls(reps, fresh, failed)
             probes = engine_probes(device) if any(m.phase == "backward" for m in members) else None
-            g = _Group(members, {r["config_id"] for r in rows}, dict(iterations or {}), probes, failed,
-                       speed_probe(device))
+            g = _Group(members, {r["config_id"] for r in rows}, dict(iterations or {}), probes, failed)
             leads = lead_ins(g.iterations, device) if every > 0 and not shuffle else {}
 
             def rotation_of(paired: bool):
                 rotation = shuffled(g.members) if shuffle else in_model_order(g.members, members_rows, by_id, fresh)
                 if g.probes is not None:
                     rotation = with_engine_probes(rotation, *g.probes)
-                if g.speed is not None:
-                    rotation = with_speed_probe(rotation, g.speed)
                 if paired:
                     rotation = with_iterations(rotation, list(g.iterations.values()), every,
                                                [leads[k] for k in g.iterations] if leads else None)
@@ -382,28 +364,12 @@ def revisited(group: list[dict], settings: ProfileSettings) -> bool:
 
 
 def both_visits(first: _Group, second: _Group) -> _Group:
-    """``first`` with the two visits' results merged (:func:`merge_visits`; the second's measurements read in the
-    first's speed, :func:`in_speed_of`), their attempts added; a configuration failed where neither measured it."""
-    merged = merge_visits(first.results, in_speed_of(second, first))
+    """``first`` with the two visits' results merged (:func:`merge_visits`), their attempts added; a configuration
+    failed where neither measured it."""
+    merged = merge_visits(first.results, second.results)
     return replace(first, results=merged, attempts={k: first.attempts.get(k, 0) + second.attempts.get(k, 0)
                                                     for k in set(first.attempts) | set(second.attempts)},
-                   failed={k: v for k, v in {**second.failed, **first.failed}.items() if not merged.get(k)},
-                   speed_of={**second.speed_of, **first.speed_of})
-
-
-def in_speed_of(g: _Group, to: _Group) -> dict:
-    """``g``'s results, each measurement scaled by the speed probe's median where ``to`` kept it over where ``g``
-    did (:mod:`opcost.measure.speed`): a visit in a slower minute of the host read in the other's; unscaled where
-    either lacks the probe."""
-    out = {}
-    for cid, phases in g.results.items():
-        out[cid] = {}
-        for (plc, phase), (ver, m, e) in phases.items():
-            a, b = g.speed_of.get((cid, phase)), to.speed_of.get((cid, phase))
-            if a and b and m is not None:
-                m = replace(m, samples=m.samples * (b / a))
-            out[cid][(plc, phase)] = (ver, m, e)
-    return out
+                   failed={k: v for k, v in {**second.failed, **first.failed}.items() if not merged.get(k)})
 
 
 def merge_visits(first: dict, second: dict) -> dict:
@@ -437,13 +403,13 @@ class _Run:
 
     def reference(self, key: str, it, group: list[dict], g: _Group, on_e2e) -> None:
         """A model iteration timed in a group's rotation (``g``: its :class:`_Group`), to ``on_e2e`` as an `e2e` row
-        of method `rotation`, with the speed probe's median in the same rounds."""
+        of method `rotation`."""
         log.info("%s: model iteration in the rotation: median %.3g ms n=%d", key, it.median * 1e3, it.n)
         model, mode, batch = parse_workload_key(key)
         # the part of the workload's prediction this rotation measured: its reference's weight among rotations
         timed = sum(calls_in(row, key) * m.median for row in group
                     for (plc, _), (_, m, _) in g.results.get(row["config_id"], {}).items() if plc == DEFAULT)
-        on_e2e(*e2e_frames((model, batch, mode), it, "rotation", self.device, timed_s=timed, speed_s=g.speed_paired))
+        on_e2e(*e2e_frames((model, batch, mode), it, "rotation", self.device, timed_s=timed))
 
     def emit(self, group: list[dict], g: _Group) -> None:
         """The rows of a group's configurations from its rotation's results (``g``: :func:`_rotate`'s), each other
@@ -466,7 +432,7 @@ class _Run:
                 except Exception as e:
                     log.warning("%s %s placements failed: %s", cid, row["op_type"], e)
             out = result_rows(row, result or None, failed.get(cid), attempts.get(cid, 1), self.facts, fast,
-                              engine_of.get(cid), {ph: v for (c, ph), v in g.speed_of.items() if c == cid})
+                              engine_of.get(cid))
             self.rows += out[0]
             self.samples += out[1]
             if self.on_result is not None:

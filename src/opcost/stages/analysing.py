@@ -23,18 +23,14 @@ log = logging.getLogger("opcost")
 
 def database(measurement_paths, e2e_paths, layer_paths, out_measurements, out_e2e, out_layers, out_overheads=None,
              overhead_paths=(), op_type_paths=()) -> None:
-    """The run's database tables from its shards, rows timed in rotations read in one minute of the host
-    (:mod:`opcost.analysis.speed`); `overheads` from the workloads' trace tables
+    """The run's database tables from its shards; `overheads` from the workloads' trace tables
     (:func:`opcost.analysis.predict.overhead_rows`)."""
     from opcost.analysis.predict import overhead_rows
-    from opcost.analysis.speed import in_one_minute, reference_speeds
 
     layers = io.read_many(layer_paths, tables.LAYERS)
-    measurements = io.read_many(measurement_paths, tables.MEASUREMENTS)
-    speeds = reference_speeds(measurements)  # rotation rows read in one minute of the host (opcost.analysis.speed)
-    e2e = in_one_minute(io.read_many(e2e_paths, tables.E2E), speeds)
+    e2e = io.read_many(e2e_paths, tables.E2E)
     io.write_parquet(layers, out_layers, tables.LAYERS)
-    io.write_parquet(in_one_minute(measurements, speeds), out_measurements, tables.MEASUREMENTS)
+    io.write_parquet(io.read_many(measurement_paths, tables.MEASUREMENTS), out_measurements, tables.MEASUREMENTS)
     io.write_parquet(e2e, out_e2e, tables.E2E)
     if out_overheads is not None:
         rows = overhead_rows(io.read_many(overhead_paths, trace_tables.TRACE_OVERHEADS),
