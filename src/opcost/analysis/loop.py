@@ -2,17 +2,17 @@
 
 Iteration ``n`` has a set of profiled operator types. For each workload, *coverage* is the fraction of its measured
 end-to-end time that Σ count × isolated cost over configurations of profiled types accounts for, plus the CPU
-overhead its trace models between operators (:func:`opcost.analysis.predict.trace_overhead`, where the workload has a
-trace and config ``loop.overhead`` is on: Python glue no operator type can account for, a sizeable share of small
-models' iterations; docs/methodology.md, section 7). Where an energy meter exists, ``energy_coverage`` is the same for
-joules, operators only; the stopping rule uses time. A workload meets the target when ``target`` <= coverage <=
-``2 - target`` (the same tolerance both ways: a sum that overshoots the measured time is an error, not coverage). It is
-below target while coverage < ``target``; above it, its sum overshoots, which no further operator type can mend. A
-miss no larger than half of how far the workload's reference moved between the rotations that timed it
+overhead its trace models between operators (:func:`opcost.analysis.predict.trace_overhead`, where the workload has
+a trace and config ``loop.overhead`` is on: Python glue no operator type can account for, a sizeable share of small
+models' iterations; docs/methodology.md, section 7). Where an energy meter exists, ``energy_coverage`` is the same
+for joules, operators only; the stopping rule uses time. A workload meets the target when ``target`` <= coverage <=
+``2 - target`` (the same tolerance both ways: a sum that overshoots the measured time is an error, not coverage). It
+is below target while coverage < ``target``; above it, its sum overshoots, which no further operator type can mend.
+A miss no larger than half of how far the workload's reference moved between the rotations that timed it
 (:func:`opcost.analysis.predict.reference_spread`: the pooled reference sits somewhere between those times) is
 within the reference's noise: the workload counts as met, and is named with its spread (``within_noise``), not as a
-failure (a tiny_dlrm whose sum overshot by 25% while its reference moved by 28% failed the default study before).
-The next iteration adds the ``add_per_iteration`` unprofiled types with the largest *unattributed time* (Σ count × in-situ
+failure (a sub-millisecond model whose reference moved 28% between rotations cannot check a 10% target). The next
+iteration adds the ``add_per_iteration`` unprofiled types with the largest *unattributed time* (Σ count × in-situ
 cost, which exists for every configuration of every workload after one in-situ pass) summed over the workloads still
 below target. The loop stops when no workload is below target (every one met it, or some overshoot: said in the stop
 reason), when no unprofiled type is left, or at ``max_iterations``; the profiled types are then the significant
