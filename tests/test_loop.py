@@ -87,10 +87,10 @@ def test_ranking_prefers_the_type_with_most_unattributed_time():
     assert "m inference b1: coverage 150.0%, the sum overshoots the measured time by 50.0% (overhead +137.5%)" in text
 
 
-def test_a_miss_within_half_of_how_far_the_reference_moved_is_noise_not_a_failed_target():
-    """tiny_dlrm's sum overshot its reference by 25% while the reference moved 28% between the rotations that timed
-    it: the pooled reference sits somewhere between those times, so a miss up to half of that is the reference's
-    noise, named as such; a larger one still fails the target."""
+def test_a_sum_that_meets_the_target_against_one_of_the_references_times_is_noise_not_a_failed_target():
+    """A sub-millisecond model's sum overshot its pooled reference by 25% while the reference moved 28% between the
+    rotations that timed it: the pooled reference sits somewhere between those times, so a sum that meets the target
+    against one of them is within the reference's noise, named as such; one that meets it against none still fails."""
     layers = pd.DataFrame({"model": "m", "batch": 1, "mode": "inference", "config_id": ["a"], "op_type": ["A"],
                            "count": [1]})
     meas = pd.DataFrame({"config_id": ["a", "a"], "source": ["isolated", "insitu"], "phase": "forward",
@@ -104,17 +104,19 @@ def test_a_miss_within_half_of_how_far_the_reference_moved_is_noise_not_a_failed
                              "energy_j": None})
 
     settings = LoopSettings(("A",), 0.9, 5, 1)
-    moved = rotations([7.0, 9.0])  # pooled 8 s, moved 9/7 - 1 = 28.6%: up to 14.3% beyond the target is noise
+    moved = rotations([7.0, 9.0])  # pooled 8 s, moved 9/7 - 1 = 28.6%: a sum within 6.3..9.9 s meets 90..110% of one
     ev = evaluate(0, ["A"], layers, meas, moved, settings, "cpu", overhead={("m", 1, "inference"): 8.8})
-    assert ev["workloads"][0]["coverage"] == pytest.approx(1.225)  # (1 + 8.8) / 8: 12.5% beyond 110%
+    assert ev["workloads"][0]["coverage"] == pytest.approx(1.225)  # (1 + 8.8) / 8, but 9.8 / 9 = 1.089
     assert ev["above_target"] == [] and ev["within_noise"] == {"m/inference/b1": pytest.approx(2 / 7)}
     assert ev["done"] and ev["stop_reason"] == "target reached (1 workload(s) within their reference's noise)"
     assert "m/inference/b1 (its reference moved 29% between rotations)" in summary_text([ev])
     ev = evaluate(0, ["A"], layers, meas, moved, settings, "cpu", overhead={("m", 1, "inference"): 5.4})
-    assert ev["workloads"][0]["coverage"] == pytest.approx(0.8)  # short by 10%, within 14.3%: below, as noise
+    assert ev["workloads"][0]["coverage"] == pytest.approx(0.8)  # 6.4 / 8, but 6.4 / 7 = 0.914
     assert ev["below_target"] == [] and list(ev["within_noise"]) == ["m/inference/b1"] and ev["done"]
     ev = evaluate(0, ["A"], layers, meas, moved, settings, "cpu", overhead={("m", 1, "inference"): 4.0})
-    assert ev["below_target"] == ["m/inference/b1"] and ev["within_noise"] == {}  # 62.5%: short beyond the noise
+    assert ev["below_target"] == ["m/inference/b1"] and ev["within_noise"] == {}  # 5 / 7 = 0.71: short of both
+    ev = evaluate(0, ["A"], layers, meas, moved, settings, "cpu", overhead={("m", 1, "inference"): 9.0})
+    assert ev["above_target"] == ["m/inference/b1"] and ev["within_noise"] == {}  # 10 / 9 = 1.11: over both
     steady = rotations([7.9, 8.1])  # moved 2.5%: the same overshoot fails
     ev = evaluate(0, ["A"], layers, meas, steady, settings, "cpu", overhead={("m", 1, "inference"): 8.8})
     assert ev["above_target"] == ["m/inference/b1"] and ev["within_noise"] == {}

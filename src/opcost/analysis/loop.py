@@ -8,15 +8,15 @@ models' iterations; docs/methodology.md, section 7). Where an energy meter exist
 for joules, operators only; the stopping rule uses time. A workload meets the target when ``target`` <= coverage <=
 ``2 - target`` (the same tolerance both ways: a sum that overshoots the measured time is an error, not coverage). It
 is below target while coverage < ``target``; above it, its sum overshoots, which no further operator type can mend.
-A miss no larger than half of how far the workload's reference moved between the rotations that timed it
-(:func:`opcost.analysis.predict.reference_spread`: the pooled reference sits somewhere between those times) is
-within the reference's noise: the workload counts as met, and is named with its spread (``within_noise``), not as a
-failure (a sub-millisecond model whose reference moved 28% between rotations cannot check a 10% target). The next
-iteration adds the ``add_per_iteration`` unprofiled types with the largest *unattributed time* (Σ count × in-situ
-cost, which exists for every configuration of every workload after one in-situ pass) summed over the workloads still
-below target. The loop stops when no workload is below target (every one met it, or some overshoot: said in the stop
-reason), when no unprofiled type is left, or at ``max_iterations``; the profiled types are then the significant
-operator list, written as a config fragment a next run can start from.
+A sum that misses the target against the pooled reference but meets it against one of the times the reference took
+in the rotations that timed it (:func:`opcost.analysis.predict.reference_range`: the pooled reference sits somewhere
+between them) is within the reference's noise: the workload counts as met, and is named with how far its reference
+moved (``within_noise``), not as a failure (a sub-millisecond model whose reference moved 28% between rotations
+cannot check a 10% target). The next iteration adds the ``add_per_iteration`` unprofiled types with the largest
+*unattributed time* (Σ count × in-situ cost, which exists for every configuration of every workload after one
+in-situ pass) summed over the workloads still below target. The loop stops when no workload is below target (every
+one met it, or some overshoot: said in the stop reason), when no unprofiled type is left, or at ``max_iterations``;
+the profiled types are then the significant operator list, written as a config fragment a next run can start from.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from opcost.analysis.predict import DEFAULT_STATISTIC, costed_layers, reference_spread, references
+from opcost.analysis.predict import DEFAULT_STATISTIC, costed_layers, reference_range, references
 from opcost.database import of_workload
 from opcost.measure.engine import ENGINE_OP_TYPE
 
@@ -71,7 +71,7 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
     # coverage uses isolated costs: the same end-to-end reference as their prediction
     # (opcost.analysis.predict.references)
     measured = {k: v for k, (v, _) in references(e2e, device, "isolated", statistic).items()}
-    spreads = reference_spread(e2e, device, statistic)
+    ranges = reference_range(e2e, device, statistic)
     e2e = e2e[e2e["method"] == "dedicated"]  # energy: the runs that meter it
     iso = costed_layers(layers, measurements, device, "isolated", statistic)
     ins = costed_layers(layers, measurements, device, "insitu", statistic)
@@ -97,10 +97,10 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
              "error": (float(g["total_s"].sum()) / m - 1) if (m and all_measured) else None,
              "by_op_type": {k: float(v) for k, v in g[in_profiled].groupby("op_type")["total_s"].sum().items()}}
         workloads.append(w)
-        key, slack = (model, int(batch), mode), spreads.get((model, int(batch), mode), 0.0) / 2
+        key = (model, int(batch), mode)
         if w["coverage"] is not None and not settings.target <= w["coverage"] <= 2 - settings.target and (
-                settings.target - slack <= w["coverage"] <= 2 - settings.target + slack):
-            noise[f"{model}/{mode}/b{batch}"] = 2 * slack
+                noisy := within_range(attributed, ranges.get(key), settings.target)):
+            noise[f"{model}/{mode}/b{batch}"] = noisy
         elif w["coverage"] is None or w["coverage"] < settings.target:
             below.append(key)
         elif w["coverage"] > 2 - settings.target:
@@ -130,6 +130,16 @@ def evaluate(iteration: int, profiled: list[str], layers: pd.DataFrame, measurem
             "above_target": [f"{m}/{mo}/b{b}" for m, b, mo in over], "within_noise": noise,
             "unattributed_by_op_type": rank, "next_op_types": [] if stop else next_types,
             "done": stop is not None, "stop_reason": stop}
+
+
+def within_range(attributed: float, times: tuple[float, float] | None, target: float) -> float | None:
+    """How far the reference moved between its rotations (largest / smallest − 1) where the sum ``attributed`` meets
+    ``target`` against at least one time the reference took (``times``: the smallest and the largest, as
+    :func:`opcost.analysis.predict.reference_range` gives them), else None."""
+    if times is None:
+        return None
+    lo, hi = times
+    return hi / lo - 1 if attributed / hi <= 2 - target and attributed / lo >= target else None
 
 
 def significant(workloads: list[dict], target: float) -> list[str]:

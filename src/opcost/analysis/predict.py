@@ -179,13 +179,11 @@ def references(e2e: pd.DataFrame, device: str, source: str, statistic: str = DEF
     return out
 
 
-def reference_spread(e2e: pd.DataFrame, device: str,
-                     statistic: str = DEFAULT_STATISTIC) -> dict[tuple, float]:
-    """(model, batch, mode) -> how far its end-to-end time moved between the rotations that timed it on ``device``
-    (its `rotation` rows, one per rotation): the largest over the smallest ``statistic`` − 1; workloads timed in
-    fewer than two rotations are left out. The pooled `rotation` reference sits between those times, so a
-    prediction from measurements of other minutes (an estimate) cannot be expected closer than about half of it.
-    One run per workload, as :func:`references`."""
+def reference_range(e2e: pd.DataFrame, device: str,
+                    statistic: str = DEFAULT_STATISTIC) -> dict[tuple, tuple[float, float]]:
+    """(model, batch, mode) -> (the smallest, the largest) ``statistic`` of its end-to-end time among the rotations
+    that timed it on ``device`` (its `rotation` rows, one per rotation); workloads timed in fewer than two rotations
+    are left out. One run per workload, as :func:`references`."""
     col = _column(statistic)
     e2e = one_run(e2e[e2e["device"] == device])
     rows = e2e[(e2e["method"] == "rotation") & e2e[col].notna()]
@@ -193,8 +191,17 @@ def reference_spread(e2e: pd.DataFrame, device: str,
     for (model, batch, mode), g in rows.groupby(["model", "batch", "mode"]):
         t = g[col].astype(float)
         if len(t) >= 2 and t.min() > 0:
-            out[(model, int(batch), mode)] = float(t.max() / t.min() - 1)
+            out[(model, int(batch), mode)] = (float(t.min()), float(t.max()))
     return out
+
+
+def reference_spread(e2e: pd.DataFrame, device: str,
+                     statistic: str = DEFAULT_STATISTIC) -> dict[tuple, float]:
+    """(model, batch, mode) -> how far its end-to-end time moved between the rotations that timed it on ``device``:
+    the largest over the smallest − 1 (:func:`reference_range`). The pooled `rotation` reference sits between those
+    times, so a prediction from measurements of other minutes (an estimate) cannot be expected closer than about half
+    of it."""
+    return {k: hi / lo - 1 for k, (lo, hi) in reference_range(e2e, device, statistic).items()}
 
 
 def predict(layers: pd.DataFrame, measurements: pd.DataFrame, e2e: pd.DataFrame, device: str,

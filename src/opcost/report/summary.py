@@ -144,8 +144,8 @@ def run_summary(predictions: pd.DataFrame, loop: list[dict], failures: pd.DataFr
             if last.get(key):
                 lines.append(f"  {what}: {', '.join(last[key])}")
         if last.get("within_noise"):
-            lines.append("  met within the reference's noise (its miss at most half of how far its reference moved "
-                         "between rotations): " + ", ".join(f"{w} (moved {s:.0%})" for w, s in
+            lines.append("  met within the reference's noise (the target met against one of the times the reference "
+                         "took in its rotations): " + ", ".join(f"{w} (moved {s:.0%})" for w, s in
                                                             last["within_noise"].items()))
     lines += _unseen_lines(unseen) + _generate_lines(generate) + _tier_lines(tier_costs)
     facts = facts or {}
